@@ -1,0 +1,35 @@
+# The two commands of the README:
+#   make run   — install (once) and run the default audit
+#   make test  — install (once) and run the test suite
+# torch is installed first, pinned to the CPU build: a plain `torch`
+# requirement would otherwise pull several GB of CUDA packages.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.privleak-installed
+TORCH  ?= torch==2.13.0
+OUT    ?= runs/default
+
+.PHONY: install run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/privleak run --out $(OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

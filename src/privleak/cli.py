@@ -1,0 +1,190 @@
+"""The ``privleak`` command line: parse, call the library, print.
+
+Every user error is one line on stderr and exit code 2; Ctrl-C leaves the run
+directory resumable and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit language models for privacy leakage.")
+data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic data.")
+app.add_typer(data_app, name="data")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger("opacus").setLevel(logging.ERROR)
+
+
+def _parse_epsilons(text: str) -> list[float]:
+    vals = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            raise UserError(f"--epsilons {text}: '{part}' is not a number; give a comma-separated list like 1,4,8") from None
+        if not (v > 0 and math.isfinite(v)):
+            raise UserError(f"--epsilons {text}: ε must be > 0 and finite, got {part}; give values like 1,4,8")
+        vals.append(v)
+    return vals
+
+
+@app.command()
+def run(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML audit config (see README)."),
+    out_dir: Path = typer.Option(Path("runs/default"), "--out", "-o", help="Run directory (created; reused to resume)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Your corpus: JSONL, CSV, text (one record per line) or a saved HF dataset dir. Default: synthetic clinical notes."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text in JSONL/CSV/HF data (default 'text')."),
+    model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id or local directory. Default: the embedded model pre-trained on public synthetic text."),
+    epsilons: Optional[str] = typer.Option(None, "--epsilons", help="Comma-separated ε for the DP-SGD arms, e.g. 1,4,8 (empty: no DP arms)."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms (default 1/(10·n))."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data, training and attacks (default 0)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default, ≤10 min on 2 cores) or full."),
+    plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
+) -> None:
+    """Run (or resume) a privacy audit and write results.json."""
+    from .audit.table import arms_table
+    from .config import build_config, read_config_file
+    from .pipeline import run_audit
+
+    file_data = read_config_file(config) if config else {}
+    over: dict[str, Any] = {}
+    if profile is not None:
+        over["profile"] = profile
+    if seed is not None:
+        over["seed"] = seed
+    if data is not None:
+        over.setdefault("data", {})["path"] = data
+    if text_field is not None:
+        over.setdefault("data", {})["text_field"] = text_field
+    if plant_canaries:
+        over.setdefault("data", {})["plant_canaries"] = True
+    if model is not None:
+        over.setdefault("model", {})["base"] = model
+    if epsilons is not None:
+        over.setdefault("dp", {})["epsilons"] = _parse_epsilons(epsilons)
+    if delta is not None:
+        if not 0.0 < delta < 1.0:
+            raise UserError(f"--delta {delta}: δ must satisfy 0 < δ < 1 (and should be well below 1/n); try 1e-5")
+        over.setdefault("dp", {})["delta"] = delta
+    cfg = build_config(file_data, over)
+    if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
+        raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
+    if cfg.model.base is not None:
+        from .models.handle import check_model_ref
+
+        check_model_ref(cfg.model.base)
+    err.print(f"PrivLeak audit → {out_dir}  (arms: {', '.join(cfg.arm_names())})")
+    results = run_audit(cfg, out_dir, notify=err.print)
+    out.print(arms_table(results))
+    for w in results["warnings"]:
+        err.print(f"[yellow]warning:[/yellow] {w}")
+    err.print(f"results: {Path(out_dir) / 'results.json'}")
+
+
+@data_app.command("generate")
+def data_generate(
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for public/members/non_members/population .jsonl and canaries.json."),
+    seed: int = typer.Option(0, "--seed"),
+    n_public: int = typer.Option(3000, "--n-public"),
+    n_members: int = typer.Option(1200, "--n-members"),
+    n_non_members: int = typer.Option(1200, "--n-non-members"),
+    n_population: int = typer.Option(1200, "--n-population"),
+    phi_fraction: float = typer.Option(0.15, "--phi-fraction", help="Fraction of records that are notes about a patient."),
+) -> None:
+    """Write the synthetic clinical corpus (with exact PII spans and canaries) as JSONL."""
+    from .data.clinical import ClinicalCorpusConfig, generate_corpus, write_corpus
+
+    cfg = ClinicalCorpusConfig(n_public=n_public, n_members=n_members, n_non_members=n_non_members,
+                               n_population=n_population, phi_fraction=phi_fraction, seed=seed)
+    corpus = generate_corpus(cfg)
+    try:
+        write_corpus(corpus, out_dir)
+    except OSError as exc:
+        raise UserError(f"--out {out_dir}: cannot write there ({exc.strerror or exc}); choose a writable directory") from None
+    sizes = ", ".join(f"{k}={len(v)}" for k, v in corpus.splits.items())
+    err.print(f"wrote {out_dir}: {sizes}, canaries={len(corpus.canaries)}")
+
+
+@app.command()
+def accountant(
+    sample_rate: float = typer.Option(..., "--sample-rate", "-q", help="Poisson sampling rate q = expected batch / n."),
+    steps: int = typer.Option(..., "--steps", "-T", help="Number of DP-SGD steps."),
+    delta: float = typer.Option(..., "--delta", help="Target δ."),
+    sigma: Optional[float] = typer.Option(None, "--sigma", help="Noise multiplier: report ε."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Target ε: report the σ each accountant needs."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """ε for (q, σ, T, δ) — or σ for a target ε — by RDP, PLD and PRV side by side."""
+    from .models import accounting as acc
+
+    if (sigma is None) == (epsilon is None):
+        raise UserError("accountant: give exactly one of --sigma (to get ε) or --epsilon (to get σ)")
+    if sigma is not None:
+        r = acc.epsilons(sample_rate, sigma, steps, delta)
+        payload = {"sample_rate": sample_rate, "sigma": sigma, "steps": steps, "delta": delta,
+                   "epsilon_rdp": r.epsilon_rdp, "epsilon_pld": r.epsilon_pld, "epsilon_prv": r.epsilon_prv}
+        label = "ε"
+    else:
+        r = acc.sigmas(epsilon, delta, sample_rate, steps)
+        payload = {"sample_rate": sample_rate, "epsilon": epsilon, "steps": steps, "delta": delta,
+                   "sigma_rdp": r.sigma_rdp, "sigma_pld": r.sigma_pld, "sigma_prv": r.sigma_prv}
+        label = "σ"
+    if as_json:
+        out.print_json(json.dumps(payload))
+        return
+    out.print(f"q={sample_rate:g} T={steps} δ={delta:g} " + (f"σ={sigma:g}" if sigma is not None else f"target ε={epsilon:g}"))
+    for k, v in payload.items():
+        if k.startswith(("epsilon_", "sigma_")):
+            out.print(f"  {label} {k.split('_', 1)[1].upper():4s} {v:.4f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    _quiet_libraries()
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted: rerun the same command to resume where it stopped", soft_wrap=True)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            err.print(f"error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

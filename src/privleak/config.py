@@ -1,0 +1,226 @@
+"""The audit configuration: typed, validated, loadable from YAML or TOML.
+
+Precedence: built-in defaults < profile (``quick``/``full``) < config file <
+command-line flags. Every validation failure becomes one ``UserError`` line
+that names the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import UserError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticConfig(_Strict):
+    n_public: int = Field(3000, ge=10)
+    n_members: int = Field(1200, ge=10)
+    n_non_members: int = Field(1200, ge=10)
+    n_population: int = Field(1200, ge=10)
+    phi_fraction: float = Field(0.15, ge=0.0, le=1.0)
+    public_phi_fraction: float = Field(0.5, ge=0.0, le=1.0)
+
+
+class DataConfig(_Strict):
+    path: str | None = None  # None: the synthetic clinical corpus
+    text_field: str = "text"
+    format: Literal["jsonl", "csv", "txt", "hf"] | None = None
+    split: tuple[float, float, float] = (0.5, 0.25, 0.25)
+    plant_canaries: bool = False
+    synthetic: SyntheticConfig = SyntheticConfig()
+
+    @field_validator("split")
+    @classmethod
+    def _split_sums_to_one(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
+        if any(f <= 0 for f in v) or abs(sum(v) - 1.0) > 1e-6:
+            raise ValueError("split fractions (members, non_members, population) must be positive and sum to 1")
+        return v
+
+
+class CanaryConfig(_Strict):
+    repeats: tuple[int, ...] = (1, 2, 4, 8, 16)
+    per_repeat: int = Field(3, ge=1)
+    candidates: int = Field(10_000, ge=100)
+
+    @field_validator("repeats")
+    @classmethod
+    def _positive(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(r < 1 for r in v):
+            raise ValueError("canary repeats must be a non-empty list of integers ≥ 1")
+        return v
+
+
+class EmbeddedModelConfig(_Strict):
+    vocab_size: int = Field(2048, ge=300)
+    n_layer: int = Field(4, ge=1)
+    n_embd: int = Field(128, ge=16)
+    n_head: int = Field(4, ge=1)
+    epochs: float = Field(4.0, gt=0)
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(2e-3, gt=0)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "EmbeddedModelConfig":
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        return self
+
+
+class ModelConfig(_Strict):
+    base: str | None = None  # None: the embedded model; else a HF id or local directory
+    max_length: int = Field(128, ge=8)
+    embedded: EmbeddedModelConfig = EmbeddedModelConfig()
+
+
+class TrainConfig(_Strict):
+    """Non-private fine-tuning (the baseline arm)."""
+
+    epochs: float = Field(10.0, gt=0)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+
+
+class DPConfig(_Strict):
+    """DP-SGD arms. Batch size, epochs and learning rate differ from the
+    baseline only because DP-SGD needs large batches to average the noise down."""
+
+    epsilons: tuple[float, ...] = (1.0, 4.0, 8.0)
+    delta: float | None = None  # None: 1 / (10 n), below 1/n as DP requires
+    max_grad_norm: float = Field(1.0, gt=0)
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(128, ge=1)
+    lr: float = Field(2e-3, gt=0)
+    accountant: Literal["prv", "rdp"] = "prv"
+
+    @field_validator("epsilons")
+    @classmethod
+    def _eps_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        for e in v:
+            if not (e > 0 and math.isfinite(e)):
+                raise ValueError(f"every ε must be > 0 and finite, got {e}")
+        return v
+
+    @field_validator("delta")
+    @classmethod
+    def _delta_valid(cls, v: float | None) -> float | None:
+        if v is not None and not (0.0 < v < 1.0):
+            raise ValueError(f"δ must satisfy 0 < δ < 1, got {v}")
+        return v
+
+
+class AttackConfig(_Strict):
+    max_mia_records: int = Field(2000, ge=10)
+    bootstrap: int = Field(200, ge=0)
+
+
+class AuditConfig(_Strict):
+    seed: int = 0
+    profile: Literal["quick", "full"] = "quick"
+    data: DataConfig = DataConfig()
+    canaries: CanaryConfig = CanaryConfig()
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+    dp: DPConfig = DPConfig()
+    attacks: AttackConfig = AttackConfig()
+
+    def arm_names(self) -> list[str]:
+        return ["baseline"] + [dp_arm_name(e) for e in self.dp.epsilons]
+
+    def fingerprint(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+def dp_arm_name(epsilon: float) -> str:
+    return f"dp-{epsilon:g}"
+
+
+# What a profile changes; the rest are the defaults above.
+PROFILES: dict[str, dict[str, Any]] = {
+    "quick": {},
+    "full": {
+        "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "epochs": 5},
+        "canaries": {"candidates": 100_000},
+        "attacks": {"bootstrap": 1000},
+    },
+}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"--config {p}: file does not exist; pass a YAML or TOML audit config")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"--config {p}: not UTF-8 text; save the config as UTF-8 YAML or TOML") from None
+    try:
+        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        raise UserError(f"--config {p}:{line} cannot be parsed ({str(exc).splitlines()[0]}); fix the syntax") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"--config {p}: top level must be a mapping of sections (data, model, train, dp, …)")
+    return data
+
+
+def _describe(err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"]) or "config"
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        return f"config field '{loc}' is not a known option; check its spelling against the README"
+    return f"config field '{loc}': {msg}"
+
+
+def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None) -> AuditConfig:
+    """Defaults < profile < file < overrides, validated into an ``AuditConfig``."""
+    layered: dict[str, Any] = {}
+    file_data = file_data or {}
+    overrides = overrides or {}
+    profile = overrides.get("profile") or file_data.get("profile") or "quick"
+    if profile not in PROFILES:
+        raise UserError(f"--profile {profile}: unknown profile; use 'quick' or 'full'")
+    layered = _merge(layered, PROFILES[profile])
+    layered = _merge(layered, file_data)
+    layered = _merge(layered, overrides)
+    try:
+        return AuditConfig.model_validate(layered)
+    except ValidationError as err:
+        raise UserError(_describe(err)) from None
+
+
+def resolve_delta(cfg: AuditConfig, n_members: int) -> tuple[float, str | None]:
+    """δ for the DP arms and a warning when the user's δ is not below 1/n."""
+    if cfg.dp.delta is None:
+        return 1.0 / (10.0 * n_members), None
+    if cfg.dp.delta >= 1.0 / n_members:
+        return cfg.dp.delta, (
+            f"δ = {cfg.dp.delta:g} is not below 1/n = {1.0 / n_members:.3g}: a mechanism that publishes one "
+            "random record outright satisfies such a guarantee; choose δ well below 1/n"
+        )
+    return cfg.dp.delta, None

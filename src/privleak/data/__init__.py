@@ -1,0 +1,1 @@
+"""Records with PII spans, the synthetic clinical corpus, user-corpus loaders."""

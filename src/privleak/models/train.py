@@ -1,0 +1,82 @@
+"""Ordinary (non-private) training of a causal LM, read top to bottom.
+
+Used for pre-training the embedded base model on the public split and for
+the non-DP arms (``baseline``, and later ``scrub``, ``dedup``). The DP loop in
+``dp_train.py`` mirrors this one and differs only where DP-SGD requires it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel
+
+from ..progress import progress_bar
+from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    epochs: float
+    batch_size: int
+    lr: float
+    weight_decay: float = 0.0
+    warmup_fraction: float = 0.05
+    seed: int = 0
+
+
+@dataclass
+class TrainLog:
+    steps: int = 0
+    losses: list[float] = field(default_factory=list)  # mean loss per epoch
+
+
+def lr_at(step: int, total: int, base_lr: float, warmup_fraction: float) -> float:
+    """Linear warm-up, then linear decay to 10 % of the base rate."""
+    warmup = max(1, int(total * warmup_fraction))
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, total - warmup)
+    return base_lr * (1.0 - 0.9 * frac)
+
+
+def make_optimizer(model: PreTrainedModel, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id: int, desc: str = "train") -> TrainLog:
+    """Mini-batch AdamW on the mean per-sequence NLL, shuffled each epoch (seeded)."""
+    gen = torch.Generator().manual_seed(settings.seed)
+    n = len(data)
+    per_epoch = math.ceil(n / settings.batch_size)
+    total = max(1, int(round(settings.epochs * per_epoch)))
+    opt = make_optimizer(model, settings.lr, settings.weight_decay)
+    log = TrainLog()
+    model.train()
+    step = 0
+    with progress_bar(desc, total=total) as advance:
+        while step < total:
+            order = torch.randperm(n, generator=gen).tolist()
+            epoch_losses = []
+            for start in range(0, n, settings.batch_size):
+                if step >= total:
+                    break
+                idx = order[start : start + settings.batch_size]
+                ids, mask = pad_batch([data.ids[i] for i in idx], pad_id)
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(step, total, settings.lr, settings.warmup_fraction)
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
+                loss = per_sequence_nll(logits, ids, mask).mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                epoch_losses.append(loss.item())
+                step += 1
+                advance(1, loss=epoch_losses[-1])
+            log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
+    log.steps = step
+    model.eval()
+    return log

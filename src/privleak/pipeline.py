@@ -1,0 +1,318 @@
+"""One audit, stage by stage: data → base model → arms → evaluation → results.
+
+Each stage is cached in the run directory (see ``rundir``): rerunning the
+same command after a crash or Ctrl-C picks up where it stopped, and the same
+config + seed reproduce the same ``results.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import __version__
+from .attacks.exposure import canary_exposure, chance_exposure
+from .attacks.membership import loss_scores
+from .attacks.scoring import cached_scores
+from .audit.metrics import mia_metrics
+from .audit.utility import perplexity
+from .config import AuditConfig, dp_arm_name, resolve_delta
+from .data.canaries import Canary, load_canaries, make_canaries, plant_canaries, save_canaries
+from .data.clinical import ClinicalCorpusConfig, generate_corpus
+from .data.loaders import load_corpus
+from .data.records import Record, read_jsonl, write_jsonl
+from .data.splits import split_corpus
+from .models.accounting import epsilons as accountant_epsilons
+from .models.base import BaseModelSpec, default_base_model
+from .models.batching import encode
+from .models.dp_train import DPSettings, train_dp
+from .models.handle import ModelHandle, clone_model, load_handle, save_handle
+from .models.train import TrainSettings, train
+from .results import SCHEMA_VERSION, package_versions, write_results
+from .rundir import RunDir, Timer, read_json, stable_hash, write_json
+
+log = logging.getLogger("privleak")
+
+SPLITS = ("public", "members", "non_members", "population")
+
+
+@dataclass
+class Audit:
+    """What the stages share while a run is in progress."""
+
+    cfg: AuditConfig
+    run: RunDir
+    notify: Callable[[str], None]
+    warnings: list[str]
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _stage(audit: Audit, name: str, key: str, body: Callable[[], None]) -> None:
+    if audit.run.done(name, key):
+        audit.notify(f"[dim]✓ {name} (cached)[/dim]")
+        return
+    audit.notify(f"▶ {name}")
+    with Timer() as t:
+        body()
+    audit.run.mark(name, key, t.elapsed)
+    audit.notify(f"[green]✓ {name}[/green] ({t.elapsed:.1f} s)")
+
+
+# ----------------------------------------------------------------- data ---
+
+def _data_key(cfg: AuditConfig) -> str:
+    source = None
+    if cfg.data.path is not None:
+        p = Path(cfg.data.path).expanduser()
+        source = _file_digest(p) if p.exists() else str(p)
+    return stable_hash("data", cfg.seed, cfg.data.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), source,
+                       cfg.model.base is None)
+
+
+def _synthetic_cfg(cfg: AuditConfig, **over: object) -> ClinicalCorpusConfig:
+    s = cfg.data.synthetic
+    kw = dict(
+        n_public=s.n_public,
+        n_members=s.n_members,
+        n_non_members=s.n_non_members,
+        n_population=s.n_population,
+        phi_fraction=s.phi_fraction,
+        public_phi_fraction=s.public_phi_fraction,
+        canary_repeats=tuple(cfg.canaries.repeats),
+        canaries_per_repeat=cfg.canaries.per_repeat,
+        seed=cfg.seed,
+    )
+    kw.update(over)
+    return ClinicalCorpusConfig(**kw)
+
+
+def _make_data(audit: Audit) -> None:
+    cfg, run = audit.cfg, audit.run
+    if cfg.data.path is None:
+        corpus = generate_corpus(_synthetic_cfg(cfg))
+        splits, canaries = corpus.splits, corpus.canaries
+    else:
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed)
+        canaries = []
+        if cfg.data.plant_canaries:
+            canaries = make_canaries(repeats=tuple(cfg.canaries.repeats), per_repeat=cfg.canaries.per_repeat, seed=cfg.seed)
+            splits["members"] = plant_canaries(splits["members"], canaries, seed=cfg.seed)
+        if cfg.model.base is None:
+            # The embedded base model still needs public text to learn from:
+            # the synthetic public split, which shares nothing with the user's data.
+            public_cfg = _synthetic_cfg(cfg, n_members=0, n_non_members=0, n_population=0, canary_repeats=())
+            splits["public"] = generate_corpus(public_cfg).splits["public"]
+        else:
+            splits["public"] = []
+    with run.staging_dir(run.path("splits")) as tmp:
+        for name in SPLITS:
+            write_jsonl(tmp / f"{name}.jsonl", splits.get(name, []))
+        save_canaries(tmp / "canaries.json", canaries)
+
+
+def load_splits(run: RunDir) -> tuple[dict[str, list[Record]], list[Canary]]:
+    splits = {name: read_jsonl(run.path("splits", f"{name}.jsonl")) for name in SPLITS}
+    return splits, load_canaries(run.path("splits", "canaries.json"))
+
+
+# ----------------------------------------------------------- base model ---
+
+def _base_spec(cfg: AuditConfig) -> BaseModelSpec:
+    e = cfg.model.embedded
+    return BaseModelSpec(
+        vocab_size=e.vocab_size, n_layer=e.n_layer, n_embd=e.n_embd, n_head=e.n_head,
+        max_length=cfg.model.max_length, epochs=e.epochs, batch_size=e.batch_size, lr=e.lr, seed=cfg.seed,
+    )
+
+
+def _resolve_base(audit: Audit, public: list[Record]) -> None:
+    cfg = audit.cfg
+    if cfg.model.base is None:
+        _, path = default_base_model(_base_spec(cfg), [r.text for r in public])
+        info = {"kind": "embedded", "path": str(path), "spec": asdict(_base_spec(cfg))}
+    else:
+        handle = load_handle(cfg.model.base, cfg.model.max_length)
+        info = {"kind": "user", "ref": cfg.model.base, "path": cfg.model.base,
+                "n_params": int(sum(p.numel() for p in handle.model.parameters()))}
+    write_json(audit.run.path("base_model.json"), info)
+
+
+def _load_base(audit: Audit) -> ModelHandle:
+    info = read_json(audit.run.path("base_model.json"))
+    return load_handle(info["path"], audit.cfg.model.max_length)
+
+
+# ----------------------------------------------------------------- arms ---
+
+def _arm_settings(cfg: AuditConfig, arm: str, n_members: int) -> dict:
+    if arm == "baseline":
+        return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed}
+    eps = next(e for e in cfg.dp.epsilons if dp_arm_name(e) == arm)
+    delta, _ = resolve_delta(cfg, n_members)
+    return {"kind": "dp", "target_epsilon": eps, "delta": delta, **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"}),
+            "seed": cfg.seed}
+
+
+def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) -> None:
+    cfg = audit.cfg
+    base = _load_base(audit)
+    model = clone_model(base.model)
+    data = encode(base.tokenizer, [r.text for r in members], cfg.model.max_length)
+    pad = base.pad_id
+    if settings["kind"] == "baseline":
+        tlog = train(model, data, TrainSettings(epochs=settings["epochs"], batch_size=settings["batch_size"], lr=settings["lr"],
+                                                weight_decay=settings["weight_decay"], seed=cfg.seed), pad, desc=f"train {arm}")
+        record = {"kind": "baseline", "steps": tlog.steps, "epoch_losses": tlog.losses, "settings": settings, "privacy": None}
+    else:
+        dps = DPSettings(
+            target_epsilon=settings["target_epsilon"], delta=settings["delta"], max_grad_norm=settings["max_grad_norm"],
+            epochs=settings["epochs"], expected_batch_size=settings["batch_size"], lr=settings["lr"], seed=cfg.seed,
+            accountant=settings["accountant"],
+        )
+        model, tlog = train_dp(model, data, dps, pad, cfg.model.max_length, desc=f"train {arm}")
+        cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
+        record = {
+            "kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "settings": settings,
+            "privacy": {
+                "target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,
+                "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
+                "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp, "epsilon_pld": cross.epsilon_pld,
+                "epsilon_prv": cross.epsilon_prv, "empty_batches": tlog.empty_batches,
+            },
+        }
+    final = audit.run.path("arms", arm, "model")
+    with audit.run.staging_dir(final) as tmp:
+        save_handle(ModelHandle(model=model, tokenizer=base.tokenizer, max_length=cfg.model.max_length), tmp)
+    write_json(audit.run.path("arms", arm, "train.json"), record)
+
+
+# ----------------------------------------------------------- evaluation ---
+
+def _mia_subsets(cfg: AuditConfig, members: list[Record], non_members: list[Record]) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the members / non-members the membership attacks compare.
+
+    Records with known PII: only the PII-carrying ones (the records whose
+    privacy is at stake); otherwise all. Canaries are excluded (they have
+    their own measure). Both sides are capped at the same size, seeded.
+    """
+    def pick(recs: list[Record]) -> np.ndarray:
+        known = any(r.pii is not None for r in recs)
+        idx = [i for i, r in enumerate(recs) if r.kind != "canary" and (r.has_pii or not known)]
+        return np.asarray(idx, dtype=np.int64)
+
+    m, n = pick(members), pick(non_members)
+    cap = min(cfg.attacks.max_mia_records, len(m), len(n))
+    rng = np.random.default_rng(cfg.seed)
+    return np.sort(rng.choice(m, cap, replace=False)), np.sort(rng.choice(n, cap, replace=False))
+
+
+def _evaluate(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[Record]], canaries: list[Canary]) -> None:
+    cfg, run = audit.cfg, audit.run
+    handle = load_handle(model_dir, cfg.model.max_length)
+    members = [r for r in splits["members"] if r.kind != "canary"]
+    non_members = splits["non_members"]
+    s_mem = cached_scores(handle, [r.text for r in members], run.path("arms", name, "scores_members.npz"), desc=f"score {name} members")
+    s_non = cached_scores(handle, [r.text for r in non_members], run.path("arms", name, "scores_non_members.npz"),
+                          desc=f"score {name} non-members")
+    mi, ni = _mia_subsets(cfg, members, non_members)
+    loss_m, loss_n = loss_scores(s_mem)[mi], loss_scores(s_non)[ni]
+    loss = mia_metrics(loss_m, loss_n, bootstrap=cfg.attacks.bootstrap, seed=cfg.seed)
+    exposures = canary_exposure(handle, canaries, n_candidates=cfg.canaries.candidates, seed=cfg.seed, desc=f"exposure {name}")
+    write_json(run.path("arms", name, "eval.json"), {
+        "utility": {"ppl_members": perplexity(s_mem), "ppl_non_members": perplexity(s_non)},
+        "attacks": {"loss": asdict(loss)},
+        "canaries": [e.to_json() for e in exposures],
+    })
+
+
+# -------------------------------------------------------------- results ---
+
+def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Canary], arms: list[str]) -> dict:
+    cfg, run = audit.cfg, audit.run
+    out_arms = {}
+    for arm in arms:
+        tr = read_json(run.path("arms", arm, "train.json"))
+        ev = read_json(run.path("arms", arm, "eval.json"))
+        privacy = tr["privacy"] or {"epsilon": None, "delta": None, "sigma": None, "sample_rate": None, "steps": tr["steps"],
+                                    "max_grad_norm": None, "epsilon_rdp": None, "epsilon_pld": None}
+        out_arms[arm] = {"kind": tr["kind"], "training": {"steps": tr["steps"], "epoch_losses": tr["epoch_losses"],
+                                                          "settings": tr["settings"]},
+                         "privacy": privacy, **ev}
+    base_eval = read_json(run.path("arms", "base", "eval.json"))
+    members = splits["members"]
+    mi, ni = _mia_subsets(cfg, [r for r in members if r.kind != "canary"], splits["non_members"])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "privleak", "version": __version__},
+        "config": cfg.model_dump(mode="json"),
+        "data": {
+            "source": cfg.data.path or "synthetic-clinical",
+            "n_public": len(splits["public"]),
+            "n_members": len(members),
+            "n_canary_records": sum(r.kind == "canary" for r in members),
+            "n_non_members": len(splits["non_members"]),
+            "n_population": len(splits["population"]),
+            "mia_records_per_side": int(len(mi)),
+            "n_canaries": len(canaries),
+            "canary_chance_exposure": chance_exposure(cfg.canaries.candidates) if canaries else None,
+        },
+        "base_model": {**read_json(run.path("base_model.json")), **base_eval},
+        "arms": out_arms,
+        "warnings": audit.warnings,
+        "durations_s": {k: round(v, 2) for k, v in run.durations.items()},
+        "versions": package_versions(),
+    }
+
+
+def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None) -> dict:
+    """Run (or resume) the whole audit; returns the ``results.json`` content."""
+    run = RunDir.open(out_dir)
+    audit = Audit(cfg=cfg, run=run, notify=notify, warnings=[])
+    write_json(run.path("config.json"), cfg.model_dump(mode="json"))
+
+    data_key = _data_key(cfg)
+    _stage(audit, "data", data_key, lambda: _make_data(audit))
+    splits, canaries = load_splits(run)
+    members = splits["members"]
+    _, delta_warning = resolve_delta(cfg, len(members))
+    if delta_warning and cfg.dp.epsilons:
+        audit.warnings.append(delta_warning)
+        notify(f"[yellow]warning:[/yellow] {delta_warning}")
+
+    base_key = stable_hash("base", data_key, cfg.model.model_dump(mode="json"), cfg.seed)
+    _stage(audit, "base-model", base_key, lambda: _resolve_base(audit, splits["public"]))
+
+    arms = cfg.arm_names()
+    arm_keys = {}
+    for arm in arms:
+        settings = _arm_settings(cfg, arm, len(members))
+        arm_keys[arm] = stable_hash("arm", base_key, settings)
+        _stage(audit, f"train/{arm}", arm_keys[arm], lambda arm=arm, s=settings: _train_arm(audit, arm, s, members))
+
+    eval_cfg = (cfg.attacks.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), cfg.seed)
+    base_dir = Path(read_json(run.path("base_model.json"))["path"])
+    _stage(audit, "eval/base", stable_hash("eval", base_key, eval_cfg),
+           lambda: _evaluate(audit, "base", base_dir, splits, canaries))
+    for arm in arms:
+        _stage(audit, f"eval/{arm}", stable_hash("eval", arm_keys[arm], eval_cfg),
+               lambda arm=arm: _evaluate(audit, arm, run.path("arms", arm, "model"), splits, canaries))
+
+    results = _assemble(audit, splits, canaries, arms)
+    write_results(run.path("results.json"), results)
+    return results

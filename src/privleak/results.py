@@ -1,0 +1,51 @@
+"""``results.json``: the contract the report, ``compare`` and other tools read.
+
+Schema (version 1)::
+
+    schema_version   "1"
+    tool             {name, version}
+    config           the validated AuditConfig
+    data             split sizes, canary count, chance-level exposure
+    base_model       {kind, path, …, utility, attacks, canaries}  (the control: never saw members)
+    arms             arm name → {
+        kind         "baseline" | "dp"
+        training     {steps, epoch_losses, settings}
+        privacy      {epsilon (null for non-DP), delta, sigma, sample_rate, steps,
+                      max_grad_norm, epsilon_rdp, epsilon_pld, epsilon_prv, target_epsilon, accountant}
+        utility      {ppl_members, ppl_non_members}
+        attacks      attack name → {auc, tpr_at_1pct_fpr, tpr_at_0_1pct_fpr, n_members, n_non_members, auc_ci95}
+        canaries     [{canary_id, repeats, exposure, max_exposure, rank, n_candidates, exposure_extrapolated}]
+    }
+    warnings         list of strings
+    durations_s      stage name → seconds (not reproducible)
+    versions         python and package versions
+
+Everything except ``durations_s`` is identical for the same config and seed.
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .rundir import write_json
+
+SCHEMA_VERSION = "1"
+
+_PACKAGES = ("torch", "transformers", "tokenizers", "opacus", "dp-accounting", "numpy", "scipy", "faker")
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    write_json(path, results)

@@ -1,0 +1,63 @@
+"""The shared scoring pass against hand computation on a tiny model."""
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from privleak.attacks.membership import loss_scores
+from privleak.attacks.scoring import TokenScores, score_texts
+from privleak.audit.utility import perplexity
+from privleak.models.batching import encode
+
+TEXTS = [
+    "Patient Ann Lee was seen on day 3 for asthma.",
+    "General advice: drink water.",
+    "Bo Kim, gout, phone 555-0101, seen again on day 7 with a much longer note than the others here.",
+    "x",
+]
+
+
+def _by_hand(handle, text):
+    ids = encode(handle.tokenizer, [text], handle.max_length).ids[0]
+    with torch.no_grad():
+        logits = handle.model(input_ids=torch.tensor([ids])).logits[0, :-1].double()
+    logp = torch.log_softmax(logits, -1)
+    tok = logp[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
+    p = logp.exp()
+    mu = (p * logp).sum(-1)
+    var = (p * logp**2).sum(-1) - mu**2
+    return tok.numpy(), mu.numpy(), var.numpy()
+
+
+def test_per_token_values_equal_hand_computation(tiny_handle):
+    # A tiny token budget forces several padded, length-sorted batches.
+    scores = score_texts(tiny_handle, TEXTS, max_tokens=40)
+    for i, text in enumerate(TEXTS):
+        tok, mu, var = _by_hand(tiny_handle, text)
+        sl = scores.tokens(i)
+        np.testing.assert_allclose(scores.logprob[sl], tok, atol=2e-5)
+        np.testing.assert_allclose(scores.mu[sl], mu, atol=2e-5)
+        np.testing.assert_allclose(scores.var[sl], var, atol=5e-5)
+
+
+def test_loss_and_perplexity_definitions(tiny_handle):
+    scores = score_texts(tiny_handle, TEXTS)
+    hand = [_by_hand(tiny_handle, t)[0] for t in TEXTS]
+    expected_nll = np.array([-t.mean() for t in hand])
+    np.testing.assert_allclose(scores.nll(), expected_nll, rtol=1e-5)
+    # LOSS: higher = member, so it is −NLL.
+    np.testing.assert_allclose(loss_scores(scores), -expected_nll, rtol=1e-5)
+    all_tokens = np.concatenate(hand)
+    assert perplexity(scores) == pytest.approx(math.exp(-all_tokens.mean()), rel=1e-5)
+    assert zlib.compress(TEXTS[0].encode())  # zlib scores build on the same NLL (attack issue)
+
+
+def test_cache_round_trip_has_no_pickle(tiny_handle, tmp_path):
+    scores = score_texts(tiny_handle, TEXTS)
+    scores.save(tmp_path / "s.npz")
+    back = TokenScores.load(tmp_path / "s.npz")
+    np.testing.assert_array_equal(back.logprob, scores.logprob)
+    np.testing.assert_array_equal(back.offsets, scores.offsets)
