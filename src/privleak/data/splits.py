@@ -1,0 +1,100 @@
+"""Split a user corpus into members / non-members / population.
+
+Exact duplicates (after whitespace normalisation) always land in the same
+split: a text that is both a member and a non-member would be scored as a
+"non-member" the model has in fact memorised, and every membership metric
+would be biased low. Splitting is therefore over *groups* of identical
+texts, and the fractions apply to groups, not records.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+from privleak.data.records import Record
+from privleak.errors import UserError
+
+SPLIT_NAMES: tuple[str, ...] = ("members", "non_members", "population")
+
+
+def normalize_text(text: str) -> str:
+    """The duplicate key: surrounding whitespace stripped, runs collapsed."""
+    return " ".join(text.split())
+
+
+def _check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
+    try:
+        fr = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):
+        raise UserError(f"split fractions must be numbers, got {fractions!r}") from None
+    if len(fr) != len(SPLIT_NAMES):
+        raise UserError(
+            f"split fractions must be {len(SPLIT_NAMES)} numbers "
+            f"({', '.join(SPLIT_NAMES)}), got {len(fr)}"
+        )
+    if any(not math.isfinite(f) or f <= 0 for f in fr):
+        raise UserError(f"split fractions must all be positive, got {list(fractions)}")
+    if abs(sum(fr) - 1.0) > 1e-6:
+        raise UserError(f"split fractions must sum to 1, got {list(fractions)} (sum {sum(fr):g})")
+    return fr
+
+
+def _allocate(n_groups: int, fractions: tuple[float, ...]) -> list[int]:
+    """Group counts per split by largest remainder, so they sum to n_groups."""
+    raw = [f * n_groups for f in fractions]
+    counts = [math.floor(r + 1e-9) for r in raw]
+    rest = n_groups - sum(counts)
+    order = sorted(range(len(raw)), key=lambda i: (-(raw[i] - counts[i]), i))
+    for i in order[:rest]:
+        counts[i] += 1
+    return counts
+
+
+def _groups_needed(n_groups: int, fractions: tuple[float, ...], min_per_split: int) -> int:
+    """The smallest group count whose allocation gives every split enough."""
+    need = max(n_groups + 1, 1)
+    while min(_allocate(need, fractions)) < min_per_split:
+        need += 1
+    return need
+
+
+def split_corpus(
+    records: Sequence[Record],
+    fractions: Sequence[float] = (0.5, 0.25, 0.25),
+    seed: int = 0,
+    min_per_split: int = 1,
+) -> dict[str, list[Record]]:
+    """Seeded split into ``members``, ``non_members`` and ``population``.
+
+    Each split gets ``fractions[i]`` of the distinct texts (at least
+    ``min_per_split``); within a split records keep their input order.
+    """
+    fr = _check_fractions(fractions)
+    if isinstance(min_per_split, bool) or not isinstance(min_per_split, int) or min_per_split < 1:
+        raise UserError(f"min_per_split must be a positive integer, got {min_per_split!r}")
+
+    # Dict insertion order keeps the grouping independent of hash seeds.
+    groups: dict[str, list[int]] = {}
+    for i, rec in enumerate(records):
+        groups.setdefault(normalize_text(rec.text), []).append(i)
+    keys = list(groups)
+
+    counts = _allocate(len(keys), fr)
+    if min(counts) < min_per_split:
+        need = _groups_needed(len(keys), fr, min_per_split)
+        raise UserError(
+            f"the corpus has {len(records)} records and {len(keys)} distinct texts; splitting "
+            f"{'/'.join(f'{f:g}' for f in fr)} with at least {min_per_split} per split needs "
+            f"at least {need} distinct texts; add data or change the fractions"
+        )
+
+    random.Random(seed).shuffle(keys)
+    out: dict[str, list[Record]] = {}
+    start = 0
+    for name, count in zip(SPLIT_NAMES, counts):
+        idx = sorted(i for key in keys[start : start + count] for i in groups[key])
+        out[name] = [records[i] for i in idx]
+        start += count
+    return out
