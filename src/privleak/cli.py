@@ -23,8 +23,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit langua
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic data.")
 app.add_typer(data_app, name="data")
 
-out = Console()
-err = Console(stderr=True)
+# Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _quiet_libraries() -> None:
@@ -67,7 +68,7 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
-    from .audit.table import arms_table
+    from .audit.table import attack_table, privacy_table
     from .config import build_config, read_config_file
     from .pipeline import run_audit
 
@@ -94,13 +95,9 @@ def run(
     cfg = build_config(file_data, over)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
-    if cfg.model.base is not None:
-        from .models.handle import check_model_ref
-
-        check_model_ref(cfg.model.base)
-    err.print(f"PrivLeak audit → {out_dir}  (arms: {', '.join(cfg.arm_names())})")
     results = run_audit(cfg, out_dir, notify=err.print)
-    out.print(arms_table(results))
+    out.print(privacy_table(results))
+    out.print(attack_table(results))
     for w in results["warnings"]:
         err.print(f"[yellow]warning:[/yellow] {w}")
     err.print(f"results: {Path(out_dir) / 'results.json'}")

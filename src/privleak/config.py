@@ -35,7 +35,7 @@ class SyntheticConfig(_Strict):
 class DataConfig(_Strict):
     path: str | None = None  # None: the synthetic clinical corpus
     text_field: str = "text"
-    format: Literal["jsonl", "csv", "txt", "hf"] | None = None
+    format: Literal["jsonl", "csv", "text", "hf"] | None = None
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     plant_canaries: bool = False
     synthetic: SyntheticConfig = SyntheticConfig()
@@ -79,7 +79,7 @@ class EmbeddedModelConfig(_Strict):
 
 class ModelConfig(_Strict):
     base: str | None = None  # None: the embedded model; else a HF id or local directory
-    max_length: int = Field(128, ge=8)
+    max_length: int = Field(160, ge=8)
     embedded: EmbeddedModelConfig = EmbeddedModelConfig()
 
 

@@ -31,7 +31,7 @@ from .models.accounting import epsilons as accountant_epsilons
 from .models.base import BaseModelSpec, default_base_model
 from .models.batching import encode
 from .models.dp_train import DPSettings, train_dp
-from .models.handle import ModelHandle, clone_model, load_handle, save_handle
+from .models.handle import ModelHandle, check_model_ref, clone_model, load_handle, save_handle
 from .models.train import TrainSettings, train
 from .results import SCHEMA_VERSION, package_versions, write_results
 from .rundir import RunDir, Timer, read_json, stable_hash, write_json
@@ -280,9 +280,21 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
     }
 
 
+def preflight(cfg: AuditConfig) -> None:
+    """Fail on bad input before any output or work: the user's corpus must load
+    and split, and a ``--model`` reference must be a model directory or hub id."""
+    if cfg.data.path is not None:
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed)
+    if cfg.model.base is not None:
+        check_model_ref(cfg.model.base)
+
+
 def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None) -> dict:
     """Run (or resume) the whole audit; returns the ``results.json`` content."""
     run = RunDir.open(out_dir)
+    preflight(cfg)
+    notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(cfg.arm_names())})")
     audit = Audit(cfg=cfg, run=run, notify=notify, warnings=[])
     write_json(run.path("config.json"), cfg.model_dump(mode="json"))
 

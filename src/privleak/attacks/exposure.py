@@ -88,13 +88,13 @@ def continuation_loglik(handle: ModelHandle, prefix: str, continuations: list[st
         bsz = len(chunk)
         # Feed the last prefix token with each continuation so logits at
         # position j predict continuation token j.
-        ids = torch.full((bsz, width + 1), handle.pad_id, dtype=torch.long)
-        mask = torch.zeros((bsz, width + 1), dtype=torch.long)
-        ids[:, 0] = last
-        mask[:, 0] = 1
+        ids_np = np.full((bsz, width + 1), handle.pad_id, dtype=np.int64)
+        mask_np = np.zeros((bsz, width + 1), dtype=np.int64)
+        ids_np[:, 0], mask_np[:, 0] = last, 1
         for r, c in enumerate(chunk):
-            ids[r, 1 : 1 + len(c)] = torch.tensor(c, dtype=torch.long)
-            mask[r, 1 : 1 + len(c)] = 1
+            ids_np[r, 1 : 1 + len(c)] = c
+            mask_np[r, 1 : 1 + len(c)] = 1
+        ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
         if head:
             cache = model(input_ids=torch.tensor([head]), use_cache=True).past_key_values
             cache.batch_repeat_interleave(bsz)
@@ -105,8 +105,10 @@ def continuation_loglik(handle: ModelHandle, prefix: str, continuations: list[st
         logits = model(
             input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache, use_cache=cache is not None
         ).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        logp = logp * mask[:, 1:]
+        # log p = logit − logsumexp: the same value as log_softmax + gather
+        # without writing the full (batch, length, vocab) result.
+        target = ids[:, 1:].unsqueeze(-1)
+        logp = (logits.gather(-1, target).squeeze(-1) - torch.logsumexp(logits, dim=-1)) * mask[:, 1:]
         out[b0 : b0 + bsz] = logp.sum(1).double().numpy()
     return out
 

@@ -34,7 +34,7 @@ class BaseModelSpec:
     n_layer: int = 4
     n_embd: int = 128
     n_head: int = 4
-    max_length: int = 128
+    max_length: int = 160
     epochs: float = 4.0
     batch_size: int = 32
     lr: float = 2e-3

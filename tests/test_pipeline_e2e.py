@@ -1,0 +1,120 @@
+"""A small real audit end to end: contract, reproducibility, resume after a crash."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from privleak import pipeline
+from privleak.config import build_config
+from privleak.data.records import read_jsonl
+from privleak.models.handle import load_handle
+
+SMALL = {
+    "seed": 7,
+    "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "phi_fraction": 0.5}},
+    "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
+    "model": {"max_length": 160, "embedded": {"n_layer": 1, "n_embd": 32, "n_head": 2, "epochs": 1, "vocab_size": 400}},
+    "train": {"epochs": 2, "batch_size": 16},
+    "dp": {"epsilons": [4], "epochs": 1, "batch_size": 24},
+    "attacks": {"bootstrap": 10},
+}
+
+
+def _comparable(results: dict) -> dict:
+    r = copy.deepcopy(results)
+    r.pop("durations_s")
+    r["base_model"].pop("path")  # the cache location, not a result
+    return r
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("run-a")
+    results = pipeline.run_audit(build_config(SMALL), out)
+    return out, results
+
+
+def test_results_contract(first_run):
+    out, results = first_run
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk == results
+    assert results["schema_version"] == "1"
+    assert set(results["arms"]) == {"baseline", "dp-4"}
+    dp = results["arms"]["dp-4"]["privacy"]
+    for key in ("epsilon", "delta", "sigma", "sample_rate", "steps", "max_grad_norm", "epsilon_rdp", "epsilon_pld"):
+        assert dp[key] is not None, key
+    assert dp["epsilon"] <= 4.0
+    assert dp["epsilon"] == pytest.approx(dp["epsilon_pld"], rel=0.01)
+    assert dp["delta"] < 1 / results["data"]["n_members"]
+    assert results["arms"]["baseline"]["privacy"]["epsilon"] is None
+    for arm in results["arms"].values():
+        assert {"auc", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr"} <= set(arm["attacks"]["loss"])
+        assert {c["repeats"] for c in arm["canaries"]} == {1, 8}
+        assert all(0 <= c["exposure"] <= c["max_exposure"] for c in arm["canaries"])
+        assert arm["utility"]["ppl_non_members"] > 1
+    assert set(results["durations_s"]) >= {"data", "base-model", "train/baseline", "train/dp-4", "eval/dp-4"}
+    assert results["versions"]["opacus"]
+
+
+def test_run_directory_contract(first_run):
+    out, _ = first_run
+    for split in ("members", "non_members", "population", "public"):
+        recs = read_jsonl(out / "splits" / f"{split}.jsonl")
+        assert recs, split
+        for r in recs:
+            for s in r.pii:
+                assert 0 <= s.start < s.end <= len(r.text)
+        raw = json.loads((out / "splits" / f"{split}.jsonl").read_text().splitlines()[0])
+        assert set(raw) >= {"text", "pii"}
+    for arm in ("baseline", "dp-4"):
+        handle = load_handle(out / "arms" / arm / "model")
+        assert (out / "arms" / arm / "model" / "model.safetensors").exists()
+        assert handle.tokenizer.eos_token_id is not None
+
+
+def test_same_config_and_seed_reproduce_results(first_run, tmp_path, monkeypatch):
+    _, results = first_run
+    # A separate model cache: the base model is pre-trained again from scratch.
+    monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
+    again = pipeline.run_audit(build_config(SMALL), tmp_path / "run-b")
+    assert _comparable(again) == _comparable(results)
+
+
+def test_interrupted_run_resumes_and_matches(first_run, tmp_path, monkeypatch):
+    _, results = first_run
+    real_train_dp = pipeline.train_dp
+    calls = {"n": 0}
+
+    def killed_mid_training(*args, **kwargs):
+        calls["n"] += 1
+        raise KeyboardInterrupt  # as if Ctrl-C arrived inside the DP arm
+
+    monkeypatch.setattr(pipeline, "train_dp", killed_mid_training)
+    out = tmp_path / "run-c"
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_audit(build_config(SMALL), out)
+    assert calls["n"] == 1
+    assert (out / "stages" / "train_baseline.json").exists()
+    assert not (out / "arms" / "dp-4" / "model").exists()  # nothing half-written looks finished
+    baseline_mtime = os.path.getmtime(out / "arms" / "baseline" / "model" / "model.safetensors")
+
+    monkeypatch.setattr(pipeline, "train_dp", real_train_dp)
+    resumed = pipeline.run_audit(build_config(SMALL), out)
+    assert os.path.getmtime(out / "arms" / "baseline" / "model" / "model.safetensors") == baseline_mtime
+    assert _comparable(resumed) == _comparable(results)
+
+
+def test_changed_config_redoes_only_affected_stages(first_run, tmp_path):
+    out, _ = first_run
+    cfg = copy.deepcopy(SMALL)
+    cfg["attacks"]["bootstrap"] = 5
+    marker = out / "stages" / "train_dp-4.json"
+    before = marker.stat().st_mtime
+    pipeline.run_audit(build_config(cfg), out)
+    assert marker.stat().st_mtime == before  # training reused
+    assert json.loads((out / "results.json").read_text())["config"]["attacks"]["bootstrap"] == 5
