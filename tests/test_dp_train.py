@@ -72,3 +72,16 @@ def test_dp_training_is_reproducible(tiny_handle):
     assert l1.losses == l2.losses
     for (n, a), (_, b) in zip(m1.named_parameters(), m2.named_parameters()):
         assert torch.equal(a, b), n
+
+
+def test_sigma_is_calibrated_for_the_steps_really_taken(tiny_handle):
+    """93 batches: Opacus's loader runs int(1/(1/93)) = 92 per epoch, while
+    make_private_with_epsilon would calibrate for int(3/(1/93)) = 279 steps.
+    Our σ is calibrated for the 276 steps taken, so ε spent ≤ target."""
+    texts = [f"entry {i}" for i in range(93)]
+    data = encode(tiny_handle.tokenizer, texts, tiny_handle.max_length)
+    settings = DPSettings(target_epsilon=2.0, delta=1e-3, max_grad_norm=1.0, epochs=3, expected_batch_size=1, lr=1e-4)
+    _, log = train_dp(clone_model(tiny_handle.model), data, settings, tiny_handle.pad_id, tiny_handle.max_length)
+    assert log.steps == 3 * int(1 / (1 / 93))
+    assert log.epsilon <= 2.0
+    assert log.epsilon == pytest.approx(2.0, rel=0.02)  # and not wastefully below it

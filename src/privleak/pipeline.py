@@ -39,6 +39,8 @@ from .rundir import RunDir, Timer, read_json, stable_hash, write_json
 log = logging.getLogger("privleak")
 
 SPLITS = ("public", "members", "non_members", "population")
+# Fewer records than this per split and no membership figure means anything.
+MIN_PER_SPLIT = 5
 
 
 @dataclass
@@ -108,7 +110,7 @@ def _make_data(audit: Audit) -> None:
         splits, canaries = corpus.splits, corpus.canaries
     else:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
-        splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed)
+        splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
         canaries = []
         if cfg.data.plant_canaries:
             canaries = make_canaries(repeats=tuple(cfg.canaries.repeats), per_repeat=cfg.canaries.per_repeat, seed=cfg.seed)
@@ -285,7 +287,7 @@ def preflight(cfg: AuditConfig) -> None:
     and split, and a ``--model`` reference must be a model directory or hub id."""
     if cfg.data.path is not None:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
-        split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed)
+        split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
     if cfg.model.base is not None:
         check_model_ref(cfg.model.base)
 

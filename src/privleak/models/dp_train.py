@@ -6,8 +6,16 @@ Differences from the plain loop, each one required by DP-SGD:
   probability q), so batch size varies and can be zero;
 * each record's gradient is clipped to norm C and Gaussian noise
   N(0, σ²C²) is added to the sum before dividing by the expected batch size;
-* σ is chosen by Opacus ``make_private_with_epsilon`` for the target (ε, δ)
-  and the planned number of steps, and the accountant reports the ε spent.
+* σ is calibrated for the target (ε, δ) and the number of steps the run will
+  really take, and the accountant reports the ε spent.
+
+Why not ``make_private_with_epsilon``: Opacus calibrates σ there for
+``int(epochs / q)`` steps while its Poisson loader runs ``int(1 / q)`` batches
+per epoch; floating-point rounding makes the two differ by a step for many
+dataset sizes (75 batches × 3 epochs: σ for 224 steps, 225 taken), so the ε
+spent could exceed the target. We calibrate σ with the same accountant
+Opacus reports (PRV by default) for ``steps_for(q, epochs)`` — exactly the
+steps taken — and pass it to ``make_private``.
 
 GPT-2 specifics: batch-shaped ``position_ids`` (see ``batching``), the tied
 input/output embedding (Opacus sums the two per-sample contributions on the
@@ -27,6 +35,7 @@ from transformers import PreTrainedModel
 from ..progress import progress_bar
 from . import conv1d_grad  # noqa: F401  (registers the Conv1D grad sampler)
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
+from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
 from .train import TrainLog, lr_at, make_optimizer
 
 
@@ -65,6 +74,28 @@ def _step_on_empty_batch(optimizer) -> None:
     optimizer.step()
 
 
+_EPSILON = {"prv": epsilon_prv, "rdp": epsilon_rdp}
+
+
+def _spent_epsilon(engine: PrivacyEngine, settings: DPSettings, sample_rate: float) -> float:
+    """ε spent by the steps Opacus's accountant recorded, at the true sampling rate.
+
+    Two Opacus details make us recompute rather than call ``get_epsilon``:
+    its accountant records q = 1 / len(DP loader), which for some sizes is
+    1/(k−1) while the Poisson sampler really samples at 1/k (a slight
+    over-statement), and its PRV ``get_epsilon`` adds a looser default error
+    margin than the bound σ was calibrated with. We use the sampler's rate and
+    the very function σ was calibrated with, so "spent ≤ target" is checked
+    against one bound.
+    """
+    history = engine.accountant.history
+    sigmas = {float(s) for s, _, _ in history}
+    if len(sigmas) != 1:
+        raise RuntimeError(f"unexpected DP history {history}: one σ per run is assumed")
+    steps = sum(int(n) for _, _, n in history)
+    return float(_EPSILON[settings.accountant](sample_rate, sigmas.pop(), steps, settings.delta))
+
+
 def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id: int, max_length: int, desc: str = "dp-train") -> tuple[PreTrainedModel, DPTrainLog]:
     """Fine-tune ``model`` with DP-SGD; returns the trained (unwrapped) model and its privacy log."""
     torch.manual_seed(settings.seed)
@@ -75,26 +106,30 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         batch_size=settings.expected_batch_size,
         generator=torch.Generator().manual_seed(settings.seed),
     )
+    # q exactly as Opacus's DPDataLoader derives it from the plain loader.
+    sample_rate = 1 / len(loader)
+    planned_steps = steps_for(sample_rate, settings.epochs)
+    sigma = calibrate_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, accountant=settings.accountant)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
-    engine = PrivacyEngine(accountant=settings.accountant, secure_mode=False)
     with warnings.catch_warnings():
         # Opacus warns that secure_mode is off: reproducible runs are the point here.
         warnings.simplefilter("ignore")
-        private, optimizer, loader = engine.make_private_with_epsilon(
+        engine = PrivacyEngine(accountant=settings.accountant, secure_mode=False)
+        private, optimizer, loader = engine.make_private(
             module=model,
             optimizer=optimizer,
             data_loader=loader,
-            target_epsilon=settings.target_epsilon,
-            target_delta=settings.delta,
-            epochs=settings.epochs,
+            noise_multiplier=sigma,
             max_grad_norm=settings.max_grad_norm,
             poisson_sampling=True,
             noise_generator=torch.Generator().manual_seed(settings.seed + 1),
             grad_sample_mode="hooks",
         )
-    log = DPTrainLog(sigma=float(optimizer.noise_multiplier), sample_rate=float(loader.sample_rate), accountant=settings.accountant)
+    log = DPTrainLog(sigma=float(optimizer.noise_multiplier), sample_rate=float(sample_rate), accountant=settings.accountant)
     total = settings.epochs * len(loader)
+    if total != planned_steps:
+        raise RuntimeError(f"DP loader runs {total} steps but σ was calibrated for {planned_steps}")
     step = 0
     with progress_bar(desc, total=total) as advance:
         for _ in range(settings.epochs):
@@ -124,7 +159,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
                 advance(1, loss=epoch_losses[-1] if epoch_losses else 0.0)
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     log.steps = step
-    log.epsilon = float(engine.get_epsilon(settings.delta))
+    log.epsilon = _spent_epsilon(engine, settings, sample_rate)
     optimizer.zero_grad(set_to_none=True)
     private._close()
     trained = private._module

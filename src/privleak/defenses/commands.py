@@ -1,0 +1,437 @@
+"""Bodies of the standalone ``privleak scrub IN OUT`` and ``privleak dedup IN OUT``.
+
+Both read a JSONL, JSON-array, CSV/TSV or plain-text file (one record per
+line) and write the same format back:
+
+* JSONL / JSON keep every other field of each object (and a PrivLeak split's
+  ``pii`` spans are re-positioned, keeping only the PII still in the text);
+* CSV keeps every other column, the header, the delimiter and the line ending;
+* text stays one record per line.
+
+Rows without text (blank lines, empty cells) pass through untouched and are
+not counted. Bad input (missing file, directory, empty file, binary or
+non-UTF-8 data, malformed JSON, missing field or column) is a one-line
+:class:`UserError`. Output is written to a temporary file in the output's
+directory and moved into place with ``os.replace`` only when everything
+succeeded, so a failure never leaves a partial output and never touches an
+existing one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from privleak.errors import UserError
+from privleak.progress import progress_bar
+
+_FORMATS = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "csv",
+            "text": "text", "txt": "text"}
+
+
+# --------------------------------------------------------------------------
+# reading and writing a table of rows, keeping everything but the text
+
+
+@dataclass
+class _Table:
+    path: Path
+    fmt: str  # "jsonl", "json" (one array), "csv", "text"
+    rows: list[Any]  # jsonl/json: dicts; csv: lists of cells; text: lines
+    texts: list[str | None]  # per row; None = no text, passed through
+    text_field: str
+    lines: list[int] = field(default_factory=list)  # 1-based source line of each row
+    col: int = -1  # csv: index of the text column
+    header: list[str] = field(default_factory=list)
+    delimiter: str = ","
+    newline: str = "\n"
+
+    def record_indices(self) -> list[int]:
+        return [i for i, t in enumerate(self.texts) if t is not None and t.strip()]
+
+
+def _resolve_format(p: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        kind = _FORMATS.get(fmt.strip().lower())
+        if kind is None:
+            raise UserError(f"unknown format {fmt!r}; use one of: jsonl, csv, text")
+        return kind
+    suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if suffix in (".csv", ".tsv"):
+        return "csv"
+    return "text"
+
+
+def _read_text(p: Path) -> str:
+    if not p.exists():
+        raise UserError(f"{p}: no such file; check the input path")
+    if p.is_dir():
+        raise UserError(
+            f"{p}: is a directory; pass a JSONL, CSV or text file (export a saved dataset with "
+            f"Dataset.to_json first)"
+        )
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read the file ({exc.strerror or exc}); check its permissions") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data.strip():
+        raise UserError(f"{p}: the file is empty; point to a file with at least one record")
+    if data.startswith(b"\x1f\x8b"):
+        raise UserError(f"{p}: the file is gzip-compressed; decompress it first (gunzip)")
+    if b"\x00" in data[:65536]:
+        raise UserError(f"{p}: looks like a binary file (it contains NUL bytes), not JSONL, CSV or text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(
+            f"{p}: line {line} is not valid UTF-8 (byte 0x{data[exc.start]:02x}); it is binary or in "
+            f"another encoding; re-encode it as UTF-8, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+
+
+def _read_table(path: str | os.PathLike[str], text_field: str, fmt: str | None) -> _Table:
+    p = Path(path)
+    kind = _resolve_format(p, fmt)
+    content = _read_text(p)
+    newline = "\r\n" if "\r\n" in content[:65536] else "\n"
+    if kind == "jsonl":
+        table = _read_json(p, content, text_field)
+    elif kind == "csv":
+        table = _read_csv(p, content, text_field, "\t" if p.suffix.lower() == ".tsv" else ",")
+    else:
+        lines = content.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the final newline ends the last line; it is no empty record
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        table = _Table(p, "text", lines, list(lines), text_field, lines=list(range(1, len(lines) + 1)))
+    table.newline = newline
+    if not table.record_indices():
+        where = "" if kind == "text" else f" in field '{text_field}'"
+        raise UserError(f"{p}: no non-empty records{where}; the file needs at least one text")
+    return table
+
+
+def _read_json(p: Path, content: str, text_field: str) -> _Table:
+    from privleak.data.loaders import _field  # same messages as the corpus loader
+
+    if p.suffix.lower() == ".json" and content.lstrip().startswith("["):
+        try:
+            items = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                f"fix the file or convert it to JSON lines"
+            ) from None
+        if not isinstance(items, list):
+            raise UserError(f"{p}: expected JSON lines or a JSON array of objects; convert it to JSON lines")
+        texts = [_field(p, f"record {k}", obj, text_field) for k, obj in enumerate(items, start=1)]
+        return _Table(p, "json", items, list(texts), text_field, lines=list(range(1, len(items) + 1)))
+    rows, texts, numbers = [], [], []
+    for i, line in enumerate(content.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{p}: line {i}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                f"each line must be one JSON object such as {{\"{text_field}\": \"...\"}}"
+            ) from None
+        texts.append(_field(p, f"line {i}", obj, text_field))
+        rows.append(obj)
+        numbers.append(i)
+    return _Table(p, "jsonl", rows, texts, text_field, lines=numbers)
+
+
+def _read_csv(p: Path, content: str, text_field: str, delimiter: str) -> _Table:
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+    reader = csv.reader(io.StringIO(content, newline=""), delimiter=delimiter)
+    try:
+        header = next(reader)
+    except (csv.Error, StopIteration) as exc:
+        raise UserError(f"{p}: line 1: unreadable CSV header ({exc}); fix the header row") from None
+    columns = [h.strip() for h in header]
+    if text_field not in columns:
+        raise UserError(
+            f"{p}: CSV has no column '{text_field}' (columns: {', '.join(columns) or 'none'}); "
+            f"pass --text-field NAME to choose the text column"
+        )
+    col = columns.index(text_field)
+    rows, texts, numbers = [], [], []
+    start = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise UserError(f"{p}: line {start}: malformed CSV ({exc}); check the quoting on that line") from None
+        if row and any(cell.strip() for cell in row) and len(row) <= col:
+            raise UserError(
+                f"{p}: line {start} has {len(row)} fields but column '{text_field}' is field {col + 1}; "
+                f"quote fields that contain '{delimiter}'"
+            )
+        rows.append(row)
+        texts.append(row[col] if len(row) > col else None)
+        numbers.append(start)
+        start = reader.line_num + 1
+    return _Table(p, "csv", rows, texts, text_field, lines=numbers, col=col, header=header,
+                  delimiter=delimiter)
+
+
+def _with_text(table: _Table, i: int, text: str) -> Any:
+    row = table.rows[i]
+    if table.fmt in ("jsonl", "json"):
+        new = dict(row)
+        new[table.text_field] = text
+        return new
+    if table.fmt == "csv":
+        new = list(row)
+        new[table.col] = text
+        return new
+    return text
+
+
+def _render(table: _Table, rows: Iterable[Any]) -> Iterator[str]:
+    nl = table.newline
+    if table.fmt == "jsonl":
+        for obj in rows:
+            yield json.dumps(obj, ensure_ascii=False) + nl
+    elif table.fmt == "json":
+        yield json.dumps(list(rows), ensure_ascii=False, indent=1) + nl
+    elif table.fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, delimiter=table.delimiter, lineterminator=nl)
+        writer.writerow(table.header)
+        yield buf.getvalue()
+        for row in rows:
+            buf.seek(0)
+            buf.truncate()
+            writer.writerow(row)
+            yield buf.getvalue()
+    else:
+        for line in rows:
+            yield line + nl
+
+
+def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
+    """Write ``chunks`` to ``out_path`` through a temp file in the same
+    directory and ``os.replace``; on any failure the temp file is removed and
+    ``out_path`` is left exactly as it was."""
+    out = Path(out_path)
+    if out.is_dir():
+        raise UserError(f"{out}: is a directory; give an output file name")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write there ({exc.strerror or exc}); choose a writable path") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _target_mode(out))
+        os.replace(tmp, out)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise UserError(f"{out}: cannot write ({exc.strerror or exc}); check space and permissions") from None
+        raise
+
+
+def _target_mode(out: Path) -> int:
+    try:
+        return out.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+# --------------------------------------------------------------------------
+# scrub
+
+
+@dataclass
+class ScrubFileReport:
+    in_path: str
+    out_path: str
+    format: str
+    mode: str
+    labels: list[str]
+    n_rows: int
+    n_records: int
+    n_changed: int
+    counts: dict[str, int]
+    seconds: float  # reading, scrubbing and writing
+    setup_seconds: float  # building the analyser (loading Presidio and spaCy)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        found = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items())) or "none"
+        rate = self.n_records / self.seconds if self.seconds > 0 else float("inf")
+        return (f"scrubbed {self.n_records} records ({self.n_changed} changed; {self.mode}) → "
+                f"{self.out_path} in {self.seconds:.1f}s ({rate:.0f} records/s; analyser setup "
+                f"{self.setup_seconds:.1f}s); replaced: {found}")
+
+
+def scrub_file(
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    mode: str = "mask",
+    labels: Iterable[str] | str | None = None,
+    text_field: str = "text",
+    fmt: str | None = None,
+    seed: int = 0,
+    ner: bool = True,
+    score_threshold: float | None = None,
+    analyzer: Any = None,
+) -> ScrubFileReport:
+    """``privleak scrub IN OUT``: scrub the text of every record, keep the rest."""
+    from privleak.defenses.pii import DEFAULT_SCORE_THRESHOLD, PiiAnalyzer
+    from privleak.defenses.scrub import MODES, Scrubber
+
+    if str(mode).strip().lower() not in MODES:
+        raise UserError(f"unknown scrub mode {mode!r}; use one of: {', '.join(MODES)}")
+    t0 = time.perf_counter()
+    table = _read_table(in_path, text_field, fmt)  # bad input fails before the slow setup
+    t_read = time.perf_counter() - t0
+    if analyzer is None:
+        analyzer = PiiAnalyzer(
+            labels, ner=ner,
+            score_threshold=DEFAULT_SCORE_THRESHOLD if score_threshold is None else score_threshold,
+        )
+    scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=seed)
+    t1 = time.perf_counter()
+    idx = table.record_indices()
+    n_changed = 0
+
+    def rows() -> Iterator[Any]:
+        nonlocal n_changed
+        with progress_bar("scrubbing", total=len(idx)) as advance:
+            results = scrubber.iter_scrub(table.texts[i] for i in idx)
+            pos = 0
+            for i in range(len(table.rows)):
+                if pos < len(idx) and idx[pos] == i:
+                    s = next(results)
+                    pos += 1
+                    n_changed += bool(s.replacements)
+                    row = _with_text(table, i, s.text)
+                    if table.fmt in ("jsonl", "json") and table.text_field == "text":
+                        _remap_pii(row, s)
+                    advance()
+                    yield row
+                else:
+                    yield table.rows[i]
+
+    _atomic_write(out_path, _render(table, rows()))
+    return ScrubFileReport(
+        in_path=str(in_path), out_path=str(out_path), format=table.fmt, mode=scrubber.mode,
+        labels=list(scrubber.labels), n_rows=len(table.rows), n_records=len(idx), n_changed=n_changed,
+        counts=dict(scrubber.counts), seconds=t_read + time.perf_counter() - t1, setup_seconds=t1 - t0 - t_read,
+    )
+
+
+def _remap_pii(row: dict, scrubbed: Any) -> None:
+    """A PrivLeak split's ``pii`` spans: keep those still in the text, re-positioned."""
+    spans = row.get("pii")
+    if not isinstance(spans, list):
+        return
+    try:
+        parsed = [(int(s), int(e), str(lab)) for s, e, lab in spans]
+    except (TypeError, ValueError):
+        return
+    kept = []
+    for s, e, lab in parsed:
+        moved = scrubbed.map_span(s, e)
+        if moved is not None:
+            kept.append([moved[0], moved[1], lab])
+    row["pii"] = kept
+
+
+# --------------------------------------------------------------------------
+# dedup
+
+
+@dataclass
+class DedupFileReport:
+    in_path: str
+    out_path: str
+    format: str
+    n_rows: int
+    n_records: int
+    n_kept: int
+    n_removed: int
+    stages: list[dict]
+    removed_lines: list[int]  # 1-based input line of each removed record (JSON array: its position)
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        parts = "; ".join(f"{s['method']}: -{s['n_removed']}" for s in self.stages)
+        return (f"dedup: {self.n_records} records in, {self.n_removed} removed ({parts}), "
+                f"{self.n_kept} kept → {self.out_path} in {self.seconds:.1f}s")
+
+
+def dedup_file(
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    method: str = "both",
+    threshold: float = 0.8,
+    num_perm: int = 128,
+    shingle: str = "char",
+    ngram: int | None = None,
+    seed: int = 0,
+    ignore_punctuation: bool = False,
+    text_field: str = "text",
+    fmt: str | None = None,
+) -> DedupFileReport:
+    """``privleak dedup IN OUT``: drop exact and/or near-duplicate records (first kept)."""
+    from privleak.data.records import Record
+    from privleak.defenses.dedup import dedup
+
+    t0 = time.perf_counter()
+    if method not in ("exact", "near", "both"):
+        raise UserError(f"unknown dedup method {method!r}; use exact, near or both")
+    table = _read_table(in_path, text_field, fmt)
+    idx = table.record_indices()
+    items = [Record(text=table.texts[i] or "", meta={"row": i}) for i in idx]
+    with progress_bar("deduplicating", total=len(idx)) as advance:
+        kept, reports = dedup(items, method=method, threshold=threshold, num_perm=num_perm, shingle=shingle,
+                              ngram=ngram, seed=seed, ignore_punctuation=ignore_punctuation,
+                              on_progress=advance)
+    kept_rows = {r.meta["row"] for r in kept}
+    removed = sorted(set(idx) - kept_rows)
+    removed_set = set(removed)
+    out_rows = [row for i, row in enumerate(table.rows) if i not in removed_set]
+    _atomic_write(out_path, _render(table, out_rows))
+    return DedupFileReport(
+        in_path=str(in_path), out_path=str(out_path), format=table.fmt, n_rows=len(table.rows),
+        n_records=len(idx), n_kept=len(idx) - len(removed), n_removed=len(removed),
+        stages=[{"method": r.method, "n_in": r.n_in, "n_kept": r.n_kept, "n_removed": r.n_removed,
+                 "n_clusters": len(r.clusters), "params": r.params} for r in reports],
+        removed_lines=[table.lines[i] for i in removed], seconds=time.perf_counter() - t0,
+    )
+
+
+__all__ = ["DedupFileReport", "ScrubFileReport", "dedup_file", "scrub_file"]

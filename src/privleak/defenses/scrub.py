@@ -1,0 +1,487 @@
+"""Scrubbing: replace the PII the analyser finds, in one of three modes.
+
+* ``mask``: every value becomes its type in angle brackets, ``<NAME>``,
+  ``<EMAIL>``, ``<SSN>`` … This is Presidio's ``replace`` operator with its
+  default ``<ENTITY_TYPE>`` convention (``<PERSON>``, ``<EMAIL_ADDRESS>``),
+  spelled with PrivLeak's labels (PERSON → NAME, EMAIL_ADDRESS → EMAIL, …;
+  see :data:`privleak.defenses.pii.ENTITY_TO_LABEL`).
+* ``tag``: type plus an index, ``<NAME_1>``, ``<NAME_2>``; the same value
+  gets the same index everywhere in the corpus, so co-reference survives.
+* ``pseudonym``: consistent, fluent fake values, so the text still reads
+  like the original for training. Within one :class:`Scrubber` (one corpus)
+  the same real value always gets the same fake, different real values get
+  different fakes, and a fake never equals its original. Fakes are drawn
+  from a generator seeded by (seed, type, value), so they do not depend on
+  record order. Names are mapped token by token ("John Smith" and a later
+  "Mr. Smith" share the fake surname); e-mails use reserved ``example.*``
+  domains; SSNs, phones, MRNs keep their format with new digits; addresses,
+  dates, blood pressure, height and weight are fresh plausible values in
+  the original's format.
+
+Use one :class:`Scrubber` per corpus (tags and pseudonyms are consistent
+within it). The text splicing is done by Presidio's ``AnonymizerEngine`` on
+the analyser's disjoint spans.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+import re
+import string
+from collections import Counter, deque
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Iterator, Sequence
+
+from privleak.data.canaries import derive_seed
+from privleak.data.records import PiiSpan, Record
+from privleak.defenses.pii import Detection, PiiAnalyzer, get_analyzer
+from privleak.errors import UserError
+
+MODES: tuple[str, ...] = ("mask", "tag", "pseudonym")
+
+_EXAMPLE_DOMAINS = ("example.com", "example.org", "example.net")
+_TITLES = {"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir"}
+# Identifiers whose digits are the identity: pseudonyms keep the format, new digits.
+_DIGIT_LABELS = ("SSN", "PHONE", "MRN")
+
+
+# --------------------------------------------------------------------------
+# value normalisation (the key under which consistency holds)
+
+
+def _digits(value: str) -> str:
+    return "".join(ch for ch in value if ch.isdigit())
+
+
+def _phone_digits(value: str) -> str:
+    d = _digits(value)
+    return d[1:] if len(d) == 11 and d.startswith("1") else d
+
+
+def normalize_value(label: str, value: str) -> str:
+    """The comparison key of a PII value: digits only for SSN / PHONE (a
+    leading US country code dropped), case-folded with collapsed whitespace
+    otherwise — the normalisation leak counting uses."""
+    if label == "SSN":
+        return _digits(value)
+    if label == "PHONE":
+        return _phone_digits(value)
+    return " ".join(value.casefold().split())
+
+
+# --------------------------------------------------------------------------
+# pseudonyms
+
+
+class Pseudonymizer:
+    """Consistent fake values for one corpus (see the module docstring)."""
+
+    def __init__(self, seed: int = 0, terms: dict[str, Sequence[str]] | None = None) -> None:
+        from faker.providers.person.en_US import Provider as _Person
+
+        self.seed = int(seed)
+        self._first = sorted(set(_Person.first_names))
+        self._last = sorted(set(_Person.last_names))
+        self._values: dict[tuple[str, str], str] = {}
+        self._used: dict[str, set[str]] = {}
+        self._tokens: dict[str, str] = {}
+        self._used_tokens: set[str] = set()
+        self._terms = {k: sorted(set(v)) for k, v in (terms or {}).items()}
+        self._faker = None
+
+    def _rng(self, *parts: object) -> random.Random:
+        return random.Random(derive_seed(self.seed, "pseudonym:" + "\x1f".join(map(str, parts))))
+
+    def _fake(self):
+        if self._faker is None:
+            from faker import Faker
+
+            self._faker = Faker("en_US")
+        return self._faker
+
+    def __call__(self, label: str, value: str) -> str:
+        if label == "NAME":
+            return self._name(value)
+        key = normalize_value(label, value)
+        if label in _DIGIT_LABELS and any(ch.isdigit() for ch in value):
+            # The digits are the identity; the format (and an "MRN-" prefix)
+            # follows each occurrence.
+            key = _digits(value) if label == "MRN" else key
+            fake_digits = self._unique(label, key, lambda rng: self._digit_string(label, key, rng))
+            return _render_digits(value, fake_digits, skip_country_code=label == "PHONE")
+        cached = self._values.get((label, key))
+        if cached is not None:
+            return cached
+        fake = self._unique(label, key, lambda rng: self._draw(label, value, rng))
+        self._values[(label, key)] = fake
+        return fake
+
+    def _unique(self, label: str, key: str, draw: Callable[[random.Random], str]) -> str:
+        cached = self._values.get((label, key))
+        if cached is not None:
+            return cached
+        used = self._used.setdefault(label, set())
+        rng = self._rng(label, key)
+        for _ in range(1000):
+            fake = draw(rng)
+            fkey = fake if label in _DIGIT_LABELS else normalize_value(label, fake)
+            if fkey != key and fkey not in used:
+                used.add(fkey)
+                self._values[(label, key)] = fake
+                return fake
+        raise RuntimeError(f"could not find a fresh pseudonym for a {label}")  # not reachable
+
+    # -- per type ----------------------------------------------------------
+
+    def _name(self, value: str) -> str:
+        parts = re.split(r"(\s+)", value)
+        out = []
+        first_done = False
+        for part in parts:
+            if not part or part.isspace():
+                out.append(part)
+                continue
+            bare = part.rstrip(".,")
+            if bare.casefold() in _TITLES or not any(ch.isalpha() for ch in part):
+                out.append(part)
+                continue
+            if len(bare) == 1:  # an initial
+                out.append(self._token(bare, pool="initial") + part[len(bare):])
+                continue
+            pieces = bare.split("-")
+            fakes = [self._token(p, pool="last" if (first_done or i > 0) else "first")
+                     for i, p in enumerate(pieces)]
+            out.append("-".join(fakes) + part[len(bare):])
+            first_done = True
+        return "".join(out)
+
+    def _token(self, token: str, pool: str) -> str:
+        key = token.casefold()
+        fake = self._tokens.get(key)
+        if fake is None:
+            rng = self._rng("NAME", key)
+            choices = {"first": self._first, "last": self._last,
+                       "initial": list(string.ascii_uppercase)}[pool]
+            for _ in range(1000):
+                cand = rng.choice(choices)
+                if cand.casefold() != key and cand.casefold() not in self._used_tokens:
+                    break
+            else:  # pragma: no cover - the pools are far larger than any corpus's collisions
+                cand = token + rng.choice(string.ascii_lowercase)
+            fake = cand
+            self._tokens[key] = fake
+            self._used_tokens.add(fake.casefold())
+        return _match_case(token, fake)
+
+    def _digit_string(self, label: str, key: str, rng: random.Random) -> str:
+        out = []
+        for i in range(len(key)):
+            # NANP area code and exchange start 2-9; SSN area never 000/666/9xx.
+            lo = 2 if label == "PHONE" and len(key) == 10 and i in (0, 3) else 0
+            hi = 8 if label == "SSN" and len(key) == 9 and i == 0 else 9
+            out.append(str(rng.randint(lo, hi)))
+        s = "".join(out)
+        if label == "SSN" and len(key) == 9 and (s[:3] in ("000", "666") or s[3:5] == "00" or s[5:] == "0000"):
+            s = "1" + s[1:3] + "1" + s[4:8] + "1"
+        return s
+
+    def _draw(self, label: str, value: str, rng: random.Random) -> str:
+        if label == "EMAIL":
+            first, last = rng.choice(self._first).lower(), rng.choice(self._last).lower()
+            local = rng.choice((f"{first}.{last}", f"{first}{last}{rng.randint(1, 999)}",
+                                f"{first[0]}{last}{rng.randint(1, 999)}", f"{first}_{last}{rng.randint(1, 999)}"))
+            return re.sub(r"[^a-z0-9._]", "", local) + "@" + rng.choice(_EXAMPLE_DOMAINS)
+        if label == "ADDRESS":
+            return self._address(value, rng)
+        if label == "DOB":
+            return _fake_date(value, rng)
+        if label == "BLOOD_PRESSURE":
+            sys_ = rng.randint(98, 172)
+            return f"{sys_}/{rng.randint(58, min(104, sys_ - 25))}"
+        if label == "HEIGHT":
+            return _fake_height(value, rng)
+        if label == "WEIGHT":
+            return _fake_weight(value, rng)
+        if label in self._terms and len(self._terms[label]) > 1:
+            return rng.choice(self._terms[label])
+        return _scramble(value, rng)
+
+    def _address(self, value: str, rng: random.Random) -> str:
+        fake = self._fake()
+        fake.seed_instance(rng.getrandbits(64))
+        state = fake.state_abbr(include_territories=False, include_freely_associated_states=False)
+        tail = f"{fake.city()}, {state} {fake.zipcode_in_state(state)}"
+        has_tail = bool(re.search(r",?\s*[A-Z]{2}\.?\s+\d{5}(?:-\d{4})?\s*$", value))
+        if re.match(r"^\s*\d", value):
+            street = fake.street_address()
+            return f"{street}, {tail}" if has_tail else street
+        return tail if has_tail else fake.city()
+
+
+def _match_case(original: str, fake: str) -> str:
+    if original.isupper() and len(original) > 1:
+        return fake.upper()
+    if original.islower():
+        return fake.lower()
+    return fake
+
+
+def _render_digits(template: str, digits: str, skip_country_code: bool) -> str:
+    """``template`` with its digits replaced, in order, by ``digits``."""
+    n_template = sum(ch.isdigit() for ch in template)
+    skip = n_template - len(digits) if skip_country_code and n_template == len(digits) + 1 else 0
+    it = iter(digits)
+    out = []
+    for ch in template:
+        if ch.isdigit():
+            if skip:
+                skip -= 1
+                out.append(ch)
+            else:
+                out.append(next(it, ch))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _scramble(value: str, rng: random.Random) -> str:
+    """Format-preserving replacement: digits → digits, letters → letters of the same case."""
+    out = []
+    for ch in value:
+        if ch.isdigit():
+            out.append(rng.choice(string.digits))
+        elif ch.isalpha() and ch.isascii():
+            pool = string.ascii_uppercase if ch.isupper() else string.ascii_lowercase
+            out.append(rng.choice(pool))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August",
+                "September", "October", "November", "December"]
+
+
+def _fake_date(value: str, rng: random.Random) -> str:
+    d = _dt.date.fromordinal(rng.randint(_dt.date(1935, 1, 1).toordinal(), _dt.date(2006, 12, 31).toordinal()))
+    v = value.strip()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        return d.isoformat()
+    m = re.fullmatch(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{2}|\d{4})", v)
+    if m:
+        sep, year = m.group(2), (f"{d.year}" if len(m.group(4)) == 4 else f"{d.year % 100:02d}")
+        mm = f"{d.month:02d}" if len(m.group(1)) == 2 else str(d.month)
+        dd = f"{d.day:02d}" if len(m.group(3)) == 2 else str(d.day)
+        return f"{mm}{sep}{dd}{sep}{year}"
+    if re.match(r"^\d", v):
+        return f"{d.day} {_MONTH_NAMES[d.month - 1]} {d.year}"
+    if re.match(r"^[A-Za-z]", v):
+        return f"{_MONTH_NAMES[d.month - 1]} {d.day}, {d.year}"
+    return d.isoformat()
+
+
+def _fake_height(value: str, rng: random.Random) -> str:
+    if "cm" in value:
+        return f"{rng.randint(150, 198)} cm"
+    if re.search(r"\d\s?m\b", value):
+        return f"{rng.randint(150, 198) / 100:.2f} m"
+    inches = rng.randint(58, 78)
+    if "'" in value:
+        closing = '"' if ('"' in value or "''" in value) else ""
+        return f"{inches // 12}'{inches % 12}{closing}"
+    return f"{inches // 12} ft {inches % 12} in"
+
+
+def _fake_weight(value: str, rng: random.Random) -> str:
+    m = re.search(r"[A-Za-z]+\s*$", value)
+    unit = m.group(0).strip() if m else "kg"
+    space = " " if re.search(r"\d\s+[A-Za-z]", value) else ""
+    n = rng.randint(47, 135) if unit.lower().startswith("k") else rng.randint(100, 300)
+    return f"{n}{space}{unit}"
+
+
+# --------------------------------------------------------------------------
+# scrubbing
+
+
+@dataclass
+class ScrubbedText:
+    """One scrubbed text and what was replaced: ``replacements`` holds
+    ``(detection, new_start, new_end, new_value)`` in text order."""
+
+    text: str
+    original: str
+    replacements: list[tuple[Detection, int, int, str]] = field(default_factory=list)
+
+    def map_span(self, start: int, end: int) -> tuple[int, int] | None:
+        """Where ``original[start:end]`` sits in the scrubbed text, or None
+        when any part of it was replaced."""
+        shift = 0
+        for det, new_start, new_end, _ in self.replacements:
+            if det.start < end and start < det.end:
+                return None
+            if det.end <= start:
+                shift += (new_end - new_start) - (det.end - det.start)
+        return start + shift, end + shift
+
+
+class Scrubber:
+    """Scrub texts with one analyser, in one mode; one instance per corpus.
+
+    ``labels``: the PII types to replace (default: those of the analyser,
+    itself defaulting to NAME, EMAIL, SSN, PHONE, ADDRESS, DOB, MRN).
+    ``analyzer``: a :class:`PiiAnalyzer`; default the shared one for
+    ``labels`` (see :func:`privleak.defenses.pii.get_analyzer`).
+    """
+
+    def __init__(
+        self,
+        analyzer: PiiAnalyzer | None = None,
+        *,
+        mode: str = "mask",
+        labels: Iterable[str] | str | None = None,
+        seed: int = 0,
+    ) -> None:
+        mode = str(mode).strip().lower()
+        if mode not in MODES:
+            raise UserError(f"unknown scrub mode {mode!r}; use one of: {', '.join(MODES)}")
+        self.mode = mode
+        if analyzer is None:
+            analyzer = get_analyzer(labels)
+        self.analyzer = analyzer
+        self.labels: tuple[str, ...] = (
+            analyzer.labels if labels is None else analyzer.check_labels(labels)
+        )
+        self.seed = int(seed)
+        self.pseudonyms = Pseudonymizer(seed=self.seed, terms=getattr(analyzer, "terms", None))
+        self._tags: dict[str, dict[str, int]] = {}
+        self.counts: Counter[str] = Counter()
+        self._anonymizer = None
+        self._operators = None
+
+    # -- replacement values --------------------------------------------------
+
+    def replacement(self, label: str, value: str) -> str:
+        """What ``value`` (of type ``label``) becomes in this scrubber's mode."""
+        if self.mode == "mask":
+            return f"<{label}>"
+        if self.mode == "tag":
+            table = self._tags.setdefault(label, {})
+            key = normalize_value(label, value)
+            if key not in table:
+                table[key] = len(table) + 1
+            return f"<{label}_{table[key]}>"
+        return self.pseudonyms(label, value)
+
+    def _engine(self):
+        if self._anonymizer is None:
+            from presidio_anonymizer import AnonymizerEngine
+            from presidio_anonymizer.entities import OperatorConfig
+
+            self._anonymizer = AnonymizerEngine()
+            self._operators = {}
+            for label in self.labels:
+                if self.mode == "mask":
+                    self._operators[label] = OperatorConfig("replace", {"new_value": f"<{label}>"})
+                else:
+                    # Values are assigned in reading order before the engine
+                    # runs (it splices from the end); the lambda looks them up.
+                    self._operators[label] = OperatorConfig(
+                        "custom", {"lambda": (lambda v, _l=label: self.replacement(_l, v))}
+                    )
+        return self._anonymizer
+
+    def apply(self, text: str, detections: Sequence[Detection]) -> ScrubbedText:
+        """Replace ``detections`` (disjoint, e.g. from the analyser) in ``text``."""
+        dets = sorted((d for d in detections if d.label in self.labels), key=lambda d: d.start)
+        if not dets:
+            return ScrubbedText(text=text, original=text)
+        for a, b in zip(dets, dets[1:]):
+            if b.start < a.end:
+                raise ValueError("detections overlap; pass them through resolve_overlaps first")
+        for d in dets:  # reading order fixes tag indices and pseudonym draws
+            self.replacement(d.label, text[d.start : d.end])
+            self.counts[d.label] += 1
+        from presidio_anonymizer.entities import RecognizerResult
+
+        engine = self._engine()
+        result = engine.anonymize(
+            text=text,
+            analyzer_results=[RecognizerResult(d.label, d.start, d.end, d.score) for d in dets],
+            operators=self._operators,
+            merge_entities_with_spaces=False,
+        )
+        items = sorted(result.items, key=lambda i: i.start)
+        if len(items) != len(dets):  # pragma: no cover - disjoint input never merges
+            raise RuntimeError("presidio-anonymizer changed the span set")
+        reps = [(d, it.start, it.end, it.text) for d, it in zip(dets, items)]
+        return ScrubbedText(text=result.text, original=text, replacements=reps)
+
+    def iter_scrub(self, texts: Iterable[str]) -> Iterator[ScrubbedText]:
+        for text, dets in _zip_lazy(texts, self.analyzer, self.labels):
+            yield self.apply(text, dets)
+
+    def scrub_text(self, text: str) -> str:
+        return next(self.iter_scrub([text])).text
+
+    def scrub_texts(self, texts: Iterable[str], on_progress: Callable[[int], None] | None = None) -> list[str]:
+        out = []
+        for s in self.iter_scrub(texts):
+            out.append(s.text)
+            if on_progress is not None:
+                on_progress(1)
+        return out
+
+    def scrub_records(
+        self, records: Sequence[Record], on_progress: Callable[[int], None] | None = None
+    ) -> list[Record]:
+        """New records with scrubbed text. ``pii`` keeps exactly the
+        ground-truth spans that survived (re-positioned), i.e. the PII still in
+        the text; spans that were (partly) replaced are dropped. ``meta``
+        gains ``scrub_mode`` and ``n_scrubbed``."""
+        out = []
+        for rec, s in zip(records, self.iter_scrub(r.text for r in records)):
+            pii = None
+            if rec.pii is not None:
+                pii = []
+                for sp in rec.pii:
+                    moved = s.map_span(sp.start, sp.end)
+                    if moved is not None:
+                        pii.append(PiiSpan(moved[0], moved[1], sp.label))
+            meta = dict(rec.meta)
+            meta["scrub_mode"] = self.mode
+            meta["n_scrubbed"] = len(s.replacements)
+            out.append(replace(rec, text=s.text, pii=pii, meta=meta))
+            if on_progress is not None:
+                on_progress(1)
+        return out
+
+
+def _zip_lazy(texts: Iterable[str], analyzer: PiiAnalyzer, labels: Sequence[str]):
+    """(text, detections) pairs while the analyser streams through ``texts``."""
+    buffer: deque[str] = deque()
+
+    def feed():
+        for t in texts:
+            buffer.append(t)
+            yield t
+
+    for dets in analyzer.iter_analyze(feed(), labels):
+        yield buffer.popleft(), dets
+
+
+def scrub_corpus(
+    records: Sequence[Record],
+    *,
+    mode: str = "mask",
+    labels: Iterable[str] | str | None = None,
+    seed: int = 0,
+    analyzer: PiiAnalyzer | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Record]:
+    """Scrub a whole corpus with one fresh :class:`Scrubber` (the scrub arm's entry point)."""
+    return Scrubber(analyzer, mode=mode, labels=labels, seed=seed).scrub_records(records, on_progress)
+
+
+__all__ = ["MODES", "Pseudonymizer", "ScrubbedText", "Scrubber", "normalize_value", "scrub_corpus"]

@@ -1,0 +1,185 @@
+"""The shared PII analyser: recall targets, offline construction, variants, overlaps."""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import warnings
+
+import pytest
+
+from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
+from privleak.defenses.pii import (
+    DEFAULT_SCRUB_LABELS,
+    Detection,
+    PiiAnalyzer,
+    get_analyzer,
+    offline_tld_extractor,
+    resolve_overlaps,
+)
+from privleak.defenses.scrub_quality import evaluate_detections, match_spans
+from privleak.errors import UserError
+
+EVAL_LABELS = DEFAULT_SCRUB_LABELS + ("BLOOD_PRESSURE", "HEIGHT", "WEIGHT")
+
+
+@pytest.fixture(scope="module")
+def analyzer() -> PiiAnalyzer:
+    return get_analyzer(EVAL_LABELS)
+
+
+@pytest.fixture(scope="module")
+def phi_records():
+    # 300 notes about synthetic patients, exact ground-truth spans.
+    cfg = ClinicalCorpusConfig(n_public=10, n_members=300, n_non_members=0, n_population=0,
+                               phi_fraction=1.0, canary_repeats=(), seed=11)
+    records = generate_corpus(cfg).splits["members"]
+    assert len(records) == 300 and all(r.kind == "phi" for r in records)
+    return records
+
+
+@pytest.fixture(scope="module")
+def quality(analyzer, phi_records):
+    dets = analyzer.analyze_batch([r.text for r in phi_records])
+    return evaluate_detections(phi_records, dets, EVAL_LABELS)
+
+
+@pytest.mark.parametrize("label,target", [
+    ("EMAIL", 0.95), ("PHONE", 0.95), ("SSN", 0.95), ("MRN", 0.95), ("NAME", 0.85),
+    ("ADDRESS", 0.90), ("DOB", 0.90),
+])
+def test_recall_targets_on_synthetic_corpus(quality, label, target):
+    q = quality.per_type[label]
+    assert q.support > 50
+    assert q.recall >= target, f"{label} recall {q.recall:.3f} < {target}\n{quality.table()}"
+
+
+def test_precision_and_overall(quality):
+    assert quality.overall.precision >= 0.95, quality.table()
+    assert quality.overall.recall >= 0.95, quality.table()
+    for label, q in quality.per_type.items():
+        assert q.precision >= 0.9, f"{label}\n{quality.table()}"
+    # exact-match figures are reported too and can only be lower
+    assert quality.overall.exact_recall <= quality.overall.recall
+    d = quality.to_dict()
+    assert set(d["per_type"]) == set(EVAL_LABELS) and "f1" in d["overall"]
+
+
+def test_structured_variants(analyzer):
+    cases = {
+        "Call 555.867.5309 x204 or +1 (415) 555-0199 today.": [
+            ("555.867.5309 x204", "PHONE"), ("+1 (415) 555-0199", "PHONE")],
+        "SSN: 123 45 6789 on file.": [("123 45 6789", "SSN")],
+        "Her social security number is 123456789.": [("123456789", "SSN")],
+        "Her MRN: 00123456; old chart MRN 654321.": [("MRN: 00123456", "MRN"), ("MRN 654321", "MRN")],
+        "Send to 1600 Pennsylvania Avenue NW, Washington, DC 20500 today.": [
+            ("1600 Pennsylvania Avenue NW, Washington, DC 20500", "ADDRESS")],
+        "Lives at 12 Oak St. Apt 4B, Springfield, IL 62704.": [
+            ("12 Oak St. Apt 4B, Springfield, IL 62704", "ADDRESS")],
+        "She was born on March 3, 1970; DOB 1970-03-03.": [("March 3, 1970", "DOB"), ("1970-03-03", "DOB")],
+        "Dear Dr. Okafor, thank you for seeing Mrs. Li.": [("Okafor", "NAME"), ("Li", "NAME")],
+        "email: Jane.Doe@hospital.org": [("Jane.Doe@hospital.org", "EMAIL")],
+    }
+    for text, expected in cases.items():
+        got = [(d.value(text), d.label) for d in analyzer.analyze(text)]
+        for item in expected:
+            assert item in got, f"{text!r}: expected {item}, got {got}"
+    # no context word, no SSN: a bare nine-digit lot number stays
+    assert analyzer.analyze("Lot number 123456789 expires in 2 weeks.") == []
+    assert analyzer.analyze("The 12 patients took 500 mg twice daily.") == []
+
+
+def test_analyze_batch_matches_single(analyzer, phi_records):
+    texts = [r.text for r in phi_records[:5]] + [""]
+    batch = analyzer.analyze_batch(texts)
+    assert batch[-1] == []
+    assert batch[:5] == [analyzer.analyze(t) for t in texts[:5]]
+
+
+def test_no_network_and_no_warnings(monkeypatch, caplog, tmp_path):
+    attempts: list[str] = []
+
+    def deny(*args, **kwargs):
+        attempts.append(repr(args[:2]))
+        raise OSError("network access attempted during a test")
+
+    monkeypatch.setattr(socket.socket, "connect", deny)
+    monkeypatch.setattr(socket.socket, "connect_ex", deny)
+    monkeypatch.setattr(socket, "create_connection", deny)
+    monkeypatch.setattr(socket, "getaddrinfo", deny)
+    offline_tld_extractor.cache_clear()  # rebuilt below, under the guard
+    caplog.set_level(logging.DEBUG)
+    text = ("Mail jane.doe@example.co.uk or see https://example.org/x; John Smith, "
+            "SSN 123-45-6789, phone (555) 234-5678, 12 Oak St, Springfield, IL 62704.")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh = PiiAnalyzer(DEFAULT_SCRUB_LABELS + ("URL",))  # construction under the guard
+        dets = fresh.analyze(text)
+    assert attempts == []
+    assert [str(w.message) for w in caught] == []
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert loud == [], [r.getMessage() for r in loud]
+    labels = {d.label for d in dets}
+    assert {"EMAIL", "URL", "NAME", "SSN", "PHONE", "ADDRESS"} <= labels  # the e-mail check ran offline
+
+    # The guard is real: tldextract's default extractor does try the network.
+    import tldextract
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tldextract.TLDExtract(cache_dir=str(tmp_path / "tld"))("a.example.com")
+    assert attempts, "the socket guard did not see tldextract's default fetch"
+
+
+def test_missing_model_is_a_user_error_and_never_downloads(monkeypatch):
+    import spacy.cli
+
+    def no_download(*a, **k):
+        raise AssertionError("tried to download a spaCy model")
+
+    monkeypatch.setattr(spacy.cli, "download", no_download)
+    with pytest.raises(UserError, match="pip install en-core-web-nothere"):
+        PiiAnalyzer(["NAME"], model="en_core_web_nothere")
+
+
+def test_unknown_label_and_regex_only_mode():
+    with pytest.raises(UserError, match="unknown PII type"):
+        PiiAnalyzer(["NAME", "SHOE_SIZE"], ner=False)
+    with pytest.raises(UserError, match="term list"):
+        PiiAnalyzer(["CONDITION"], ner=False)
+    a = PiiAnalyzer(["PERSON", "EMAIL_ADDRESS", "CONDITION"], ner=False, terms={"CONDITION": ["asthma"]})
+    assert a.labels == ("NAME", "EMAIL", "CONDITION") and not a.ner
+    text = "Patient Ann Lee has asthma; write to ann.lee@example.com."
+    got = [(d.value(text), d.label) for d in a.analyze(text)]
+    assert got == [("Ann Lee", "NAME"), ("asthma", "CONDITION"), ("ann.lee@example.com", "EMAIL")]
+
+
+def test_resolve_overlaps_is_deterministic():
+    ner = "SpacyRecognizer"
+    dets = [
+        Detection(0, 10, "DOB", 0.6, "privleak_dob"),
+        Detection(12, 22, "MRN", 0.9, "privleak_mrn"),
+        Detection(0, 22, "DOB", 0.85, ner),  # fuzzy NER span over both: dropped
+        Detection(30, 40, "PHONE", 0.4, "PhoneRecognizer"),
+        Detection(28, 40, "PHONE", 0.7, "privleak_phone"),  # longer pattern wins, union kept
+        Detection(35, 45, "SSN", 0.9, "privleak_ssn"),  # overlaps the phone cluster: merged into it
+        Detection(50, 60, "NAME", 0.85, ner),
+        Detection(55, 58, "ADDRESS", 0.85, ner),
+    ]
+    want = [Detection(0, 10, "DOB", 0.6, "privleak_dob"), Detection(12, 22, "MRN", 0.9, "privleak_mrn"),
+            Detection(28, 45, "PHONE", 0.9, "privleak_phone"), Detection(50, 60, "NAME", 0.85, ner)]
+    assert resolve_overlaps(dets) == want
+    assert resolve_overlaps(list(reversed(dets))) == want
+
+
+def test_match_spans_fifty_percent_rule():
+    truth = [(0, 10, "NAME")]
+    assert match_spans(truth, [(0, 5, "NAME")], "NAME") == (1, 1, 0)  # 5/10 covered: caught
+    assert match_spans(truth, [(0, 4, "NAME")], "NAME") == (0, 1, 0)  # 4/10: missed, but correct
+    assert match_spans(truth, [(0, 20, "NAME")], "NAME") == (1, 1, 0)  # 10/20 of the detection inside
+    assert match_spans(truth, [(0, 21, "NAME")], "NAME") == (1, 0, 0)  # < half inside: wrong
+    assert match_spans(truth, [(0, 3, "NAME"), (3, 6, "NAME")], "NAME") == (1, 2, 0)  # union counts
+    assert match_spans(truth, [(0, 10, "PHONE")], "NAME") == (0, 0, 0)  # incompatible type
+    assert match_spans(truth, [(0, 10, "NAME")], "NAME") == (1, 1, 1)
+    assert math.isnan(evaluate_detections([], [], ["NAME"]).overall.recall)
