@@ -85,3 +85,30 @@ def test_sigma_is_calibrated_for_the_steps_really_taken(tiny_handle):
     assert log.steps == 3 * int(1 / (1 / 93))
     assert log.epsilon <= 2.0
     assert log.epsilon == pytest.approx(2.0, rel=0.02)  # and not wastefully below it
+
+
+def test_micro_batched_step_equals_one_big_batch(tiny_handle):
+    """Splitting a logical batch into micro-batches must not change the DP-SGD
+    step: with noise off (σ = 0 in the optimiser), both give the same weights."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from privleak.models.dp_train import _logical_step
+
+    texts = [f"note {i} " + "word " * (i % 7) for i in range(24)]
+    data = encode(tiny_handle.tokenizer, texts, tiny_handle.max_length)
+    ids, mask = pad_batch(data.ids, tiny_handle.pad_id)
+    results = []
+    for max_tokens in (10_000, 40):  # one forward pass vs many
+        model = clone_model(tiny_handle.model).train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(TensorDataset(ids, mask), batch_size=24)
+        private, opt, _ = PrivacyEngine().make_private(
+            module=model, optimizer=opt, data_loader=loader, noise_multiplier=0.0, max_grad_norm=0.5,
+            poisson_sampling=False,
+        )
+        opt.zero_grad(set_to_none=True)
+        _logical_step(private, opt, ids, mask, max_tokens)
+        results.append({n: p.detach().clone() for n, p in private._module.named_parameters()})
+    for name in results[0]:
+        torch.testing.assert_close(results[0][name], results[1][name], atol=1e-6, rtol=1e-5)

@@ -185,7 +185,8 @@ def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) ->
         dps = DPSettings(
             target_epsilon=settings["target_epsilon"], delta=settings["delta"], max_grad_norm=settings["max_grad_norm"],
             epochs=settings["epochs"], expected_batch_size=settings["batch_size"], lr=settings["lr"], seed=cfg.seed,
-            accountant=settings["accountant"],
+            accountant=settings["accountant"], train_embeddings=settings["train_embeddings"],
+            micro_batch_tokens=settings["micro_batch_tokens"],
         )
         model, tlog = train_dp(model, data, dps, pad, cfg.model.max_length, desc=f"train {arm}")
         cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)

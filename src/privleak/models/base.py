@@ -31,11 +31,11 @@ from .train import TrainSettings, train
 @dataclass(frozen=True)
 class BaseModelSpec:
     vocab_size: int = 2048
-    n_layer: int = 4
+    n_layer: int = 2
     n_embd: int = 128
     n_head: int = 4
     max_length: int = 160
-    epochs: float = 4.0
+    epochs: float = 6.0
     batch_size: int = 32
     lr: float = 2e-3
     seed: int = 0

@@ -1,0 +1,56 @@
+import pytest
+
+from privleak.config import build_config, read_config_file, resolve_delta
+from privleak.errors import UserError
+
+
+def test_defaults_and_arm_names():
+    cfg = build_config()
+    assert cfg.arm_names() == ["baseline", "dp-1", "dp-4", "dp-8"]
+    assert cfg.profile == "quick"
+
+
+def test_precedence_defaults_profile_file_flags(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('profile = "full"\n[dp]\nepochs = 2\n[canaries]\ncandidates = 500\n')
+    cfg = build_config(read_config_file(f), {"canaries": {"candidates": 700}})
+    assert cfg.profile == "full"
+    assert cfg.dp.epsilons == (0.5, 1.0, 2.0, 4.0, 8.0)  # from the profile
+    assert cfg.dp.epochs == 2  # file beats profile
+    assert cfg.canaries.candidates == 700  # flags beat file
+
+
+def test_default_delta_is_below_one_over_n():
+    delta, warning = resolve_delta(build_config(), 1293)
+    assert delta < 1 / 1293 and warning is None
+
+
+def test_large_delta_warns():
+    delta, warning = resolve_delta(build_config(overrides={"dp": {"delta": 0.01}}), 1293)
+    assert delta == 0.01
+    assert "1/n" in warning
+
+
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"dp": {"epsilons": [0]}}, "dp.epsilons"),
+        ({"dp": {"delta": 1.0}}, "dp.delta"),
+        ({"data": {"split": [0.5, 0.5, 0.5]}}, "data.split"),
+        ({"model": {"embedded": {"n_embd": 100, "n_head": 3}}}, "model.embedded"),
+        ({"canaries": {"repeats": []}}, "canaries.repeats"),
+        ({"trian": {}}, "trian"),
+    ],
+)
+def test_invalid_config_names_the_field(over, field):
+    with pytest.raises(UserError) as exc:
+        build_config(overrides=over)
+    assert field in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_unparseable_config_file(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("dp: [unclosed\n")
+    with pytest.raises(UserError, match="c.yaml"):
+        read_config_file(f)
