@@ -1,0 +1,106 @@
+"""Batched, seeded text generation for the extraction attacks.
+
+Many prompts per forward pass with a key/value cache (Hugging Face
+``generate`` with left padding), instead of one prompt at a time. Sampling
+is seeded per call, so the same (model, prompts, settings, seed) give the
+same texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..models.handle import ModelHandle
+from ..progress import progress_bar
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_new_tokens: int = 32
+    greedy: bool = True
+    top_k: int = 40
+    top_p: float = 1.0
+    temperature: float = 1.0
+    num_return_sequences: int = 1
+    batch_size: int = 64
+    seed: int = 0
+
+
+def _prompt_ids(handle: ModelHandle, prompt: str) -> list[int]:
+    """Token ids of a prompt, starting with the same <eos> the training texts started with."""
+    tok = handle.tokenizer
+    start = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
+    return ([start] if start is not None else []) + tok(prompt, add_special_tokens=False)["input_ids"]
+
+
+@torch.inference_mode()
+def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettings, desc: str = "generating") -> list[list[str]]:
+    """Continuations of each prompt (``num_return_sequences`` each), prompt text excluded.
+
+    Output ``out[i][j]`` is the j-th continuation of ``prompts[i]``.
+    """
+    model = handle.model
+    pad = handle.pad_id
+    encoded = [_prompt_ids(handle, p) for p in prompts]
+    room = handle.max_length - settings.max_new_tokens
+    if room < 1:
+        raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room for a prompt in a {handle.max_length}-token context")
+    encoded = [ids[-room:] for ids in encoded]  # keep the end of over-long prompts
+    out: list[list[str]] = [[] for _ in prompts]
+    gen = torch.Generator().manual_seed(settings.seed)
+    order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))  # similar lengths share a batch
+    with progress_bar(desc, total=len(prompts)) as advance:
+        for b0 in range(0, len(order), settings.batch_size):
+            idx = order[b0 : b0 + settings.batch_size]
+            width = max(len(encoded[i]) for i in idx)
+            ids = torch.full((len(idx), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for r, i in enumerate(idx):  # left padding: every prompt ends where generation starts
+                ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
+                mask[r, width - len(encoded[i]) :] = 1
+            # HF sampling draws from torch's global RNG: seed it per batch from our generator.
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+            kwargs = dict(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=settings.max_new_tokens,
+                num_return_sequences=settings.num_return_sequences,
+                pad_token_id=pad,
+                eos_token_id=None,  # fixed-length continuations: extraction compares token spans
+            )
+            if settings.greedy:
+                kwargs.update(do_sample=False, num_beams=1)
+            else:
+                kwargs.update(do_sample=True, top_k=settings.top_k, top_p=settings.top_p, temperature=settings.temperature)
+            seqs = model.generate(**kwargs)
+            new = seqs[:, width:]
+            texts = handle.tokenizer.batch_decode(new, skip_special_tokens=True)
+            for r, i in enumerate(idx):
+                k = settings.num_return_sequences
+                out[i].extend(texts[r * k : (r + 1) * k])
+            advance(len(idx))
+    return out
+
+
+@torch.inference_mode()
+def generate_ids(handle: ModelHandle, prompt_ids: list[list[int]], max_new_tokens: int, batch_size: int = 64) -> list[list[int]]:
+    """Greedy continuation token ids for prompts given as ids (exact-token extraction tests)."""
+    model = handle.model
+    pad = handle.pad_id
+    out: list[list[int]] = [[] for _ in prompt_ids]
+    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+    for b0 in range(0, len(order), batch_size):
+        idx = order[b0 : b0 + batch_size]
+        width = max(len(prompt_ids[i]) for i in idx)
+        ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for r, i in enumerate(idx):
+            ids[r, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
+            mask[r, width - len(prompt_ids[i]) :] = 1
+        seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                              num_beams=1, pad_token_id=pad, eos_token_id=None)
+        for r, i in enumerate(idx):
+            out[i] = seqs[r, width:].tolist()
+    return out
