@@ -58,6 +58,26 @@ def test_results_contract(first_run):
         assert all(0 <= c["exposure"] <= c["max_exposure"] for c in arm["canaries"])
         assert arm["utility"]["ppl_non_members"] > 1
     assert set(results["durations_s"]) >= {"data", "base-model", "train/baseline", "train/dp-4", "eval/dp-4"}
+
+
+def test_attack_family_and_empirical_epsilon(first_run):
+    _, results = first_run
+    family = {"loss", "zlib", "min_k", "min_k_pp", "reference", "rmia"}
+    for name, arm in results["arms"].items():
+        assert set(arm["attacks"]) == family, name
+        for a in arm["attacks"].values():
+            assert 0.0 <= a["auc"] <= 1.0
+            assert len(a["roc"]["fpr"]) == len(a["roc"]["tpr"]) >= 2
+            assert a["empirical_epsilon"]["epsilon_lb"] >= 0.0
+        assert arm["empirical_epsilon"]["attack"] in family
+    # The base model has no reference model of its own.
+    assert set(results["base_model"]["attacks"]) == family - {"reference", "rmia"}
+    dp = results["arms"]["dp-4"]
+    emp = dp["empirical_epsilon"]
+    assert emp["epsilon_lb"] <= dp["privacy"]["epsilon"]
+    assert emp["exceeds_accountant"] is False
+    assert emp["dp_bound"]["ok"] is True
+    assert not any("EXCEEDS" in w for w in results["warnings"])
     assert results["versions"]["opacus"]
 
 

@@ -126,6 +126,16 @@ class DPConfig(_Strict):
 class AttackConfig(_Strict):
     max_mia_records: int = Field(2000, ge=10)
     bootstrap: int = Field(200, ge=0)
+    min_k_percent: float = 20.0  # k of min-k% and min-k%++, in percent of tokens
+    rmia_a: float = Field(0.3, ge=0.0, le=1.0)  # Privacy Meter's offline a
+    alpha: float = Field(0.05, gt=0.0, lt=1.0)  # confidence of the empirical-ε bound
+
+    @field_validator("min_k_percent")
+    @classmethod
+    def _k_range(cls, v: float) -> float:
+        if not (0.0 < v <= 100.0):
+            raise ValueError(f"k must be a percentage in (0, 100], got {v}")
+        return v
 
 
 class AuditConfig(_Strict):

@@ -17,9 +17,8 @@ import numpy as np
 
 from . import __version__
 from .attacks.exposure import canary_exposure, chance_exposure
-from .attacks.membership import loss_scores
-from .attacks.scoring import cached_scores
-from .audit.metrics import mia_metrics
+from .attacks.scoring import TokenScores, cached_scores
+from .audit.membership_eval import attack_scores, evaluate_membership
 from .audit.utility import perplexity
 from .config import AuditConfig, dp_arm_name, resolve_delta
 from .data.canaries import Canary, load_canaries, make_canaries, plant_canaries, save_canaries
@@ -225,26 +224,64 @@ def _mia_subsets(cfg: AuditConfig, members: list[Record], non_members: list[Reco
     return np.sort(rng.choice(m, cap, replace=False)), np.sort(rng.choice(n, cap, replace=False))
 
 
+def _eval_delta(audit: Audit, name: str, n_members: int) -> tuple[float, float | None]:
+    """(δ, accountant ε) for an arm's empirical-ε bound: the arm's own for DP
+    arms, the default δ for the others so every arm is held to the same δ."""
+    if name != "base":
+        privacy = read_json(audit.run.path("arms", name, "train.json"))["privacy"]
+        if privacy:
+            return float(privacy["delta"]), float(privacy["epsilon"])
+    return resolve_delta(audit.cfg, n_members)[0], None
+
+
 def _evaluate(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[Record]], canaries: list[Canary]) -> None:
     cfg, run = audit.cfg, audit.run
     handle = load_handle(model_dir, cfg.model.max_length)
+    texts = {
+        "members": [r.text for r in splits["members"] if r.kind != "canary"],
+        "non_members": [r.text for r in splits["non_members"]],
+        "population": [r.text for r in splits["population"]],
+    }
+    target = {
+        split: cached_scores(handle, t, run.path("arms", name, f"scores_{split}.npz"), desc=f"score {name} {split}")
+        for split, t in texts.items()
+    }
+    # The base model never saw the members: it is the reference model.
+    reference = None
+    if name != "base":
+        reference = {split: TokenScores.load(run.path("arms", "base", f"scores_{split}.npz")) for split in texts}
     members = [r for r in splits["members"] if r.kind != "canary"]
-    non_members = splits["non_members"]
-    s_mem = cached_scores(handle, [r.text for r in members], run.path("arms", name, "scores_members.npz"), desc=f"score {name} members")
-    s_non = cached_scores(handle, [r.text for r in non_members], run.path("arms", name, "scores_non_members.npz"),
-                          desc=f"score {name} non-members")
-    mi, ni = _mia_subsets(cfg, members, non_members)
-    loss_m, loss_n = loss_scores(s_mem)[mi], loss_scores(s_non)[ni]
-    loss = mia_metrics(loss_m, loss_n, bootstrap=cfg.attacks.bootstrap, seed=cfg.seed)
+    mi, ni = _mia_subsets(cfg, members, splits["non_members"])
+    delta, dp_eps = _eval_delta(audit, name, len(splits["members"]))
+    scores = attack_scores(target, reference, texts, k=cfg.attacks.min_k_percent / 100.0, rmia_a=cfg.attacks.rmia_a)
+    membership = evaluate_membership(scores, mi, ni, delta=delta, bootstrap=cfg.attacks.bootstrap,
+                                     alpha=cfg.attacks.alpha, seed=cfg.seed, dp_epsilon=dp_eps)
     exposures = canary_exposure(handle, canaries, n_candidates=cfg.canaries.candidates, seed=cfg.seed, desc=f"exposure {name}")
     write_json(run.path("arms", name, "eval.json"), {
-        "utility": {"ppl_members": perplexity(s_mem), "ppl_non_members": perplexity(s_non)},
-        "attacks": {"loss": asdict(loss)},
+        "utility": {"ppl_members": perplexity(target["members"]), "ppl_non_members": perplexity(target["non_members"])},
+        **membership,
         "canaries": [e.to_json() for e in exposures],
     })
 
 
 # -------------------------------------------------------------- results ---
+
+def _check_dp_claims(audit: Audit, arm: str, ev: dict) -> None:
+    """An empirical lower bound above the accountant's ε, or a measured
+    operating point significantly outside TPR ≤ e^ε·FPR + δ, means a bug
+    (or a broken DP guarantee): never hide it."""
+    emp = ev.get("empirical_epsilon") or {}
+    if emp.get("exceeds_accountant"):
+        msg = (f"!!! {arm}: empirical ε lower bound {emp['epsilon_lb']:.3f} ({emp['attack']}) EXCEEDS the accountant's ε — "
+               "the DP guarantee does not hold for this run; please report it")
+        audit.warnings.append(msg)
+        audit.notify(f"[bold red]{msg}[/bold red]")
+    bound = emp.get("dp_bound") or {}
+    if bound and not bound.get("ok", True):
+        msg = f"!!! {arm}: measured operating points violate TPR ≤ e^ε·FPR + δ ({bound.get('attack')}) — the DP guarantee is contradicted"
+        audit.warnings.append(msg)
+        audit.notify(f"[bold red]{msg}[/bold red]")
+
 
 def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Canary], arms: list[str]) -> dict:
     cfg, run = audit.cfg, audit.run
@@ -257,6 +294,7 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
         out_arms[arm] = {"kind": tr["kind"], "training": {"steps": tr["steps"], "epoch_losses": tr["epoch_losses"],
                                                           "settings": tr["settings"]},
                          "privacy": privacy, **ev}
+        _check_dp_claims(audit, arm, ev)
     base_eval = read_json(run.path("arms", "base", "eval.json"))
     members = splits["members"]
     mi, ni = _mia_subsets(cfg, [r for r in members if r.kind != "canary"], splits["non_members"])
@@ -324,8 +362,9 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     base_dir = Path(read_json(run.path("base_model.json"))["path"])
     _stage(audit, "eval/base", stable_hash("eval", base_key, eval_cfg),
            lambda: _evaluate(audit, "base", base_dir, splits, canaries))
+    base_eval_key = stable_hash("eval", base_key, eval_cfg)
     for arm in arms:
-        _stage(audit, f"eval/{arm}", stable_hash("eval", arm_keys[arm], eval_cfg),
+        _stage(audit, f"eval/{arm}", stable_hash("eval", arm_keys[arm], base_eval_key, eval_cfg),
                lambda arm=arm: _evaluate(audit, arm, run.path("arms", arm, "model"), splits, canaries))
 
     results = _assemble(audit, splits, canaries, arms)

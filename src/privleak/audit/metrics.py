@@ -1,4 +1,4 @@
-"""Membership-inference metrics: ROC, AUC, TPR at a fixed low FPR.
+"""Membership-inference metrics: ROC, AUC, TPR at a fixed low FPR, plot points.
 
 Convention everywhere: positives are members, and a *higher* score means
 "more likely a member". Pure numpy, checked inputs, matching scikit-learn's
@@ -74,6 +74,44 @@ def tpr_at_fpr(pos: np.ndarray, neg: np.ndarray, max_fpr: float) -> float:
     return float(tpr[fpr < max_fpr].max())
 
 
+def _auc_from_roc(fpr: np.ndarray, tpr: np.ndarray) -> float:
+    """Trapezoid area under the tie-grouped ROC = P(pos > neg) + ½ P(tie), as :func:`roc_auc`."""
+    return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1])) / 2.0)
+
+
+def _tpr_below(fpr: np.ndarray, tpr: np.ndarray, max_fpr: float) -> float:
+    return float(tpr[fpr < max_fpr].max())
+
+
+def roc_points(pos: np.ndarray, neg: np.ndarray, max_points: int = 200) -> dict[str, list[float]]:
+    """ROC points for plotting (log-FPR axis), at most ``max_points`` of them.
+
+    The full curve (:func:`roc_curve`) can have one point per score; we keep
+    (0, 0), (1, 1), and for each FPR value g of a log-spaced grid from
+    1/n_non_members to 1 the *last* ROC point with FPR ≤ g (its highest TPR
+    there), so the low-FPR end — where the TPR@0.1 % figure lives — is kept
+    at full resolution. Returns JSON-ready ``{"fpr", "tpr", "threshold"}``
+    lists (threshold of the rule "member iff score ≥ threshold"; the first is
+    None for the infinite threshold of (0, 0)).
+    """
+    if max_points < 3:
+        raise ValueError(f"max_points must be ≥ 3, got {max_points}")
+    fpr, tpr, thr = roc_curve(pos, neg)
+    if fpr.size > max_points:
+        n_neg = np.asarray(neg).size
+        grid = np.geomspace(1.0 / n_neg, 1.0, max_points - 1)
+        idx = np.searchsorted(fpr, grid, side="right") - 1
+        idx = np.unique(np.r_[0, idx, fpr.size - 1])
+        if idx.size > max_points:  # cannot happen with the grid above, kept as a guard
+            idx = np.unique(np.r_[idx[: max_points - 1], fpr.size - 1])
+        fpr, tpr, thr = fpr[idx], tpr[idx], thr[idx]
+    return {
+        "fpr": [float(v) for v in fpr],
+        "tpr": [float(v) for v in tpr],
+        "threshold": [None if not np.isfinite(v) else float(v) for v in thr],
+    }
+
+
 @dataclass(frozen=True)
 class MiaMetrics:
     auc: float
@@ -82,18 +120,29 @@ class MiaMetrics:
     n_members: int
     n_non_members: int
     auc_ci95: tuple[float, float] | None = None
+    tpr_at_1pct_fpr_ci95: tuple[float, float] | None = None
+    tpr_at_0_1pct_fpr_ci95: tuple[float, float] | None = None
 
 
 def mia_metrics(pos: np.ndarray, neg: np.ndarray, bootstrap: int = 200, seed: int = 0) -> MiaMetrics:
-    """AUC and TPR@{1 %, 0.1 %} FPR, with a percentile-bootstrap 95 % CI on the AUC."""
+    """AUC and TPR@{1 %, 0.1 %} FPR, each with a percentile-bootstrap 95 % CI.
+
+    Members and non-members are resampled separately (stratified bootstrap,
+    ``bootstrap`` replicates, ``seed``); each replicate's AUC and TPRs come
+    from one ROC curve. With fewer than 1,000 non-members the TPR at 0.1 %
+    FPR allows zero false positives (strict <), so it is very noisy — its
+    CI says so.
+    """
     pos, neg = _check(pos, neg)
-    ci = None
+    ci = ci1 = ci01 = None
     if bootstrap > 0:
         rng = np.random.default_rng(seed)
-        aucs = [
-            roc_auc(rng.choice(pos, pos.size), rng.choice(neg, neg.size)) for _ in range(bootstrap)
-        ]
-        ci = (float(np.percentile(aucs, 2.5)), float(np.percentile(aucs, 97.5)))
+        reps = np.empty((bootstrap, 3))
+        for b in range(bootstrap):
+            f, t, _ = roc_curve(rng.choice(pos, pos.size), rng.choice(neg, neg.size))
+            reps[b] = (_auc_from_roc(f, t), _tpr_below(f, t, 0.01), _tpr_below(f, t, 0.001))
+        lo, hi = np.percentile(reps, 2.5, axis=0), np.percentile(reps, 97.5, axis=0)
+        ci, ci1, ci01 = ((float(lo[j]), float(hi[j])) for j in range(3))
     return MiaMetrics(
         auc=roc_auc(pos, neg),
         tpr_at_1pct_fpr=tpr_at_fpr(pos, neg, 0.01),
@@ -101,4 +150,6 @@ def mia_metrics(pos: np.ndarray, neg: np.ndarray, bootstrap: int = 200, seed: in
         n_members=int(pos.size),
         n_non_members=int(neg.size),
         auc_ci95=ci,
+        tpr_at_1pct_fpr_ci95=ci1,
+        tpr_at_0_1pct_fpr_ci95=ci01,
     )

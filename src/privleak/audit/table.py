@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+ATTACK_LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "min-k%", "min_k_pp": "min-k%++", "reference": "ref", "rmia": "RMIA"}
+
 
 def _fmt(x: Any, spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
@@ -26,16 +28,18 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def privacy_table(results: dict[str, Any]) -> Table:
     t = Table(title="Privacy parameters and utility")
-    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "σ", "q", "steps", "δ", "ppl members", "ppl held-out"):
+    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε empirical ≥", "σ", "q", "steps", "δ", "ppl members", "ppl held-out"):
         t.add_column(col, justify="left" if col == "arm" else "right")
     for name, arm in _rows(results):
         p = arm.get("privacy") or {}
+        emp = arm.get("empirical_epsilon") or {}
         t.add_row(
             name,
             _fmt(p.get("target_epsilon"), "g"),
             _fmt(p.get("epsilon"), ".3f"),
             _fmt(p.get("epsilon_pld"), ".3f"),
             _fmt(p.get("epsilon_rdp"), ".3f"),
+            _fmt(emp.get("epsilon_lb"), ".2f"),
             _fmt(p.get("sigma"), ".3f"),
             _fmt(p.get("sample_rate"), ".4f"),
             _fmt(p.get("steps"), "d") if p.get("steps") is not None else "—",
@@ -48,27 +52,33 @@ def privacy_table(results: dict[str, Any]) -> Table:
 
 def attack_table(results: dict[str, Any]) -> Table:
     rows = _rows(results)
-    repeats = sorted({int(c["repeats"]) for _, arm in rows for c in arm.get("canaries", [])})
+    names = [a for a in ATTACK_LABELS if any(a in arm["attacks"] for _, arm in rows)]
     data = results["data"]
-    title = f"Attacks — LOSS membership inference on {data['mia_records_per_side']} members vs as many non-members"
-    if repeats:
-        max_exp = rows[1][1]["canaries"][0]["max_exposure"] if len(rows) > 1 and rows[1][1].get("canaries") else None
-        title += f"; canary exposure in bits (max {_fmt(max_exp, '.1f')}, chance ≈ {_fmt(data.get('canary_chance_exposure'), '.1f')})"
-    t = Table(title=title)
-    for col in ("arm", "AUC", "AUC 95% CI", "TPR@1%FPR", "TPR@0.1%FPR"):
-        t.add_column(col, justify="left" if col == "arm" else "right")
-    for r in repeats:
-        t.add_column(f"exposure {r}×", justify="right")
+    t = Table(title=f"Membership inference — AUC (TPR at 1 % FPR) on {data['mia_records_per_side']} members vs as many non-members")
+    t.add_column("arm")
+    for a in names:
+        t.add_column(ATTACK_LABELS[a], justify="right")
     for name, arm in rows:
-        loss = arm["attacks"]["loss"]
-        ci = loss.get("auc_ci95")
+        cells = []
+        for a in names:
+            m = arm["attacks"].get(a)
+            cells.append("—" if m is None else f"{m['auc']:.3f} ({m['tpr_at_1pct_fpr']:.2f})")
+        t.add_row(name, *cells)
+    return t
+
+
+def exposure_table(results: dict[str, Any]) -> Table | None:
+    rows = _rows(results)
+    repeats = sorted({int(c["repeats"]) for _, arm in rows for c in arm.get("canaries", [])})
+    if not repeats:
+        return None
+    first = next(c for _, arm in rows for c in arm.get("canaries", []))
+    chance = results["data"].get("canary_chance_exposure")
+    t = Table(title=f"Canary exposure in bits by repetition count (max {first['max_exposure']:.1f}, chance ≈ {_fmt(chance, '.1f')})")
+    t.add_column("arm")
+    for r in repeats:
+        t.add_column(f"{r}×", justify="right")
+    for name, arm in rows:
         exp = exposure_by_repeats(arm.get("canaries", []))
-        t.add_row(
-            name,
-            _fmt(loss["auc"], ".3f"),
-            "—" if not ci else f"{ci[0]:.2f}–{ci[1]:.2f}",
-            _fmt(loss["tpr_at_1pct_fpr"], ".3f"),
-            _fmt(loss["tpr_at_0_1pct_fpr"], ".3f"),
-            *[_fmt(exp.get(r), ".1f") for r in repeats],
-        )
+        t.add_row(name, *[_fmt(exp.get(r), ".1f") for r in repeats])
     return t
