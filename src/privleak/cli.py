@@ -36,6 +36,7 @@ def _quiet_libraries() -> None:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     logging.getLogger("opacus").setLevel(logging.ERROR)
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
 
 def _parse_epsilons(text: str) -> list[float]:
@@ -104,6 +105,9 @@ def run(
     for w in results["warnings"]:
         err.print(f"[yellow]warning:[/yellow] {w}")
     err.print(f"results: {Path(out_dir) / 'results.json'}")
+    from .audit.report import write_report
+
+    err.print(f"report: {write_report(out_dir)}")
 
 
 @data_app.command("generate")
@@ -179,6 +183,35 @@ def dedup(
         out.print_json(json.dumps(report.to_dict()))
     else:
         err.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="Run directory (or its results.json) written by `privleak run`."),
+    out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default: RUN_DIR/report.html)."),
+    show_pii: bool = typer.Option(False, "--show-pii", help="Show leaked PII unmasked; the page then carries a warning banner. Do not share it."),
+) -> None:
+    """Re-render a run's self-contained HTML report from its results.json."""
+    from .audit.report import write_report
+
+    path = write_report(run_dir, show_pii=show_pii, out=out_path)
+    if show_pii:
+        err.print("[red]warning:[/red] the report shows PII unmasked; do not share or publish it")
+    err.print(f"report: {path}")
+
+
+@app.command()
+def compare(
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Two or more run directories (or results.json files)."),
+    out_path: Path = typer.Option(Path("compare.html"), "--out", "-o", help="HTML file to write."),
+) -> None:
+    """Compare runs side by side in one self-contained HTML page."""
+    from .audit.report import write_compare
+
+    if len(run_dirs) < 2:
+        raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")
+    path = write_compare(run_dirs, out_path)
+    err.print(f"comparison: {path}")
 
 
 @app.command()

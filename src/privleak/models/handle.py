@@ -54,7 +54,35 @@ def check_model_ref(ref: str) -> str:
         return str(local)
     if not _is_hub_id(ref) or ref.startswith(("./", "../")):
         raise UserError(f"--model {ref}: path does not exist; pass a local model directory or a Hugging Face model id")
+    if not _in_hub_cache(ref) and not _hub_reachable():
+        # Fail in seconds, before any work, instead of after the hub client's retries.
+        raise UserError(
+            f"--model {ref}: no such local directory, not in the local Hugging Face cache, and the hub is unreachable; "
+            "pass a local directory saved with save_pretrained(), or download the model on a connected machine first"
+        )
     return ref
+
+
+def _in_hub_cache(ref: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(ref, "config.json"), str)
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def load_handle(ref: str | os.PathLike[str], max_length: int | None = None) -> ModelHandle:

@@ -1,0 +1,86 @@
+"""The report in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright.
+
+Checks that every section renders with its figures, that the page makes no
+request at all (its CSP forbids them; any attempt would show as a request or
+a console error), that the console is clean, and saves a screenshot in the
+test's tmp directory. Playwright never downloads a browser here: it is
+pointed at /usr/bin/chromium. Skipped, saying why, when Chromium or the
+playwright package is absent (CI installs both).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from privleak.audit.report import write_report
+
+from test_report import SECTIONS_ALWAYS, SECTIONS_RICH, run_dir  # noqa: F401  (fixture)
+
+CHROMIUM = os.environ.get("PRIVLEAK_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-extensions", "--disable-dev-shm-usage"]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason="Chromium not installed (apt-get install -y chromium); CI installs it")
+
+
+def test_report_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install playwright)")
+    report = write_report(run_dir)
+    url = report.resolve().as_uri()
+    requests: list[str] = []
+    failed: list[str] = []
+    console: list[str] = []
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("requestfailed", lambda r: failed.append(r.url))
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(url, wait_until="load")
+            page.wait_for_timeout(300)  # late console messages (CSP reports arrive asynchronously)
+
+            ids = page.eval_on_selector_all("section[data-section]", "els => els.map(e => e.id)")
+            for s in SECTIONS_ALWAYS + SECTIONS_RICH:
+                assert s in ids, f"section {s} not rendered: {ids}"
+            for sid in ids:
+                sec = page.locator(f"section#{sid}")
+                assert sec.is_visible(), sid
+                box = sec.bounding_box()
+                assert box and box["height"] > 40, f"section {sid} is empty"
+                assert sec.locator("h2").inner_text().strip()
+            svgs = page.locator("figure svg")
+            assert svgs.count() >= 5
+            for i in range(svgs.count()):
+                b = svgs.nth(i).bounding_box()
+                assert b and b["width"] > 150 and b["height"] > 100, f"figure {i} not drawn: {b}"
+            assert page.locator("#arms-table tbody tr").count() == 4  # control + 3 arms
+            assert "Recommended arm" in page.locator("#summary").inner_text()
+            assert page.locator("#pii-warning").count() == 0
+            shot = tmp_path / "report.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"screenshot: {shot}")
+            assert shot.stat().st_size > 10_000
+            pdf_ok = True
+            try:
+                page.emulate_media(media="print")
+            except Exception:  # pragma: no cover - older playwright
+                pdf_ok = False
+            if pdf_ok:
+                assert page.locator("nav.toc").is_hidden()  # print CSS applies
+        finally:
+            browser.close()
+    outside = [u for u in requests if u != url and not u.startswith("data:")]
+    assert not outside, f"the report made requests: {outside}"
+    assert not failed, f"failed requests: {failed}"
+    bad = [c for c in console if c.startswith(("error", "warning"))]
+    assert not bad, f"console: {bad}"
+    assert not errors, f"page errors: {errors}"
