@@ -138,3 +138,18 @@ def test_changed_config_redoes_only_affected_stages(first_run, tmp_path):
     pipeline.run_audit(build_config(cfg), out)
     assert marker.stat().st_mtime == before  # training reused
     assert json.loads((out / "results.json").read_text())["config"]["attacks"]["bootstrap"] == 5
+
+
+def test_results_json_holds_no_identifying_pii(first_run):
+    """Extraction examples reproduce training text; results.json must still not
+    carry any identifying ground-truth value (issue: the report must not leak)."""
+    out, results = first_run
+    text = (out / "results.json").read_text()
+    assert results["arms"]["baseline"]["extraction"]["sampling"]["examples"] is not None
+    identifying = {"NAME", "EMAIL", "SSN", "PHONE", "ADDRESS", "DOB", "MRN"}
+    values = set()
+    for split in ("members", "non_members", "population"):
+        for r in read_jsonl(out / "splits" / f"{split}.jsonl"):
+            values.update(s.value(r.text) for s in r.pii if s.label in identifying)
+    leaked = sorted(v for v in values if len(v) >= 6 and v in text)
+    assert not leaked, leaked[:5]

@@ -69,7 +69,7 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
-    from .audit.table import attack_table, exposure_table, privacy_table
+    from .audit.table import attack_table, exposure_table, extraction_table, privacy_table
     from .config import build_config, read_config_file
     from .pipeline import run_audit
 
@@ -99,9 +99,9 @@ def run(
     results = run_audit(cfg, out_dir, notify=err.print)
     out.print(privacy_table(results))
     out.print(attack_table(results))
-    exposure = exposure_table(results)
-    if exposure is not None:
-        out.print(exposure)
+    for table in (exposure_table(results), extraction_table(results)):
+        if table is not None:
+            out.print(table)
     for w in results["warnings"]:
         err.print(f"[yellow]warning:[/yellow] {w}")
     err.print(f"results: {Path(out_dir) / 'results.json'}")

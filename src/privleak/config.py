@@ -129,6 +129,10 @@ class AttackConfig(_Strict):
     min_k_percent: float = 20.0  # k of min-k% and min-k%++, in percent of tokens
     rmia_a: float = Field(0.3, ge=0.0, le=1.0)  # Privacy Meter's offline a
     alpha: float = Field(0.05, gt=0.0, lt=1.0)  # confidence of the empirical-ε bound
+    extraction: bool = True  # prefix, canary, sampling and PHI-prompt extraction
+    extraction_samples: int = Field(400, ge=10)  # sampling extraction: generated samples
+    prefix_records: int = Field(250, ge=1)  # prefix extraction: records per side
+    phi_records: int = Field(40, ge=1)  # PHI prompt extraction: records per side
 
     @field_validator("min_k_percent")
     @classmethod

@@ -18,6 +18,8 @@ import numpy as np
 from . import __version__
 from .attacks.exposure import canary_exposure, chance_exposure
 from .attacks.scoring import TokenScores, cached_scores
+from .audit.extraction_eval import run_extraction
+from .audit.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
 from .audit.utility import perplexity
 from .config import AuditConfig, dp_arm_name, resolve_delta
@@ -264,7 +266,29 @@ def _evaluate(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[R
     })
 
 
+def _extract(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[Record]], canaries: list[Canary]) -> None:
+    cfg, run = audit.cfg, audit.run
+    handle = load_handle(model_dir, cfg.model.max_length)
+    reference = _load_base(audit) if name != "base" else None
+    masker = PiiMasker(known_pii_values(run.root))
+    result = run_extraction(
+        handle, reference, splits, canaries, seed=cfg.seed, n_samples=cfg.attacks.extraction_samples,
+        prefix_records=cfg.attacks.prefix_records, phi_records=cfg.attacks.phi_records, masker=masker,
+    )
+    write_json(run.path("arms", name, "extraction.json"), result["results"])
+    write_json(run.path("arms", name, "extraction_seconds.json"), result["seconds"])
+
+
 # -------------------------------------------------------------- results ---
+
+def _attack_seconds(run: RunDir, names: list[str]) -> dict[str, float]:
+    out = {}
+    for name in names:
+        path = run.path("arms", name, "extraction_seconds.json")
+        if path.exists():
+            out.update({f"extract/{name}/{k}": v for k, v in read_json(path).items()})
+    return out
+
 
 def _check_dp_claims(audit: Audit, arm: str, ev: dict) -> None:
     """An empirical lower bound above the accountant's ε, or a measured
@@ -294,8 +318,14 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
         out_arms[arm] = {"kind": tr["kind"], "training": {"steps": tr["steps"], "epoch_losses": tr["epoch_losses"],
                                                           "settings": tr["settings"]},
                          "privacy": privacy, **ev}
+        extraction = run.path("arms", arm, "extraction.json")
+        if cfg.attacks.extraction and extraction.exists():
+            out_arms[arm]["extraction"] = read_json(extraction)
         _check_dp_claims(audit, arm, ev)
     base_eval = read_json(run.path("arms", "base", "eval.json"))
+    base_extraction = run.path("arms", "base", "extraction.json")
+    if cfg.attacks.extraction and base_extraction.exists():
+        base_eval["extraction"] = read_json(base_extraction)
     members = splits["members"]
     mi, ni = _mia_subsets(cfg, [r for r in members if r.kind != "canary"], splits["non_members"])
     return {
@@ -316,7 +346,7 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
         "base_model": {**read_json(run.path("base_model.json")), **base_eval},
         "arms": out_arms,
         "warnings": audit.warnings,
-        "durations_s": {k: round(v, 2) for k, v in run.durations.items()},
+        "durations_s": {**{k: round(v, 2) for k, v in run.durations.items()}, **_attack_seconds(run, ["base", *arms])},
         "versions": package_versions(),
     }
 
@@ -358,7 +388,8 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
         arm_keys[arm] = stable_hash("arm", base_key, settings)
         _stage(audit, f"train/{arm}", arm_keys[arm], lambda arm=arm, s=settings: _train_arm(audit, arm, s, members))
 
-    eval_cfg = (cfg.attacks.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), cfg.seed)
+    extraction_keys = {"extraction", "extraction_samples", "prefix_records", "phi_records"}
+    eval_cfg = (cfg.attacks.model_dump(mode="json", exclude=extraction_keys), cfg.canaries.model_dump(mode="json"), cfg.seed)
     base_dir = Path(read_json(run.path("base_model.json"))["path"])
     _stage(audit, "eval/base", stable_hash("eval", base_key, eval_cfg),
            lambda: _evaluate(audit, "base", base_dir, splits, canaries))
@@ -366,6 +397,14 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     for arm in arms:
         _stage(audit, f"eval/{arm}", stable_hash("eval", arm_keys[arm], base_eval_key, eval_cfg),
                lambda arm=arm: _evaluate(audit, arm, run.path("arms", arm, "model"), splits, canaries))
+
+    if cfg.attacks.extraction:
+        extract_cfg = (cfg.attacks.model_dump(mode="json"), cfg.seed)
+        _stage(audit, "extract/base", stable_hash("extract", base_key, extract_cfg),
+               lambda: _extract(audit, "base", base_dir, splits, canaries))
+        for arm in arms:
+            _stage(audit, f"extract/{arm}", stable_hash("extract", arm_keys[arm], base_key, extract_cfg),
+                   lambda arm=arm: _extract(audit, arm, run.path("arms", arm, "model"), splits, canaries))
 
     results = _assemble(audit, splits, canaries, arms)
     write_results(run.path("results.json"), results)

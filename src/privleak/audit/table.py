@@ -82,3 +82,29 @@ def exposure_table(results: dict[str, Any]) -> Table | None:
         exp = exposure_by_repeats(arm.get("canaries", []))
         t.add_row(name, *[_fmt(exp.get(r), ".1f") for r in repeats])
     return t
+
+
+def extraction_table(results: dict[str, Any]) -> Table | None:
+    rows = [(n, a) for n, a in _rows(results) if a.get("extraction")]
+    if not rows:
+        return None
+    t = Table(title="Extraction — each figure beside its floor (never-trained values or texts)")
+    for col in ("arm", "canaries extracted greedily (by repeats; control)", "PHI values leaked: members vs non-members",
+                "sampling top-100 (ref. ratio): member-only vs floor", "prefix k=16→16 tokens: members vs non-members"):
+        t.add_column(col, justify="left" if col == "arm" else "right")
+    for name, arm in rows:
+        ex = arm["extraction"]
+        can = ex.get("canaries", {}).get("by_repeats", {})
+        can_s = " ".join(f"{k}×:{v['greedy_fraction']:.0%}" if k != "control" else f"ctl:{v['greedy_fraction']:.0%}"
+                         for k, v in can.items()) or "—"
+        phi = ex.get("phi_prompts", {}).get("total")
+        phi_s = "—" if not phi else (f"{phi['member_leaked']}/{phi['n_member_values']} vs "
+                                     f"{phi['non_member_leaked']}/{phi['n_non_member_values']}")
+        ref = next((r for r in ex.get("sampling", {}).get("rankings", []) if r.get("metric") == "reference"), None)
+        ref = ref or next(iter(ex.get("sampling", {}).get("rankings", [])), None)
+        samp_s = "—" if not ref else f"{ref.get('member_only_hits')} vs {ref.get('non_member_only_hits')}"
+        cell = next((c for c in ex.get("prefix", {}).get("cells", []) if c.get("k") == 16 and c.get("m") == 16), None)
+        pre_s = "—" if not cell else (f"{cell['members_extracted']}/{cell['n_members']} vs "
+                                      f"{cell['non_members_extracted']}/{cell['n_non_members']}")
+        t.add_row(name, can_s, phi_s, samp_s, pre_s)
+    return t

@@ -1,0 +1,397 @@
+"""Training-data extraction attacks (Carlini et al. 2019, 2021, 2023).
+
+Three entry points, each returning a typed result with ``to_json()``:
+
+* :func:`prefix_extraction` — eidetic memorisation: greedy continuation of a
+  record's first ``k`` tokens reproduces its next ``m`` tokens exactly.
+  Members vs non-members (the floor: text the model never saw that is
+  predictable from the format alone).
+* :func:`canary_extraction` — greedy and sampled completions of each canary's
+  prefix; extracted = the exact secret string appears in the completion.
+* :func:`sampling_extraction` — many top-k samples from the empty prompt and
+  a generic prompt, ranked by target perplexity, zlib ratio and reference
+  ratio; count the top-n that contain a ≥ 50-character verbatim member
+  substring (via :class:`VerbatimIndex`), and the same with a non-member
+  index (the floor).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..data.canaries import Canary
+from ..data.records import Record
+from ..models.handle import ModelHandle
+from .generation import GenerationSettings, generate, generate_ids
+from .verbatim_index import VerbatimIndex
+
+
+def _unique_texts(records: Sequence[Record]) -> list[Record]:
+    """First record of every distinct text (canary copies count once)."""
+    seen: set[str] = set()
+    out = []
+    for r in records:
+        if r.text not in seen:
+            seen.add(r.text)
+            out.append(r)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# (a) prefix extraction
+
+
+@dataclass
+class PrefixCell:
+    k: int
+    m: int
+    n_members: int  # members long enough (k + m tokens) to qualify
+    members_extracted: int
+    n_non_members: int
+    non_members_extracted: int
+    by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [extracted, qualified] (members)
+
+    @property
+    def member_rate(self) -> float:
+        return self.members_extracted / self.n_members if self.n_members else float("nan")
+
+    @property
+    def non_member_rate(self) -> float:
+        return self.non_members_extracted / self.n_non_members if self.n_non_members else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "member_rate": self.member_rate, "non_member_rate": self.non_member_rate,
+                "excess": self.member_rate - self.non_member_rate}
+
+
+@dataclass
+class PrefixExtractionResult:
+    cells: list[PrefixCell]
+    n_members_total: int
+    n_non_members_total: int
+    seconds: float
+    # per-member-record extracted flags for the largest (k, m) cell is not kept;
+    # ``extracted_members`` maps (k, m) -> indices (into the de-duplicated members) extracted.
+    extracted_members: dict[str, list[int]] = field(default_factory=dict)
+
+    def cell(self, k: int, m: int) -> PrefixCell:
+        for c in self.cells:
+            if c.k == k and c.m == m:
+                return c
+        raise KeyError((k, m))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cells": [c.to_json() for c in self.cells], "n_members_total": self.n_members_total,
+                "n_non_members_total": self.n_non_members_total, "seconds": self.seconds}
+
+
+def _body_ids(handle: ModelHandle, texts: list[str]) -> list[list[int]]:
+    return handle.tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+
+
+def _start_id(handle: ModelHandle) -> list[int]:
+    tok = handle.tokenizer
+    s = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
+    return [] if s is None else [int(s)]
+
+
+def _prefix_hits(handle: ModelHandle, bodies: list[list[int]], k: int, ms: Sequence[int],
+                 batch_size: int) -> tuple[list[int], dict[int, list[bool]]]:
+    """Indices that qualify for the largest m, and per-m exact-match flags (aligned)."""
+    start = _start_id(handle)
+    m_max = max(ms)
+    # Qualify per m separately: a record may be long enough for m=16 but not 32.
+    need = {m: [i for i, b in enumerate(bodies) if len(b) >= k + m and len(start) + k + m <= handle.max_length]
+            for m in ms}
+    todo = sorted(set().union(*need.values()))
+    outs = generate_ids(handle, [start + bodies[i][:k] for i in todo], m_max, batch_size=batch_size) if todo else []
+    got = dict(zip(todo, outs))
+    flags = {m: [got[i][:m] == bodies[i][k : k + m] for i in need[m]] for m in ms}
+    return need, flags  # type: ignore[return-value]
+
+
+def prefix_extraction(
+    handle: ModelHandle,
+    members: Sequence[Record],
+    non_members: Sequence[Record],
+    ks: Sequence[int] = (8, 16, 32),
+    ms: Sequence[int] = (16, 32),
+    max_records: int | None = 250,
+    batch_size: int = 64,
+) -> PrefixExtractionResult:
+    """Eidetic memorisation by greedy prefix completion, members vs non-members.
+
+    Records are tokenised exactly as training did (``<eos>`` + text, no
+    truncation beyond the model's window); the prompt is ``<eos>`` + the first
+    ``k`` text tokens and the target the next ``m``. Records shorter than
+    ``k + m`` tokens are skipped (counts report how many qualified). Identical
+    texts (canary copies) count once. ``max_records`` caps each side (first
+    records, after de-duplication; None = all) — canary texts are never
+    capped. The headline member counts (``n_members``, ``members_extracted``)
+    cover non-canary members only, the population comparable with the
+    non-members; canaries are reported in ``by_kind["canary"]``.
+    """
+    t0 = time.perf_counter()
+    mem = [r for r in _unique_texts(members) if r.kind != "canary"]
+    non = [r for r in _unique_texts(non_members) if r.kind != "canary"]
+    if max_records is not None:
+        mem, non = mem[:max_records], non[:max_records]
+    mem += [r for r in _unique_texts(members) if r.kind == "canary"]
+    mb = _body_ids(handle, [r.text for r in mem])
+    nb = _body_ids(handle, [r.text for r in non])
+    cells = []
+    extracted: dict[str, list[int]] = {}
+    for k in ks:
+        need_m, flags_m = _prefix_hits(handle, mb, k, ms, batch_size)
+        need_n, flags_n = _prefix_hits(handle, nb, k, ms, batch_size)
+        for m in ms:
+            by_kind: dict[str, list[int]] = {}
+            for i, f in zip(need_m[m], flags_m[m]):
+                cell = by_kind.setdefault(mem[i].kind, [0, 0])
+                cell[0] += int(f)
+                cell[1] += 1
+            head = [f for i, f in zip(need_m[m], flags_m[m]) if mem[i].kind != "canary"]
+            cells.append(PrefixCell(k=k, m=m, n_members=len(head), members_extracted=int(sum(head)),
+                                    n_non_members=len(need_n[m]), non_members_extracted=int(sum(flags_n[m])),
+                                    by_kind=by_kind))
+            extracted[f"{k},{m}"] = [i for i, f in zip(need_m[m], flags_m[m]) if f]
+    return PrefixExtractionResult(cells=cells, n_members_total=sum(r.kind != "canary" for r in mem), n_non_members_total=len(non),
+                                  seconds=time.perf_counter() - t0, extracted_members=extracted)
+
+
+# ----------------------------------------------------------------------------
+# (b) canary extraction
+
+
+@dataclass
+class CanaryExtraction:
+    canary_id: str
+    repeats: int
+    greedy_extracted: bool
+    sample_hits: int
+    n_samples: int
+    planted: bool = True  # False for control canaries that were never trained on
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CanaryExtractionResult:
+    canaries: list[CanaryExtraction]
+    settings: dict[str, Any]
+    seconds: float
+
+    def by_repeats(self) -> dict[str, dict[str, float]]:
+        """Per repetition count (controls under "control"): greedy fraction, sample fraction."""
+        groups: dict[str, list[CanaryExtraction]] = {}
+        for c in self.canaries:
+            groups.setdefault(str(c.repeats) if c.planted else "control", []).append(c)
+        out = {}
+        for key, cs in sorted(groups.items(), key=lambda kv: (kv[0] == "control", int(kv[0]) if kv[0].isdigit() else 0)):
+            n_s = sum(c.n_samples for c in cs)
+            out[key] = {
+                "n_canaries": len(cs),
+                "greedy_fraction": sum(c.greedy_extracted for c in cs) / len(cs),
+                "sample_fraction": (sum(c.sample_hits for c in cs) / n_s) if n_s else float("nan"),
+                "any_sample_fraction": sum(c.sample_hits > 0 for c in cs) / len(cs),
+            }
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by_repeats": self.by_repeats(), "canaries": [c.to_json() for c in self.canaries],
+                "settings": self.settings, "seconds": self.seconds}
+
+
+def _secret_room(handle: ModelHandle, canary: Canary) -> int:
+    return len(handle.tokenizer(" " + canary.secret + canary.suffix, add_special_tokens=False)["input_ids"]) + 2
+
+
+def canary_extraction(
+    handle: ModelHandle,
+    canaries: Sequence[Canary],
+    n_samples: int = 16,
+    top_k: int = 40,
+    seed: int = 0,
+    controls: Sequence[Canary] = (),
+    batch_size: int = 64,
+) -> CanaryExtractionResult:
+    """Greedy and ``n_samples`` top-k sampled completions of every canary prefix.
+
+    The prompt is the prefix with trailing whitespace stripped (a prompt that
+    ends in a space tokenises differently from the training text, where the
+    space is part of the secret's first token). Extracted = the exact secret
+    string occurs in the completion. ``controls``: canaries that were never
+    planted (same generator) — the floor, reported under "control".
+    """
+    t0 = time.perf_counter()
+    allc = list(canaries) + list(controls)
+    planted = [True] * len(canaries) + [False] * len(controls)
+    if not allc:
+        return CanaryExtractionResult([], {}, 0.0)
+    prompts = [c.prefix.rstrip() for c in allc]
+    room = max(_secret_room(handle, c) for c in allc)
+    greedy = generate(handle, prompts, GenerationSettings(max_new_tokens=room, greedy=True, batch_size=batch_size),
+                      desc="canary extraction (greedy)")
+    sampled: list[list[str]] = [[] for _ in allc]
+    if n_samples > 0:
+        sampled = generate(handle, prompts, GenerationSettings(max_new_tokens=room, greedy=False, top_k=top_k,
+                                                               num_return_sequences=n_samples, seed=seed,
+                                                               batch_size=max(1, batch_size // max(1, n_samples // 4))),
+                           desc="canary extraction (sampled)")
+    rows = [
+        CanaryExtraction(canary_id=c.canary_id, repeats=c.repeats, greedy_extracted=c.secret in g[0],
+                         sample_hits=sum(c.secret in s for s in ss), n_samples=len(ss), planted=p)
+        for c, g, ss, p in zip(allc, greedy, sampled, planted)
+    ]
+    return CanaryExtractionResult(rows, {"n_samples": n_samples, "top_k": top_k, "seed": seed,
+                                         "max_new_tokens": room}, time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------
+# (c) sampling extraction
+
+
+@dataclass
+class RankingCount:
+    metric: str
+    top_n: int
+    member_hits: int  # of the top-n samples, how many contain a >= w-char member substring
+    non_member_hits: int  # ... a >= w-char non-member substring (the floor)
+    member_only_hits: int  # has a >= w-char window found in members but in no exclusion index (non-members, public)
+    non_member_only_hits: int  # the same with members and non-members swapped: the floor for member_only_hits
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SamplingExtractionResult:
+    n_samples: int
+    n_unique: int
+    window: int
+    rankings: list[RankingCount]
+    all_member_hits: int  # over all unique samples, no ranking
+    all_non_member_hits: int
+    all_member_only_hits: int
+    all_non_member_only_hits: int
+    examples: list[dict[str, Any]]
+    settings: dict[str, Any]
+    seconds: float
+
+    def ranking(self, metric: str) -> RankingCount:
+        for r in self.rankings:
+            if r.metric == metric:
+                return r
+        raise KeyError(metric)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["rankings"] = [r.to_json() for r in self.rankings]
+        return d
+
+
+def zlib_entropy(text: str) -> int:
+    """Bits of the zlib-compressed text (Carlini et al. 2021 use compressed length)."""
+    return 8 * len(zlib.compress(text.encode("utf-8")))
+
+
+def sampling_extraction(
+    handle: ModelHandle,
+    member_index: VerbatimIndex,
+    non_member_index: VerbatimIndex,
+    reference: ModelHandle | None = None,
+    n_samples: int = 400,
+    prompts: Sequence[str] = ("", "Patient"),
+    max_new_tokens: int = 64,
+    top_k: int = 40,
+    top_n: int = 100,
+    seed: int = 0,
+    batch_size: int = 64,
+    n_examples: int = 5,
+    public_index: VerbatimIndex | None = None,
+) -> SamplingExtractionResult:
+    """Carlini et al. (2021) sampling attack.
+
+    ``n_samples`` samples in total, split evenly over ``prompts`` (``""`` is
+    the empty prompt, i.e. just ``<eos>``). The prompt text is kept in front
+    of each sample. Exact duplicates are dropped, then the samples are ranked
+    (lower = more suspicious) by
+
+    * ``perplexity``: log-perplexity under the target (mean token NLL);
+    * ``zlib``: log-perplexity / zlib entropy (bits);
+    * ``reference``: log-ppl(target) / log-ppl(reference) (needs ``reference``).
+
+    For the top ``top_n`` of each ranking (and for all samples) count those
+    containing a ≥ window-character verbatim substring of the members
+    (``member_index``) and of the non-members (``non_member_index``, the floor:
+    same-format text the model never saw). ``member_only_hits`` counts samples
+    with a window that is in the members and in neither the non-member nor
+    (if given) the ``public_index`` (what the base model saw): text that can
+    only have come from the fine-tuning data. ``non_member_only_hits`` is its
+    floor (members and non-members swapped): template text recombined by
+    chance lands in either set alike, so the extraction that matters is
+    ``member_only_hits − non_member_only_hits``.
+    """
+    from .scoring import score_texts  # one batched scoring pass per model
+
+    t0 = time.perf_counter()
+    per = [n_samples // len(prompts) + (1 if i < n_samples % len(prompts) else 0) for i in range(len(prompts))]
+    texts: list[str] = []
+    for i, (p, n) in enumerate(zip(prompts, per)):
+        if n == 0:
+            continue
+        outs = generate(handle, [p] * n, GenerationSettings(max_new_tokens=max_new_tokens, greedy=False, top_k=top_k,
+                                                            seed=seed + 7919 * i, batch_size=batch_size),
+                        desc="sampling extraction")
+        texts.extend((p + o[0]).strip() for o in outs)
+    uniq = [t for t in dict.fromkeys(texts) if t]
+    nll = score_texts(handle, uniq, desc="scoring samples").nll() if uniq else np.zeros(0)
+    metrics: dict[str, np.ndarray] = {
+        "perplexity": np.asarray(nll, dtype=float),
+        "zlib": np.asarray(nll, dtype=float) / np.array([zlib_entropy(t) for t in uniq], dtype=float),
+    }
+    if reference is not None and uniq:
+        ref = np.asarray(score_texts(reference, uniq, desc="scoring samples (reference)").nll(), dtype=float)
+        metrics["reference"] = np.asarray(nll, dtype=float) / np.maximum(ref, 1e-9)
+    for other in (non_member_index, public_index):
+        if other is not None and (other.window, other.normalise) != (member_index.window, member_index.normalise):
+            raise ValueError("verbatim indexes must share window and normalisation")
+    mem_w = [member_index.window_hits(t) for t in uniq]
+    non_w = [non_member_index.window_hits(t) for t in uniq]
+    pub_w = [public_index.window_hits(t) for t in uniq] if public_index is not None else [np.zeros_like(m) for m in mem_w]
+    mem_hit = np.array([m.any() for m in mem_w], dtype=bool)
+    non_hit = np.array([n.any() for n in non_w], dtype=bool)
+    only_hit = np.array([(m & ~n & ~p).any() for m, n, p in zip(mem_w, non_w, pub_w)], dtype=bool)
+    non_only_hit = np.array([(n & ~m & ~p).any() for m, n, p in zip(mem_w, non_w, pub_w)], dtype=bool)
+    rankings = []
+    for name, score in metrics.items():
+        order = np.argsort(score, kind="stable")[:top_n]
+        rankings.append(RankingCount(metric=name, top_n=int(len(order)), member_hits=int(mem_hit[order].sum()),
+                                     non_member_hits=int(non_hit[order].sum()),
+                                     member_only_hits=int(only_hit[order].sum()),
+                                     non_member_only_hits=int(non_only_hit[order].sum())))
+    examples = []
+    if uniq:
+        order = np.argsort(metrics["zlib"], kind="stable")
+        for i in order:
+            if only_hit[i]:
+                m = member_index.match(uniq[i])
+                examples.append({"text": uniq[i], "match": uniq[i][m.start : m.end], "length": m.length})
+                if len(examples) >= n_examples:
+                    break
+    return SamplingExtractionResult(
+        n_samples=len(texts), n_unique=len(uniq), window=member_index.window, rankings=rankings,
+        all_member_hits=int(mem_hit.sum()), all_non_member_hits=int(non_hit.sum()),
+        all_member_only_hits=int(only_hit.sum()), all_non_member_only_hits=int(non_only_hit.sum()),
+        examples=examples,
+        settings={"prompts": list(prompts), "max_new_tokens": max_new_tokens, "top_k": top_k, "top_n": top_n,
+                  "seed": seed, "reference": reference is not None,
+                  "public_index": public_index is not None},
+        seconds=time.perf_counter() - t0,
+    )

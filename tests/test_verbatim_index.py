@@ -1,0 +1,100 @@
+"""Verbatim-substring index: planted spans found, unrelated text not, lookup cost flat in corpus size."""
+
+import random
+import time
+
+import numpy as np
+import pytest
+
+from privleak.attacks.verbatim_index import VerbatimIndex, normalise_ws
+
+
+_VOCAB_RNG = random.Random(123)
+_VOCAB = ["".join(_VOCAB_RNG.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_VOCAB_RNG.randint(2, 9)))
+          for _ in range(20_000)]
+
+
+def _rand_text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choices(_VOCAB, k=n))
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = random.Random(0)
+    return [_rand_text(rng, 60) for _ in range(200)]
+
+
+def test_every_planted_span_is_found_and_located(corpus):
+    idx = VerbatimIndex.build(corpus, window=50)
+    rng = random.Random(1)
+    for _ in range(50):
+        doc = rng.choice(corpus)
+        L = rng.randint(50, 90)
+        s = rng.randint(0, len(doc) - L)
+        span = doc[s : s + L]
+        left, right = _rand_text(rng, 8), _rand_text(rng, 8)
+        query = f"{left}\n{span}\t{right}"
+        m = idx.match(query)
+        assert m.found and idx.contains(query)
+        assert m.length >= L  # the whole planted span (maybe a char or two more by chance)
+        assert span in query[m.start : m.end]
+        assert idx.longest_verbatim_match(query) == m.length
+
+
+def test_no_false_hit_and_window_is_strict(corpus):
+    idx = VerbatimIndex.build(corpus, window=50)
+    rng = random.Random(2)
+    for _ in range(30):
+        q = _rand_text(rng, 40)
+        assert not idx.contains(q) and idx.longest_verbatim_match(q) == 0
+    doc = corpus[3]
+    assert not idx.contains("ZZ" + doc[10:59] + "ZZ")  # 49 characters: below the window
+    assert idx.contains("ZZ" + doc[10:60] + "ZZ")  # exactly 50
+
+
+def test_whitespace_normalisation_both_sides(corpus):
+    doc = corpus[5]
+    idx = VerbatimIndex.build(corpus, window=50)
+    respaced = "  " + doc[:80].replace(" ", "  \n ", 3)
+    assert idx.contains(respaced)
+    strict = VerbatimIndex.build(corpus, window=50, normalise=False)
+    assert not strict.contains(doc[:80].replace(" ", "  ")) and strict.contains(doc[:80])
+    s, pos = normalise_ws("  a \n b  ")
+    assert s == "a b" and list(pos) == [2, 3, 6]
+
+
+def test_windows_do_not_cross_texts():
+    a, b = "x" * 30 + "A", "B" + "y" * 30
+    idx = VerbatimIndex.build([a, b], window=50)
+    assert not idx.contains(a + " " + b) and len(idx) == 0
+
+
+def test_save_load_roundtrip_without_pickle(tmp_path, corpus):
+    idx = VerbatimIndex.build(corpus, window=50)
+    p = tmp_path / "idx.npy"
+    idx.save(p)
+    back = VerbatimIndex.load(p)
+    assert back.window == 50 and back.normalise and np.array_equal(back.hashes, idx.hashes)
+    assert back.contains(corpus[7][:60])
+    np.save(tmp_path / "bad.npy", np.arange(10, dtype=np.uint64))
+    with pytest.raises(ValueError):
+        VerbatimIndex.load(tmp_path / "bad.npy")
+
+
+def test_lookup_time_does_not_grow_with_corpus():
+    rng = random.Random(3)
+    small = VerbatimIndex.build([_rand_text(rng, 60) for _ in range(20)])
+    big = VerbatimIndex.build([_rand_text(rng, 60) for _ in range(2000)])
+    assert len(big) > 100 * len(small)
+    queries = [_rand_text(rng, 40) for _ in range(100)]
+
+    def timed(idx):
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            for q in queries:
+                idx.contains(q)
+            best = min(best, time.perf_counter() - t)
+        return best
+
+    assert timed(big) < 3 * timed(small) + 0.02
