@@ -35,7 +35,7 @@ from .models.dp_train import DPSettings, train_dp
 from .models.handle import ModelHandle, check_model_ref, clone_model, load_handle, save_handle
 from .models.train import TrainSettings, train
 from .results import SCHEMA_VERSION, package_versions, write_results
-from .rundir import RunDir, Timer, read_json, stable_hash, write_json
+from .rundir import RunDir, Timer, finite, read_json, stable_hash, write_json
 
 log = logging.getLogger("privleak")
 
@@ -281,6 +281,48 @@ def _extract(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[Re
 
 # -------------------------------------------------------------- results ---
 
+def _pii_block(extraction: dict) -> dict | None:
+    """PHI leaks per category for the report: member values leaked next to the
+    non-member floor (values of the same generator, never trained on)."""
+    phi = extraction.get("phi_prompts")
+    if not phi:
+        return None
+    return {
+        "by_category": {c["label"]: {"leaked": c["member_leaked"], "n_values": c["n_member_values"],
+                                     "non_member_leaked": c["non_member_leaked"], "n_non_member_values": c["n_non_member_values"],
+                                     "excess": c["excess"], "excess_ci95": c["excess_ci"]} for c in phi["categories"]},
+        "identifying_total": phi["total"],
+        "counting": "exact normalised full values (digits only for SSN/phone/MRN), never single tokens or substrings",
+    }
+
+
+def _between_arm_tests(arms: dict[str, dict]) -> dict[str, dict]:
+    """Each arm vs the baseline on the leak counts (Fisher / χ², Cohen's h, Newcombe CI), as source 003 does."""
+    from .audit.stats import compare_proportions
+
+    base = arms.get("baseline", {}).get("extraction")
+    if not base:
+        return {}
+    tests = {}
+    for name, arm in arms.items():
+        ex = arm.get("extraction")
+        if name == "baseline" or not ex:
+            continue
+        if "phi_prompts" in base and "phi_prompts" in ex:
+            a, b = base["phi_prompts"]["total"], ex["phi_prompts"]["total"]
+            if a["n_member_values"] and b["n_member_values"]:
+                tests[f"baseline vs {name}: PHI values leaked"] = compare_proportions(
+                    a["member_leaked"], a["n_member_values"], b["member_leaked"], b["n_member_values"]).to_dict()
+        if "canaries" in base and "canaries" in ex:
+            def greedy(e: dict) -> tuple[int, int]:
+                planted = [c for c in e["canaries"]["canaries"] if c.get("planted", True)]
+                return sum(bool(c["greedy_extracted"]) for c in planted), len(planted)
+            (k1, n1), (k2, n2) = greedy(base), greedy(ex)
+            if n1 and n2:
+                tests[f"baseline vs {name}: canaries extracted greedily"] = compare_proportions(k1, n1, k2, n2).to_dict()
+    return tests
+
+
 def _attack_seconds(run: RunDir, names: list[str]) -> dict[str, float]:
     out = {}
     for name in names:
@@ -321,6 +363,9 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
         extraction = run.path("arms", arm, "extraction.json")
         if cfg.attacks.extraction and extraction.exists():
             out_arms[arm]["extraction"] = read_json(extraction)
+            pii = _pii_block(out_arms[arm]["extraction"])
+            if pii:
+                out_arms[arm]["pii"] = pii
         _check_dp_claims(audit, arm, ev)
     base_eval = read_json(run.path("arms", "base", "eval.json"))
     base_extraction = run.path("arms", "base", "extraction.json")
@@ -345,6 +390,7 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
         },
         "base_model": {**read_json(run.path("base_model.json")), **base_eval},
         "arms": out_arms,
+        "statistical_tests": _between_arm_tests(out_arms),
         "warnings": audit.warnings,
         "durations_s": {**{k: round(v, 2) for k, v in run.durations.items()}, **_attack_seconds(run, ["base", *arms])},
         "versions": package_versions(),
@@ -406,6 +452,6 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
             _stage(audit, f"extract/{arm}", stable_hash("extract", arm_keys[arm], base_key, extract_cfg),
                    lambda arm=arm: _extract(audit, arm, run.path("arms", arm, "model"), splits, canaries))
 
-    results = _assemble(audit, splits, canaries, arms)
+    results = finite(_assemble(audit, splits, canaries, arms))
     write_results(run.path("results.json"), results)
     return results

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -32,11 +33,23 @@ def stable_hash(*parts: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def finite(obj: Any) -> Any:
+    """NaN/±inf → None, recursively: JSON has no NaN, and an undefined figure
+    (a rate over zero cases, a p-value of an all-zero table) is not a number."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (list, tuple)):
+        return [finite(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    return obj
+
+
 def write_json(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=False, ensure_ascii=False)
+        json.dump(finite(obj), fh, indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False)
         fh.write("\n")
     os.replace(tmp, path)
 
