@@ -15,12 +15,18 @@ Schema (version 1)::
         utility      {ppl_members, ppl_non_members}
         attacks      attack name → {auc, tpr_at_1pct_fpr, tpr_at_0_1pct_fpr, n_members, n_non_members, auc_ci95}
         canaries     [{canary_id, repeats, exposure, max_exposure, rank, n_candidates, exposure_extrapolated}]
+        empirical_epsilon {epsilon_lb, attack, alpha, delta, procedure, strongest_attack_by_auc,
+                      dp_bound (DP arms), exceeds_accountant (DP arms)}
+        extraction   {prefix, canaries, sampling, phi_prompts}   (texts masked)
+        pii          {by_category, identifying_total, counting}
     }
+    statistical_tests  "baseline vs <arm>: …" → {k1, n1, k2, n2, p1, p2, CIs, diff_ci95, cohens_h, fisher_p, chi2_p}
     warnings         list of strings
     durations_s      stage name → seconds (not reproducible)
     versions         python and package versions
 
 Everything except ``durations_s`` is identical for the same config and seed.
+Undefined figures are ``null`` (never NaN).
 """
 
 from __future__ import annotations
