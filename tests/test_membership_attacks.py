@@ -6,7 +6,6 @@ import zlib
 
 import numpy as np
 import pytest
-import torch
 
 from privleak.attacks.membership import (
     k_counts,
@@ -17,7 +16,8 @@ from privleak.attacks.membership import (
     zlib_scores,
 )
 from privleak.attacks.scoring import TokenScores, score_texts
-from privleak.models.batching import encode
+
+from hand import token_stats_by_hand  # tests/ is on sys.path (pytest default import mode)
 
 TEXTS = [
     "Patient Ann Lee was seen on day 3 for asthma.",
@@ -28,17 +28,7 @@ TEXTS = [
 ]
 
 
-def _by_hand(handle, text):
-    """Per-token log p, mu, var from a plain, unbatched forward pass (float64)."""
-    ids = encode(handle.tokenizer, [text], handle.max_length).ids[0]
-    with torch.no_grad():
-        logits = handle.model(input_ids=torch.tensor([ids])).logits[0, :-1].double()
-    logp = torch.log_softmax(logits, -1)
-    tok = logp[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
-    p = logp.exp()
-    mu = (p * logp).sum(-1)
-    var = (p * logp**2).sum(-1) - mu**2
-    return tok.numpy(), mu.numpy(), var.numpy()
+_by_hand = token_stats_by_hand
 
 
 def _lowest_mean(values, k):

@@ -31,7 +31,6 @@ categories.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
