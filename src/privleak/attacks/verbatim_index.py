@@ -20,8 +20,18 @@ bound on the true longest common substring (exact in practice for text of
 this kind). Accidental collisions of the 64-bit hash are negligible (~N/2^64 per
 lookup); it is not built to resist adversarially constructed text.
 
+``casefold=True`` also lower-cases both sides (final sigma folded to σ, so
+the mapping is per character and context-free; characters whose lower case
+is longer than one character are kept as they are, so positions still map
+back to the query). ``spans`` lists every maximal run of matching windows,
+for redaction.
+
 Saved as one ``.npy`` file (uint64; a 5-word header then the sorted
-hashes), loaded with ``allow_pickle=False``.
+hashes), loaded with ``allow_pickle=False``; ``load(..., mmap=True)`` maps
+the hashes instead of reading them (a large index opens in milliseconds and
+pages in only what lookups touch). The header's flag word holds
+whitespace normalisation in bit 0 and case folding in bit 1, so files
+written before case folding existed load unchanged.
 """
 
 from __future__ import annotations
@@ -85,7 +95,22 @@ def _window_hashes(codes: np.ndarray, w: int) -> np.ndarray:
 
 def _codes(text: str) -> np.ndarray:
     # Code points (< 2^21) fit comfortably; products stay below 2^63.
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    # surrogatepass: a lone surrogate (possible in JSON input) hashes like any other code point.
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def fold_case(text: str) -> str:
+    """Lower case, one character for one character (positions are preserved).
+
+    ``str.lower`` is used when it keeps the length (it never merges
+    characters, so equal length means a per-character mapping); otherwise
+    characters whose lower case is longer (e.g. "İ") are left as they are.
+    Final sigma is folded to σ so the mapping does not depend on context.
+    """
+    low = text.lower()
+    if len(low) != len(text):
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return low.replace("ς", "σ")
 
 
 @dataclass
@@ -102,22 +127,50 @@ class VerbatimMatch:
 class VerbatimIndex:
     """Sorted hashed ``w``-character windows of a corpus."""
 
-    def __init__(self, hashes: np.ndarray, window: int = 50, normalise: bool = True) -> None:
+    def __init__(self, hashes: np.ndarray, window: int = 50, normalise: bool = True, casefold: bool = False) -> None:
         self.hashes = np.asarray(hashes, dtype=np.uint64)
         self.window = int(window)
         self.normalise = bool(normalise)
+        self.casefold = bool(casefold)
 
     # ------------------------------------------------------------- build
     @classmethod
-    def build(cls, texts: Iterable[str], window: int = 50, normalise: bool = True) -> "VerbatimIndex":
+    def build(cls, texts: Iterable[str], window: int = 50, normalise: bool = True,
+              casefold: bool = False, chunk_chars: int = 8_000_000) -> "VerbatimIndex":
+        """Index every ``window``-character window of ``texts``.
+
+        Texts are hashed in chunks of about ``chunk_chars`` characters (each
+        chunk's unique hashes kept, then merged), so peak memory stays near
+        the size of the final index instead of several times the corpus.
+        """
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
+        parts: list[np.ndarray] = []
+        chunk: list[str] = []
+        size = 0
+        for t in texts:
+            t = _WS.sub(" ", t.strip()) if normalise else t
+            if casefold:
+                t = fold_case(t)
+            if len(t) < window:
+                continue
+            chunk.append(t)
+            size += len(t) + 1
+            if size >= chunk_chars:
+                parts.append(cls._chunk_hashes(chunk, window))
+                chunk, size = [], 0
+        if chunk:
+            parts.append(cls._chunk_hashes(chunk, window))
+        if not parts:
+            return cls(np.empty(0, dtype=np.uint64), window, normalise, casefold)
+        hashes = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+        return cls(hashes, window, normalise, casefold)
+
+    @staticmethod
+    def _chunk_hashes(strs: list[str], window: int) -> np.ndarray:
+        """Sorted unique window hashes of already-normalised texts (each ≥ window long)."""
         # One vectorised pass over all texts joined by a sentinel; windows that
         # contain a sentinel (i.e. cross from one text into the next) are dropped.
-        strs = [_WS.sub(" ", t.strip()) if normalise else t for t in texts]
-        strs = [t for t in strs if len(t) >= window]
-        if not strs:
-            return cls(np.empty(0, dtype=np.uint64), window, normalise)
         codes = _codes("\x00".join(strs)).copy()
         sentinel = np.zeros(len(codes) + 1, dtype=np.int64)
         lengths = np.fromiter((len(t) for t in strs), dtype=np.int64, count=len(strs))
@@ -126,10 +179,13 @@ class VerbatimIndex:
         sentinel[1:] = np.cumsum(codes == 0x110000)
         h = _window_hashes(codes, window)
         clean = (sentinel[window:] - sentinel[: len(codes) - window + 1]) == 0
-        hashes = np.sort(h[clean])
+        del codes, sentinel
+        hashes = h[clean]
+        del h
+        hashes.sort()
         if hashes.size:
             hashes = hashes[np.concatenate([[True], hashes[1:] != hashes[:-1]])]
-        return cls(hashes, window, normalise)
+        return hashes
 
     def __len__(self) -> int:
         return int(self.hashes.size)
@@ -140,6 +196,8 @@ class VerbatimIndex:
             s, idx = normalise_ws(text)
         else:
             s, idx = text, np.arange(len(text), dtype=np.int64)
+        if self.casefold:
+            s = fold_case(s)
         h = _window_hashes(_codes(s), self.window)
         if h.size == 0 or self.hashes.size == 0:
             return np.zeros(h.size, dtype=bool), idx
@@ -180,18 +238,39 @@ class VerbatimIndex:
         last = i + length - 1  # inclusive, in normalised coordinates
         return VerbatimMatch(length, int(idx[i]), int(idx[last]) + 1)
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Every maximal run of matching windows as a ``(start, end)`` span of ``text``.
+
+        Each span covers characters of which every ``window``-window occurs in
+        the corpus; every ≥ ``window``-character substring of ``text`` that
+        occurs verbatim in the corpus lies inside one span (up to the hash
+        collisions described in the module docstring).
+        """
+        hits, idx = self._hits(text)
+        if not hits.any():
+            return []
+        padded = np.concatenate([[False], hits, [False]]).astype(np.int8)
+        d = np.diff(padded)
+        starts = np.flatnonzero(d == 1)
+        ends = np.flatnonzero(d == -1)
+        return [(int(idx[i]), int(idx[e - 1 + self.window - 1]) + 1) for i, e in zip(starts, ends)]
+
     # ----------------------------------------------------------- storage
     def save(self, path: str | os.PathLike[str]) -> None:
-        header = np.array([_MAGIC, _VERSION, np.uint64(self.window), np.uint64(int(self.normalise)),
+        flags = int(self.normalise) | (int(self.casefold) << 1)
+        header = np.array([_MAGIC, _VERSION, np.uint64(self.window), np.uint64(flags),
                            np.uint64(self.hashes.size)], dtype=np.uint64)
         np.save(path, np.concatenate([header, self.hashes]), allow_pickle=False)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "VerbatimIndex":
-        arr = np.load(path, allow_pickle=False)
-        if arr.dtype != np.uint64 or arr.size < 5 or arr[0] != _MAGIC or arr[1] != _VERSION:
+    def load(cls, path: str | os.PathLike[str], mmap: bool = False) -> "VerbatimIndex":
+        """Read an index written by :meth:`save`; ``mmap=True`` maps the hashes read-only instead of copying them."""
+        arr = np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+        if arr.dtype != np.uint64 or arr.ndim != 1 or arr.size < 5 or arr[0] != _MAGIC or arr[1] != _VERSION:
             raise ValueError(f"{path}: not a PrivLeak verbatim index (version {int(_VERSION)})")
         n = int(arr[4])
         if arr.size != 5 + n:
             raise ValueError(f"{path}: truncated verbatim index")
-        return cls(arr[5:].copy(), window=int(arr[2]), normalise=bool(arr[3]))
+        flags = int(arr[3])
+        hashes = arr[5:] if mmap else arr[5:].copy()
+        return cls(hashes, window=int(arr[2]), normalise=bool(flags & 1), casefold=bool(flags & 2))
