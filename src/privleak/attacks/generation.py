@@ -39,7 +39,10 @@ def _prompt_ids(handle: ModelHandle, prompt: str) -> list[int]:
 def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettings, desc: str = "generating") -> list[list[str]]:
     """Continuations of each prompt (``num_return_sequences`` each), prompt text excluded.
 
-    Output ``out[i][j]`` is the j-th continuation of ``prompts[i]``.
+    Output ``out[i][j]`` is the j-th continuation of ``prompts[i]``. A handle
+    with an ``output_filter`` (a callable list[str] -> list[str], see
+    :class:`privleak.guard.generate.GuardedHandle`) has every batch of
+    decoded texts passed through it; the model's draws are unchanged.
     """
     model = handle.model
     pad = handle.pad_id
@@ -77,6 +80,9 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
             seqs = model.generate(**kwargs)
             new = seqs[:, width:]
             texts = handle.tokenizer.batch_decode(new, skip_special_tokens=True)
+            out_filter = getattr(handle, "output_filter", None)
+            if out_filter is not None:  # e.g. the output guard (privleak.guard): attacks see what users would see
+                texts = list(out_filter(texts))
             for r, i in enumerate(idx):
                 k = settings.num_return_sequences
                 out[i].extend(texts[r * k : (r + 1) * k])
