@@ -20,22 +20,43 @@ steps taken — and pass it to ``make_private``.
 GPT-2 specifics: batch-shaped ``position_ids`` (see ``batching``), the tied
 input/output embedding (Opacus sums the two per-sample contributions on the
 shared parameter), ``Conv1D`` (``conv1d_grad``), and a per-sequence mean loss.
+
+Three ways to compute the same DP-SGD step (``DPSettings``):
+
+* ``grad_sample_mode="hooks"`` — the reference: Opacus materialises every
+  per-sample gradient, clips, sums.
+* ``grad_sample_mode="ghost"`` — ghost clipping (Li et al. 2022): per-sample
+  gradient *norms* only (``ghost_norms``), then a second backward pass of the
+  loss re-weighted by the clipping factors gives the clipped sum. Same flat
+  clipping, same noise, same Poisson sampling, same accountant; only the
+  arithmetic differs. Ghost clipping cannot clip a parameter used twice in
+  one forward pass, so with ``train_embeddings=True`` the output embedding
+  is untied from the input one (frozen embeddings are tied and frozen, which
+  is fine).
+* ``lora_rank=r`` — DP-LoRA (Yu et al. 2022, see ``lora``): only rank-r
+  adapters train (with either mode); they are merged into the weights before
+  the model is returned, so it saves and loads as a plain model.
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from opacus import PrivacyEngine
+from opacus.optimizers import DPOptimizerFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import PreTrainedModel
 
+from ..errors import UserError
 from ..progress import progress_bar
 from . import conv1d_grad  # noqa: F401  (registers the Conv1D grad sampler)
+from . import ghost_norms  # noqa: F401  (registers the Conv1D norm sampler)
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
+from .lora import add_lora, merge_lora
 from .train import TrainLog, lr_at, make_optimizer
 
 
@@ -53,6 +74,10 @@ class DPSettings:
     accountant: str = "prv"
     micro_batch_tokens: int = 4096
     train_embeddings: bool = False
+    grad_sample_mode: Literal["hooks", "ghost"] = "hooks"
+    lora_rank: int | None = None  # None: full fine-tuning; r: DP-LoRA with rank-r adapters
+    lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
+    lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
 
 
 @dataclass
@@ -71,9 +96,46 @@ def _step_on_empty_batch(optimizer) -> None:
     assumes; so every parameter gets an empty per-sample gradient and the
     optimiser adds noise to the zero sum.
     """
+    ghost = isinstance(optimizer, DPOptimizerFastGradientClipping)
     for p in optimizer.params:
-        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+        if ghost:  # ghost clipping hands the optimiser the clipped sum in p.grad
+            p.grad = torch.zeros_like(p)
+        else:
+            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
     optimizer.step()
+
+
+class PerSequenceNLL:
+    """The DP loss as an Opacus criterion: one mean NLL per sequence, shape (batch,).
+
+    Ghost clipping needs per-sample losses to re-weight by the clipping
+    factors; Opacus's ``DPLossFastGradientClipping`` sets ``reduction`` to
+    "none" while it calls us and reduces by itself, so ``reduction`` only
+    names the reduction (mean over the batch) the first backward pass uses.
+    """
+
+    reduction = "mean"
+
+    def __call__(self, logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return per_sequence_nll(logits, ids, mask)
+
+
+def untie_output_embedding(model: PreTrainedModel) -> bool:
+    """Give ``lm_head`` its own copy of the token embedding; True if it was tied.
+
+    Ghost clipping computes a norm per parameter per layer and cannot add the
+    two uses of one shared matrix; two matrices (same initial values) can be
+    clipped exactly. The config records the untying so the saved model loads
+    as trained.
+    """
+    head, wte = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is None or head.weight is not wte.weight:
+        return False
+    head.weight = torch.nn.Parameter(wte.weight.detach().clone(), requires_grad=wte.weight.requires_grad)
+    model.config.tie_word_embeddings = False
+    if hasattr(model.config, "get_text_config"):
+        model.config.get_text_config().tie_word_embeddings = False
+    return True
 
 
 _EPSILON = {"prv": epsilon_prv, "rdp": epsilon_rdp}
@@ -134,7 +196,7 @@ def micro_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return out
 
 
-def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max_tokens: int) -> float:
+def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max_tokens: int, criterion=None) -> float:
     """One DP-SGD step over a Poisson batch, processed in micro-batches.
 
     Each micro-batch's per-sample gradients are clipped and added to the
@@ -143,6 +205,12 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     expected batch size, updates the weights and counts as a step for the
     accountant. Per-sample gradients do not depend on which rows share a
     forward pass, so this is the same step as one big batch.
+
+    With ghost clipping (``criterion`` is Opacus's ``DPLossFastGradientClipping``
+    around :class:`PerSequenceNLL`) each micro-batch's two backward passes leave
+    its clipped-gradient sum in ``p.grad``, and the same skip-step mechanism
+    adds it to the running sum (``DPOptimizerFastGradientClipping.accumulate``);
+    noise and scaling again happen once, on the last micro-batch.
     """
     lengths = mask.sum(1).tolist()
     parts = micro_batches(lengths, max_tokens)
@@ -151,11 +219,16 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
         width = max(lengths[r] for r in rows)
         ids_k, mask_k = ids[rows, :width], mask[rows, :width]
         logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
-        per_seq = per_sequence_nll(logits, ids_k, mask_k)
         with warnings.catch_warnings():
             # Benign: the input ids need no gradient, only the parameters do.
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            per_seq.mean().backward()  # "mean" reduction: Opacus rescales to per-sample gradients
+            if criterion is None:
+                per_seq = per_sequence_nll(logits, ids_k, mask_k)
+                per_seq.mean().backward()  # "mean" reduction: Opacus rescales to per-sample gradients
+            else:
+                loss = criterion(logits, ids_k, mask_k)
+                per_seq = loss.loss_per_sample
+                loss.backward()  # norms pass, then the re-weighted pass: p.grad = Σ_i c_i g_i
         total_loss += float(per_seq.detach().sum())
         optimizer.signal_skip_step(do_skip=k < len(parts) - 1)
         optimizer.step()
@@ -178,24 +251,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     sample_rate = 1 / len(loader)
     planned_steps = steps_for(sample_rate, settings.epochs)
     sigma = calibrate_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, accountant=settings.accountant)
-    if not settings.train_embeddings:
-        freeze_embeddings(model)
+    model = prepare_trainable(model, settings)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
-    with warnings.catch_warnings():
-        # Opacus warns that secure_mode is off: reproducible runs are the point here.
-        warnings.simplefilter("ignore")
-        engine = PrivacyEngine(accountant=settings.accountant, secure_mode=False)
-        private, optimizer, loader = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            noise_multiplier=sigma,
-            max_grad_norm=settings.max_grad_norm,
-            poisson_sampling=True,
-            noise_generator=torch.Generator().manual_seed(settings.seed + 1),
-            grad_sample_mode="hooks",
-        )
+    private, optimizer, criterion, loader, engine = make_private(model, optimizer, loader, sigma, settings)
     log = DPTrainLog(sigma=float(optimizer.noise_multiplier), sample_rate=float(sample_rate), accountant=settings.accountant)
     total = settings.epochs * len(loader)
     if total != planned_steps:
@@ -212,7 +271,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
                     _step_on_empty_batch(optimizer)
                     log.empty_batches += 1
                 else:
-                    epoch_losses.append(_logical_step(private, optimizer, batch_ids, batch_mask, settings.micro_batch_tokens))
+                    epoch_losses.append(_logical_step(private, optimizer, batch_ids, batch_mask, settings.micro_batch_tokens, criterion))
                 step += 1
                 advance(1, loss=epoch_losses[-1] if epoch_losses else 0.0)
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
@@ -221,5 +280,52 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     optimizer.zero_grad(set_to_none=True)
     private._close()
     trained = private._module
+    for p in trained.parameters():
+        for attr in ("_norm_sample", "_forward_counter"):  # ghost clipping's scratch state
+            if hasattr(p, attr):
+                delattr(p, attr)
+    if settings.lora_rank is not None:
+        trained = merge_lora(trained)
     trained.eval()
     return trained, log
+
+
+def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTrainedModel:
+    """Choose what DP-SGD trains: LoRA adapters, or the weights (embeddings frozen by default)."""
+    if settings.grad_sample_mode not in ("hooks", "ghost"):
+        raise UserError(f"grad_sample_mode={settings.grad_sample_mode!r} is unknown; use 'hooks' or 'ghost'")
+    if settings.lora_rank is not None:
+        if settings.train_embeddings:
+            raise UserError("train_embeddings=True with lora_rank set: LoRA trains only its adapters; drop one of the two")
+        if isinstance(settings.lora_rank, bool) or not isinstance(settings.lora_rank, int) or settings.lora_rank < 1:
+            raise UserError(f"lora_rank={settings.lora_rank!r} must be a positive integer (e.g. 8) or unset")
+        return add_lora(model, settings.lora_rank, settings.lora_alpha, tuple(settings.lora_targets))
+    if not settings.train_embeddings:
+        freeze_embeddings(model)
+    elif settings.grad_sample_mode == "ghost":
+        untie_output_embedding(model)
+    return model
+
+
+def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
+    """Opacus's ``make_private`` for the chosen mode; returns (module, optimizer, criterion or None, loader, engine)."""
+    kwargs = dict(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        noise_multiplier=sigma,
+        max_grad_norm=settings.max_grad_norm,
+        poisson_sampling=True,
+        noise_generator=torch.Generator().manual_seed(settings.seed + 1),
+        grad_sample_mode=settings.grad_sample_mode,
+    )
+    with warnings.catch_warnings():
+        # Opacus warns that secure_mode is off: reproducible runs are the point here.
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine(accountant=settings.accountant, secure_mode=False)
+        if settings.grad_sample_mode == "ghost":
+            private, optimizer, criterion, loader = engine.make_private(criterion=PerSequenceNLL(), **kwargs)
+        else:
+            private, optimizer, loader = engine.make_private(**kwargs)
+            criterion = None
+    return private, optimizer, criterion, loader, engine
