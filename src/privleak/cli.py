@@ -22,6 +22,8 @@ from .errors import UserError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit language models for privacy leakage.")
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic data.")
 app.add_typer(data_app, name="data")
+from .guard.cli import guard_app  # noqa: E402  (the output guard's sub-commands)
+app.add_typer(guard_app, name="guard")
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)

@@ -1,0 +1,146 @@
+"""``privleak guard``: build an index, check outputs, serve the guard over HTTP (thin: parse, call, print)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import UserError
+
+guard_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                        help="Output guard: block verbatim training text, canaries and PII in model outputs.")
+
+_TYPES_HELP = "Comma-separated PII types to scan for (default NAME,EMAIL,SSN,PHONE,ADDRESS,DOB,MRN)."
+_POLICY_HELP = "REASON=ACTION list, reasons pii/verbatim/canary, actions block/redact/log/off (default pii=redact,verbatim=block,canary=block)."
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _scan(types: Optional[str], score_threshold: float, no_ner: bool):
+    from ..defenses.pii import DEFAULT_SCRUB_LABELS
+    from .guard import ScanSettings
+
+    labels = tuple(t.strip().upper() for t in types.split(",") if t.strip()) if types else DEFAULT_SCRUB_LABELS
+    if not 0.0 <= score_threshold <= 1.0:
+        raise UserError(f"--score-threshold {score_threshold}: must be in [0, 1]; try 0.4")
+    return ScanSettings(pii_labels=labels, score_threshold=score_threshold, ner=not no_ner)
+
+
+def _load(index: Path, policy: Optional[str], types: Optional[str], score_threshold: float, no_ner: bool):
+    from .guard import Guard
+    from .verdict import GuardPolicy
+
+    return Guard.load(index, policy=GuardPolicy.parse(policy), scan=_scan(types, score_threshold, no_ner))
+
+
+@guard_app.command("build")
+def build(
+    train: Path = typer.Option(..., "--train", help="Training corpus: JSONL, CSV, text (one record per line) or a saved HF dataset dir."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
+    text_field: str = typer.Option("text", "--text-field", help="Field/column holding the text in JSONL/CSV."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the extension)."),
+    canaries: Optional[Path] = typer.Option(None, "--canaries", help="canaries.json (from `privleak data generate` or a run): secrets that must never leave."),
+    pii_inventory: bool = typer.Option(False, "--pii-inventory", help="Also never release the members' own PII values (needs privleak JSONL with 'pii' spans, e.g. splits/members.jsonl)."),
+    threshold: int = typer.Option(50, "--threshold", help="Block verbatim training spans of at least this many characters."),
+    casefold: bool = typer.Option(False, "--casefold", help="Match verbatim text ignoring case."),
+    exact_ws: bool = typer.Option(False, "--exact-whitespace", help="Do not normalise whitespace before matching."),
+) -> None:
+    """Build a guard index from the training corpus (hashed windows + canary tripwire; no pickle)."""
+    import time
+
+    from ..data.loaders import load_corpus
+    from .guard import Guard, inventory_from_records
+
+    t0 = time.perf_counter()
+    records = load_corpus(train, text_field=text_field, fmt=fmt)
+    secrets = []
+    if canaries is not None:
+        from ..data.canaries import load_canaries
+
+        secrets = load_canaries(canaries)
+    inventory: list[tuple[str, str]] = []
+    if pii_inventory:
+        from ..data.records import read_jsonl
+
+        try:
+            tagged = read_jsonl(train)
+        except Exception:
+            tagged = []
+        inventory = inventory_from_records(tagged)
+        if not inventory:
+            raise UserError(f"--pii-inventory: {train} has no ground-truth 'pii' spans; pass privleak JSONL "
+                            "(e.g. a run's splits/members.jsonl) or drop --pii-inventory")
+    guard = Guard.build([r.text for r in records], canaries=secrets, inventory=inventory, threshold=threshold,
+                        normalise_ws=not exact_ws, casefold=casefold)
+    path = guard.save(out_path)
+    m = guard.meta
+    _err(f"wrote {path}: {m['n_texts']} texts, {m['n_windows']} windows of {m['threshold']} chars, "
+         f"{m['n_tripwire_keys']} tripwire keys, {time.perf_counter() - t0:.1f} s")
+
+
+@guard_app.command("check")
+def check(
+    in_path: str = typer.Argument("-", metavar="[FILE|-]", help="Model output to check (default: stdin)."),
+    index: Path = typer.Option(..., "--index", help="Index directory from `privleak guard build`."),
+    policy: Optional[str] = typer.Option(None, "--policy", help=_POLICY_HELP),
+    types: Optional[str] = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
+    score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
+    no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
+) -> None:
+    """Check one output: print it redacted (or the verdict as JSON); exit code 1 when blocked."""
+    guard = _load(index, policy, types, score_threshold, no_ner)
+    if in_path == "-":
+        text = sys.stdin.read()
+    else:
+        p = Path(in_path)
+        if not p.is_file():
+            raise UserError(f"{in_path}: no such file; pass a text file or - for stdin")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{in_path}: not UTF-8 text; convert it first") from None
+    v = guard.check(text)
+    if as_json:
+        print(json.dumps(v.to_json(), ensure_ascii=False))
+    else:
+        sys.stdout.write(v.text)
+        if v.text and not v.text.endswith("\n"):
+            sys.stdout.write("\n")
+    counts: dict[str, int] = {}
+    for f in v.findings:
+        key = f"{f.reason}/{f.action}"
+        counts[key] = counts.get(key, 0) + 1
+    summary = ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "no findings"
+    _err(("BLOCKED: " if not v.allowed else "allowed: ") + summary)
+    if not v.allowed:
+        sys.exit(1)
+
+
+@guard_app.command("serve")
+def serve(
+    index: Path = typer.Option(..., "--index", help="Index directory from `privleak guard build`."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default loopback only)."),
+    port: int = typer.Option(8080, "--port", help="TCP port."),
+    max_bytes: int = typer.Option(65536, "--max-bytes", help="Largest request body accepted; larger ones get 413."),
+    policy: Optional[str] = typer.Option(None, "--policy", help=_POLICY_HELP),
+    types: Optional[str] = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
+    score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
+    no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
+) -> None:
+    """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn)."""
+    from .service import serve as run_service
+
+    if not 0 < port < 65536:
+        raise UserError(f"--port {port}: must be 1-65535")
+    if max_bytes < 64:
+        raise UserError(f"--max-bytes {max_bytes}: too small for any request; try 65536")
+    guard = _load(index, policy, types, score_threshold, no_ner)
+    _err(f"serving the guard on http://{host}:{port} (POST /v1/check, GET /healthz)")
+    run_service(guard, host=host, port=port, max_body_bytes=max_bytes)
