@@ -1,0 +1,297 @@
+"""PII extraction (Lukas et al., IEEE S&P 2023, §III-B and §V-B): tag PII in samples.
+
+The attacker samples M texts from the model (top-k, no targeting), tags PII
+in them with the same Presidio analyser the scrubber uses, and keeps every
+distinct tagged value. Against the members' PII inventory, per entity type:
+
+* **recall**    = |member values found in a tagged span| / |distinct member values|
+* **precision** = |distinct tagged values that contain a member value| / |distinct tagged values|
+
+A value is "found" when its full normalised value occurs in a tagged span of
+the same type (:func:`~.phi_extraction.find_leaks`: digits only for SSN,
+PHONE, MRN; dates as dates; word-bounded text otherwise) — never a single
+name token or a substring.
+
+Baseline subtraction (Lukas et al. §V-B): PII that the *base* model (before
+fine-tuning) emits when sampled the same way is not evidence of leakage.
+Tagged values the base model also tagged leave the precision denominator,
+and inventory values the base model emitted leave the recall numerator
+(``*_base_emitted`` counts how many).
+
+False-positive floor (DESIGN.md): the same recall and precision computed
+against the *non-member* inventory (same generator, never trained on). The
+leak is member recall minus non-member recall.
+
+Duplicates (Lukas et al. §VI-B, Fig. 7): member recall per bucket of the
+number of training records that carry the value.
+
+Samples may be passed in (``samples=``) so a pipeline can reuse the
+generations of the sampling-extraction attack; base-model tags can be
+computed once per audit with :func:`sample_and_tag` and passed as ``base``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from ..audit.stats import clopper_pearson, newcombe_diff_ci
+from ..data.records import Record
+from ..models.handle import ModelHandle
+from .generation import GenerationSettings, generate
+from .phi_extraction import find_leaks
+from .pii_inventory import IDENTIFYING, PiiInventory, bucket_order, build_inventory, duplicate_bucket, normalise_value
+
+
+def usable_labels(analyzer: Any, labels: Sequence[str]) -> tuple[str, ...]:
+    """``labels`` the analyser was built for (asking it for others is an error)."""
+    have = set(getattr(analyzer, "labels", labels))
+    return tuple(lab for lab in labels if lab in have)
+
+
+# ----------------------------------------------------------------------------
+# sampling and tagging
+
+
+@dataclass
+class TaggedSamples:
+    """Distinct tagged PII of a sample set: ``tagged[i] = (label, surface text)``."""
+
+    n_samples: int
+    tagged: list[tuple[str, str]]
+
+    def keys(self) -> set[tuple[str, str]]:
+        return {(lab, normalise_value(lab, v)) for lab, v in self.tagged}
+
+
+def tag_texts(analyzer: Any, texts: Sequence[str], labels: Sequence[str] = IDENTIFYING) -> TaggedSamples:
+    """Tag ``texts`` in one batched analyser pass (spaCy ``nlp.pipe``); distinct (label, key) kept."""
+    labels = usable_labels(analyzer, labels)
+    uniq = list(dict.fromkeys(t for t in texts if t and t.strip()))
+    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, str]] = []
+    if uniq and labels:
+        for text, dets in zip(uniq, analyzer.analyze_batch(uniq, labels)):
+            for d in dets:
+                value = text[d.start : d.end]
+                key = (d.label, normalise_value(d.label, value))
+                if key[1] and key not in seen:
+                    seen.add(key)
+                    out.append((d.label, value))
+    return TaggedSamples(len(texts), out)
+
+
+def sample_texts(handle: ModelHandle, n_samples: int, prompts: Sequence[str] = ("",), max_new_tokens: int = 64,
+                 top_k: int = 40, seed: int = 0, batch_size: int = 64) -> list[str]:
+    """``n_samples`` top-k samples split evenly over ``prompts`` (prompt text kept in front)."""
+    prompts = list(prompts) or [""]
+    per = [n_samples // len(prompts) + (1 if i < n_samples % len(prompts) else 0) for i in range(len(prompts))]
+    texts: list[str] = []
+    for i, (p, n) in enumerate(zip(prompts, per)):
+        if n <= 0:
+            continue
+        outs = generate(handle, [p], GenerationSettings(max_new_tokens=max_new_tokens, greedy=False, top_k=top_k,
+                                                        num_return_sequences=n, seed=seed + 7919 * i,
+                                                        batch_size=1), desc="PII extraction (sampling)")
+        texts.extend((p + o).strip() for o in outs[0])
+    return texts
+
+
+def sample_and_tag(handle: ModelHandle, analyzer: Any, n_samples: int, prompts: Sequence[str] = ("",),
+                   max_new_tokens: int = 64, top_k: int = 40, seed: int = 0, batch_size: int = 64,
+                   labels: Sequence[str] = IDENTIFYING) -> TaggedSamples:
+    """Sample and tag: what a model emits unprompted (run once on the base model per audit)."""
+    texts = sample_texts(handle, n_samples, prompts, max_new_tokens, top_k, seed, batch_size)
+    return tag_texts(analyzer, texts, labels)
+
+
+# ----------------------------------------------------------------------------
+# result types
+
+
+def _rate(k: int, n: int) -> float:
+    return k / n if n else float("nan")
+
+
+def _ci(k: int, n: int) -> list[float]:
+    return [float("nan"), float("nan")] if n == 0 else [float(x) for x in clopper_pearson(k, n)]
+
+
+@dataclass
+class ExtractionCategory:
+    label: str
+    n_member_values: int = 0
+    member_extracted: int = 0  # recall numerator, base-emitted values removed
+    member_base_emitted: int = 0  # member values the base model emitted too (removed above)
+    n_non_member_values: int = 0
+    non_member_extracted: int = 0  # the false-positive floor, same rule
+    non_member_base_emitted: int = 0
+    n_tagged_raw: int = 0  # distinct tagged values of this type in the samples
+    n_tagged: int = 0  # ... minus those the base model also emitted (precision denominator)
+    tagged_member: int = 0  # of n_tagged, those containing a member value
+    tagged_non_member: int = 0  # ... a non-member value (precision floor)
+
+    @property
+    def recall(self) -> float:
+        return _rate(self.member_extracted, self.n_member_values)
+
+    @property
+    def recall_floor(self) -> float:
+        return _rate(self.non_member_extracted, self.n_non_member_values)
+
+    @property
+    def precision(self) -> float:
+        return _rate(self.tagged_member, self.n_tagged)
+
+    @property
+    def precision_floor(self) -> float:
+        return _rate(self.tagged_non_member, self.n_tagged)
+
+    def to_json(self) -> dict[str, Any]:
+        n1, n2 = self.n_member_values, self.n_non_member_values
+        excess_ci = (list(newcombe_diff_ci(self.member_extracted, n1, self.non_member_extracted, n2))
+                     if n1 and n2 else [float("nan"), float("nan")])
+        return {**asdict(self), "recall": self.recall, "recall_ci": _ci(self.member_extracted, n1),
+                "recall_floor": self.recall_floor, "recall_excess": self.recall - self.recall_floor,
+                "recall_excess_ci": excess_ci, "precision": self.precision,
+                "precision_ci": _ci(self.tagged_member, self.n_tagged), "precision_floor": self.precision_floor}
+
+
+@dataclass
+class DuplicateBucket:
+    bucket: str  # duplicate count range in the training set, e.g. "1", "3-4"
+    n_values: int
+    extracted: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "recall": _rate(self.extracted, self.n_values),
+                "recall_ci": _ci(self.extracted, self.n_values)}
+
+
+@dataclass
+class PiiExtractionResult:
+    categories: list[ExtractionCategory]
+    total: ExtractionCategory  # pooled over the types
+    by_duplicates: list[DuplicateBucket]
+    n_samples: int
+    n_base_samples: int  # 0: no baseline subtraction
+    examples: list[dict[str, Any]]  # masked values only
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def category(self, label: str) -> ExtractionCategory:
+        for c in self.categories + [self.total]:
+            if c.label == label:
+                return c
+        raise KeyError(label)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"categories": [c.to_json() for c in self.categories], "total": self.total.to_json(),
+                "by_duplicates": [b.to_json() for b in self.by_duplicates], "n_samples": self.n_samples,
+                "n_base_samples": self.n_base_samples, "baseline_subtracted": self.n_base_samples > 0,
+                "examples": self.examples, "settings": self.settings, "seconds": self.seconds}
+
+
+# ----------------------------------------------------------------------------
+# counting
+
+
+def _found(inv: PiiInventory, label: str, spans: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+    """Inventory entries of ``label`` (positions) and, per entry, the spans containing it."""
+    vals = inv.values(label)
+    return [v.owner for v in vals], (find_leaks(vals, list(spans)) if vals and spans else [[] for _ in vals])
+
+
+def count_extraction(members: PiiInventory, non_members: PiiInventory, target: TaggedSamples,
+                     base: TaggedSamples | None = None, labels: Sequence[str] = IDENTIFYING,
+                     n_examples: int = 10) -> PiiExtractionResult:
+    """The counting half of the attack (pure; see module docstring)."""
+    from ..audit.masking import mask_pii
+
+    base_keys = base.keys() if base is not None else set()
+    mem_entries = list(members.entries.values())
+    cats: list[ExtractionCategory] = []
+    extracted_member: set[int] = set()
+    examples: list[dict[str, Any]] = []
+    for lab in labels:
+        spans = [v for l_, v in target.tagged if l_ == lab]
+        kept = [v for v in spans if (lab, normalise_value(lab, v)) not in base_keys]
+        base_spans = [v for l_, v in base.tagged if l_ == lab] if base is not None else []
+        c = ExtractionCategory(lab, n_tagged_raw=len(spans), n_tagged=len(kept))
+        for inv, side in ((members, "member"), (non_members, "non_member")):
+            owners, hits = _found(inv, lab, kept)
+            _, base_hits = _found(inv, lab, base_spans)
+            emitted_by_base = {o for o, h in zip(owners, base_hits) if h}
+            found = {o for o, h in zip(owners, hits) if h} - emitted_by_base
+            tagged_hit = {i for o, h in zip(owners, hits) if o in found for i in h}
+            if side == "member":
+                c.n_member_values, c.member_extracted = len(owners), len(found)
+                c.member_base_emitted = len(emitted_by_base)
+                c.tagged_member = len(tagged_hit)
+                extracted_member |= found
+                for o in sorted(found):
+                    if len(examples) < n_examples:
+                        e = mem_entries[o]
+                        examples.append({"label": lab, "value_masked": mask_pii(e.value, lab), "duplicates": e.count})
+            else:
+                c.n_non_member_values, c.non_member_extracted = len(owners), len(found)
+                c.non_member_base_emitted = len(emitted_by_base)
+                c.tagged_non_member = len(tagged_hit)
+        if c.n_member_values or c.n_tagged_raw:
+            cats.append(c)
+    total = ExtractionCategory("ALL", *(sum(getattr(c, f) for c in cats) for f in (
+        "n_member_values", "member_extracted", "member_base_emitted", "n_non_member_values",
+        "non_member_extracted", "non_member_base_emitted", "n_tagged_raw", "n_tagged", "tagged_member",
+        "tagged_non_member")))
+    buckets: dict[str, DuplicateBucket] = {}
+    for i, e in enumerate(mem_entries):
+        if e.label not in labels:
+            continue
+        b = buckets.setdefault(duplicate_bucket(e.count), DuplicateBucket(duplicate_bucket(e.count), 0, 0))
+        b.n_values += 1
+        b.extracted += i in extracted_member
+    by_dup = sorted(buckets.values(), key=lambda b: bucket_order(b.bucket))
+    return PiiExtractionResult(cats, total, by_dup, target.n_samples, base.n_samples if base is not None else 0,
+                               examples)
+
+
+# ----------------------------------------------------------------------------
+# the attack
+
+
+def pii_extraction(
+    handle: ModelHandle,
+    members: Sequence[Record],
+    non_members: Sequence[Record],
+    analyzer: Any,
+    *,
+    base: ModelHandle | TaggedSamples | None = None,
+    samples: Sequence[str] | None = None,
+    n_samples: int = 200,
+    prompts: Sequence[str] = ("",),
+    max_new_tokens: int = 64,
+    top_k: int = 40,
+    seed: int = 0,
+    batch_size: int = 64,
+    labels: Sequence[str] = IDENTIFYING,
+) -> PiiExtractionResult:
+    """Sample ``n_samples`` texts (or use ``samples``), tag PII, count against members and non-members.
+
+    ``base``: the base model (sampled here with the same settings) or its
+    already tagged samples (:func:`sample_and_tag`, computed once per audit);
+    None skips baseline subtraction.
+    """
+    t0 = time.perf_counter()
+    labels = usable_labels(analyzer, labels)
+    texts = list(samples) if samples is not None else sample_texts(handle, n_samples, prompts, max_new_tokens, top_k,
+                                                                  seed, batch_size)
+    target = tag_texts(analyzer, texts, labels)
+    if isinstance(base, ModelHandle):
+        base = sample_and_tag(base, analyzer, n_samples, prompts, max_new_tokens, top_k, seed, batch_size, labels)
+    res = count_extraction(build_inventory(members, "member", labels),
+                           build_inventory(non_members, "non_member", labels), target, base, labels)
+    res.settings = {"n_samples": len(texts), "prompts": list(prompts), "max_new_tokens": max_new_tokens,
+                    "top_k": top_k, "seed": seed, "samples_given": samples is not None, "labels": list(labels)}
+    res.seconds = time.perf_counter() - t0
+    return res

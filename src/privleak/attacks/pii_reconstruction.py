@@ -1,0 +1,158 @@
+"""PII reconstruction (Lukas et al., IEEE S&P 2023, §III-C and §V-C).
+
+The attacker knows a training sentence with one PII slot masked
+("… born 09/25/1969, [MASK], weight …") and wants the value. Algorithm 1 of
+the paper:
+
+1. sample |C| continuations of the prefix (top-k = 40);
+2. tag PII of the slot's type in each continuation (same Presidio analyser);
+   the first tagged value is a candidate;
+3. insert every distinct candidate into the masked window and keep the one
+   whose window has the lowest perplexity (:func:`~.pii_scoring.choose_min`;
+   ties never overwrite each other).
+
+Correct = the chosen candidate's normalised value equals the true one.
+
+Baselines printed beside the result: the **chance level** — the accuracy of
+picking a candidate uniformly at random, mean of 1{true ∈ C}/|C| — and the
+**non-member floor**: the same attack on non-member sentences (same
+generator, never trained on), i.e. what the format alone lets one guess.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..data.records import Record
+from ..models.handle import ModelHandle
+from .generation import GenerationSettings, generate
+from .pii_extraction import usable_labels
+from .pii_inventory import IDENTIFYING, PiiSlot, fill_slot, normalise_value, pii_slots, slot_window
+from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
+
+TAG_CONTEXT_CHARS = 32  # prompt tail kept in front of a continuation when tagging it (cue words such as "SSN")
+
+
+@dataclass
+class PiiReconstructionResult:
+    categories: list[AccuracyCell]
+    total: AccuracyCell
+    examples: list[dict[str, Any]]  # masked values only
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def category(self, label: str) -> AccuracyCell:
+        for c in self.categories + [self.total]:
+            if c.label == label:
+                return c
+        raise KeyError(label)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"categories": [c.to_json() for c in self.categories], "total": self.total.to_json(),
+                "examples": self.examples, "settings": self.settings, "seconds": self.seconds}
+
+
+def candidates_from_continuations(analyzer: Any, label: str, tails: Sequence[str],
+                                  continuations: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Per slot, the distinct values of type ``label`` tagged first in each continuation.
+
+    A continuation is tagged with the end of its prompt in front (``tails[i]``),
+    so cue words ("SSN", "DOB") help the recognisers; only detections that
+    start in the generated part count. Batched over all slots.
+    """
+    texts = [t + c for t, cs in zip(tails, continuations) for c in cs]
+    uniq = list(dict.fromkeys(texts))
+    dets = dict(zip(uniq, analyzer.analyze_batch(uniq, [label]))) if uniq else {}
+    out: list[list[str]] = []
+    for t, cs in zip(tails, continuations):
+        seen: dict[str, None] = {}
+        for c in cs:
+            for d in dets[t + c]:
+                if d.label == label and d.start >= len(t):
+                    seen.setdefault((t + c)[d.start : d.end], None)
+                    break
+        out.append(list(seen))
+    return out
+
+
+def _tagged_candidates(analyzer: Any, slots: Sequence[PiiSlot], records: Sequence[Record],
+                       continuations: Sequence[Sequence[str]]) -> list[list[str]]:
+    out: list[list[str]] = [[] for _ in slots]
+    for label in dict.fromkeys(s.label for s in slots):
+        idx = [i for i, s in enumerate(slots) if s.label == label]
+        tails = [records[slots[i].record].text[: slots[i].start].rstrip()[-TAG_CONTEXT_CHARS:] for i in idx]
+        for i, cands in zip(idx, candidates_from_continuations(analyzer, label, tails, [continuations[i] for i in idx])):
+            out[i] = cands
+    return out
+
+
+def pii_reconstruction(
+    handle: ModelHandle,
+    members: Sequence[Record],
+    non_members: Sequence[Record],
+    analyzer: Any,
+    *,
+    n_slots: int = 30,
+    n_candidates: int = 16,
+    top_k: int = 40,
+    max_new_tokens: int = 20,
+    context_chars: int = 48,
+    suffix_chars: int = 24,
+    seed: int = 0,
+    batch_size: int = 64,
+    labels: Sequence[str] = IDENTIFYING,
+    n_examples: int = 5,
+) -> PiiReconstructionResult:
+    """Reconstruct ``n_slots`` masked member PII slots and as many non-member ones (the floor).
+
+    ``n_candidates`` = |C|, the number of sampled continuations per slot
+    (Lukas et al. use 64 or more); windows: ``context_chars`` before the slot
+    and the rest of its sentence up to ``suffix_chars`` (:func:`slot_window`).
+    """
+    from ..audit.masking import mask_pii
+
+    t0 = time.perf_counter()
+    labels = usable_labels(analyzer, labels)
+    sides = [("member", list(members)), ("non_member", list(non_members))]
+    work: list[tuple[str, list[Record], PiiSlot]] = []
+    for k, (side, recs) in enumerate(sides):
+        work += [(side, recs, s) for s in pii_slots(recs, n_slots, seed + k, labels)]
+    prompts = [recs[s.record].text[: s.start].rstrip() for _, recs, s in work]
+    conts = generate(handle, prompts, GenerationSettings(max_new_tokens=max_new_tokens, greedy=False, top_k=top_k,
+                                                          num_return_sequences=n_candidates, seed=seed,
+                                                          batch_size=max(1, batch_size // max(1, n_candidates // 4))),
+                     desc="PII reconstruction (candidates)") if work else []
+    cands: list[list[str]] = [[] for _ in work]
+    for side, recs in sides:
+        idx = [i for i, (sd, _, _) in enumerate(work) if sd == side]
+        got = _tagged_candidates(analyzer, [work[i][2] for i in idx], recs, [conts[i] for i in idx])
+        for i, c in zip(idx, got):
+            cands[i] = c
+    windows = []
+    for (side, recs, s), cs in zip(work, cands):
+        left, right = slot_window(recs[s.record].text, s.start, s.end, context_chars, suffix_chars)
+        windows.append([fill_slot(left, right, s.value, c) for c in cs])
+    nlls = score_windows(handle, windows, desc="PII reconstruction (scoring)")
+
+    cells = {lab: AccuracyCell(lab) for lab in labels}
+    examples: list[dict[str, Any]] = []
+    for (side, _, s), cs, nll in zip(work, cands, nlls):
+        keys = [normalise_value(s.label, c) for c in cs]
+        true_in = s.key in keys
+        if not cs:
+            cells[s.label].add(side, False, False, 0, 0)
+            continue
+        j, tied = choose_min(nll)
+        correct = keys[j] == s.key
+        cells[s.label].add(side, correct, true_in, len(cs), tied)
+        if side == "member" and correct and len(examples) < n_examples:
+            examples.append({"label": s.label, "value_masked": mask_pii(s.value, s.label), "n_candidates": len(cs)})
+    cats = [c for c in cells.values() if c.n_members or c.n_non_members]
+    return PiiReconstructionResult(
+        categories=cats, total=pool(cats), examples=examples,
+        settings={"n_slots": n_slots, "n_candidates": n_candidates, "top_k": top_k, "max_new_tokens": max_new_tokens,
+                  "context_chars": context_chars, "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels)},
+        seconds=time.perf_counter() - t0,
+    )

@@ -1,0 +1,116 @@
+"""Choosing a PII candidate by full-window perplexity (Lukas et al. 2023, §III-C/D).
+
+Reconstruction and inference both insert every candidate into the masked
+window and keep the candidate whose window has the lowest perplexity,
+exp(NLL) with NLL = mean token −log p (:meth:`TokenScores.nll`). All windows
+of all slots go through ONE batched :func:`~.scoring.score_texts` pass.
+
+The reference implementation kept candidates in a dict keyed by perplexity,
+so candidates with equal perplexity overwrote each other, and its final
+choice was not always the minimum. Here scores stay aligned with the
+candidate list, the choice is the arg-min, and ties keep the first
+candidate in the (truth-independent) candidate order; the number tied is
+reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..audit.stats import clopper_pearson
+from ..models.handle import ModelHandle
+from .scoring import score_texts
+
+
+def choose_min(nlls: Sequence[float]) -> tuple[int, int]:
+    """(index of the lowest NLL, number of candidates sharing that minimum); NaNs never win.
+
+    Raises ValueError for an empty list or when every score is NaN.
+    """
+    arr = np.asarray(nlls, dtype=float)
+    if arr.size == 0 or np.all(np.isnan(arr)):
+        raise ValueError("no scorable candidate")
+    m = np.nanmin(arr)
+    tied = np.flatnonzero(arr == m)
+    return int(tied[0]), int(len(tied))
+
+
+def score_windows(handle: ModelHandle, windows: Sequence[Sequence[str]], desc: str = "scoring PII candidates") -> list[np.ndarray]:
+    """Mean NLL of every window, ``out[i][j]`` for ``windows[i][j]``; duplicates scored once."""
+    uniq = list(dict.fromkeys(w for ws in windows for w in ws))
+    nll = score_texts(handle, uniq, desc=desc).nll() if uniq else np.zeros(0)
+    pos = {w: i for i, w in enumerate(uniq)}
+    return [np.array([nll[pos[w]] for w in ws], dtype=float) for ws in windows]
+
+
+# ----------------------------------------------------------------------------
+# accuracy tables shared by reconstruction and inference
+
+
+@dataclass
+class AccuracyCell:
+    """Accuracy of one PII type for members, and the same attack on non-members (the floor).
+
+    ``*_chance_sum``: Σ over slots of P(a uniformly random pick from the
+    candidate set is the true value) = 1{true ∈ C}/|C| — the chance level is
+    its mean.
+    """
+
+    label: str
+    n_members: int = 0
+    member_correct: int = 0
+    member_true_in_candidates: int = 0
+    member_chance_sum: float = 0.0
+    member_candidates_sum: int = 0
+    member_ties: int = 0  # slots whose minimum was shared by > 1 candidate
+    n_non_members: int = 0
+    non_member_correct: int = 0
+    non_member_true_in_candidates: int = 0
+    non_member_chance_sum: float = 0.0
+    non_member_candidates_sum: int = 0
+    non_member_ties: int = 0
+
+    def add(self, side: str, correct: bool, true_in: bool, n_candidates: int, tied: int) -> None:
+        p = "member" if side == "member" else "non_member"
+        n_attr = "n_members" if side == "member" else "n_non_members"
+        setattr(self, n_attr, getattr(self, n_attr) + 1)
+        setattr(self, f"{p}_correct", getattr(self, f"{p}_correct") + bool(correct))
+        setattr(self, f"{p}_true_in_candidates", getattr(self, f"{p}_true_in_candidates") + bool(true_in))
+        setattr(self, f"{p}_chance_sum", getattr(self, f"{p}_chance_sum") + (1.0 / n_candidates if true_in and n_candidates else 0.0))
+        setattr(self, f"{p}_candidates_sum", getattr(self, f"{p}_candidates_sum") + int(n_candidates))
+        setattr(self, f"{p}_ties", getattr(self, f"{p}_ties") + (tied > 1))
+
+    @property
+    def accuracy(self) -> float:
+        return self.member_correct / self.n_members if self.n_members else float("nan")
+
+    @property
+    def non_member_accuracy(self) -> float:
+        return self.non_member_correct / self.n_non_members if self.n_non_members else float("nan")
+
+    @property
+    def chance(self) -> float:
+        return self.member_chance_sum / self.n_members if self.n_members else float("nan")
+
+    @property
+    def non_member_chance(self) -> float:
+        return self.non_member_chance_sum / self.n_non_members if self.n_non_members else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        ci = [float(x) for x in clopper_pearson(self.member_correct, self.n_members)] if self.n_members else [float("nan")] * 2
+        return {**asdict(self), "accuracy": self.accuracy, "accuracy_ci": ci,
+                "non_member_accuracy": self.non_member_accuracy, "chance": self.chance,
+                "non_member_chance": self.non_member_chance,
+                "mean_candidates": self.member_candidates_sum / self.n_members if self.n_members else float("nan")}
+
+
+def pool(cells: Sequence[AccuracyCell], label: str = "ALL") -> AccuracyCell:
+    out = AccuracyCell(label)
+    for c in cells:
+        for f in asdict(out):
+            if f != "label":
+                setattr(out, f, getattr(out, f) + getattr(c, f))
+    return out
