@@ -239,6 +239,7 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
 
 def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id: int, max_length: int, desc: str = "dp-train") -> tuple[PreTrainedModel, DPTrainLog]:
     """Fine-tune ``model`` with DP-SGD; returns the trained (unwrapped) model and its privacy log."""
+    check_settings(settings)
     torch.manual_seed(settings.seed)
     ids, mask = pad_batch([s[:max_length] for s in data.ids], pad_id)
     dataset = TensorDataset(ids, mask)
@@ -290,15 +291,23 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     return trained, log
 
 
-def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTrainedModel:
-    """Choose what DP-SGD trains: LoRA adapters, or the weights (embeddings frozen by default)."""
+def check_settings(settings: DPSettings) -> None:
+    """Reject option combinations that have no meaning, before any work starts."""
     if settings.grad_sample_mode not in ("hooks", "ghost"):
         raise UserError(f"grad_sample_mode={settings.grad_sample_mode!r} is unknown; use 'hooks' or 'ghost'")
     if settings.lora_rank is not None:
-        if settings.train_embeddings:
-            raise UserError("train_embeddings=True with lora_rank set: LoRA trains only its adapters; drop one of the two")
         if isinstance(settings.lora_rank, bool) or not isinstance(settings.lora_rank, int) or settings.lora_rank < 1:
             raise UserError(f"lora_rank={settings.lora_rank!r} must be a positive integer (e.g. 8) or unset")
+        if settings.train_embeddings:
+            raise UserError("train_embeddings=True with lora_rank set: LoRA trains only its adapters; drop one of the two")
+        if not settings.lora_alpha > 0:
+            raise UserError(f"lora_alpha={settings.lora_alpha!r} must be positive (e.g. 2 × lora_rank)")
+
+
+def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTrainedModel:
+    """Choose what DP-SGD trains: LoRA adapters, or the weights (embeddings frozen by default)."""
+    check_settings(settings)
+    if settings.lora_rank is not None:
         return add_lora(model, settings.lora_rank, settings.lora_alpha, tuple(settings.lora_targets))
     if not settings.train_embeddings:
         freeze_embeddings(model)
