@@ -78,7 +78,7 @@ def test_user_corpus_with_local_model_and_planted_canaries(fmt, tmp_path, tiny_m
     )
     out = tmp_path / "run"
     _ok(["run", "--config", str(cfg), "--data", str(data), *extra, "--model", str(tiny_model_dir),
-         "--epsilons", "8", "--plant-canaries", "--out", str(out)])
+         "--arms", "baseline,dp-8", "--plant-canaries", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     assert set(results["arms"]) == {"baseline", "dp-8"}
     assert results["base_model"]["kind"] == "user"

@@ -6,8 +6,36 @@ from privleak.errors import UserError
 
 def test_defaults_and_arm_names():
     cfg = build_config()
-    assert cfg.arm_names() == ["baseline", "dp-1", "dp-4", "dp-8"]
+    assert cfg.arm_names() == ["baseline", "dp-1", "dp-4", "dp-8", "scrub", "dp-8+scrub", "guard"]
     assert cfg.profile == "quick"
+
+
+def test_explicit_arms_are_canonicalised():
+    cfg = build_config(overrides={"arms": ["baseline", "scrub+dp-4", "scrub+dedup", "dp-8+lora", "guard"]})
+    assert cfg.arm_names() == ["baseline", "dp-4+scrub", "dedup+scrub", "dp-8+lora", "guard"]
+
+
+@pytest.mark.parametrize("arms, fragment", [
+    (["guard"], "list baseline too"),
+    (["dp-x"], "write e.g. dp-8"),
+    (["dp-0"], "must be > 0"),
+    (["lora"], "combine it with a dp-ε part"),
+    (["baseline+scrub"], "stands alone"),
+    (["scrub", "scrub"], "listed twice"),
+    (["dp-4+dp-8"], "only one dp-ε"),
+    (["scrubb"], "unknown part 'scrubb'"),
+    ([], "at least one arm"),
+])
+def test_bad_arms_are_one_line_errors(arms, fragment):
+    with pytest.raises(UserError, match=fragment):
+        build_config(overrides={"arms": arms})
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_lira_needs_two_shadows(n):
+    with pytest.raises(UserError, match="at least 2 shadow models"):
+        build_config(overrides={"shadows": {"enabled": True, "n_shadows": n}})
+    build_config(overrides={"shadows": {"enabled": False, "n_shadows": n}})  # off: no shadows needed
 
 
 def test_precedence_defaults_profile_file_flags(tmp_path):

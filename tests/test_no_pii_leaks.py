@@ -39,7 +39,8 @@ def _run_cli(argv: list[str]) -> None:
 def audited(tmp_path_factory) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("leakscan")
     cfg = tmp / "small.yaml"
-    cfg.write_text(yaml.safe_dump({**SMALL, "dp": {**SMALL["dp"], "epsilons": [8]}}))
+    # Every kind of arm: each writes its own blocks (defence reports, PII attacks, guard).
+    cfg.write_text(yaml.safe_dump({**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub"]}))
     return tmp / "run", str(cfg)
 
 

@@ -16,6 +16,7 @@ from privleak.models.handle import load_handle
 
 SMALL = {
     "seed": 7,
+    "arms": ["baseline", "dp-4"],
     "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "phi_fraction": 0.5}},
     "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
     "model": {"max_length": 160, "embedded": {"n_layer": 1, "n_embd": 32, "n_head": 2, "epochs": 1, "vocab_size": 400}},

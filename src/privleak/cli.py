@@ -65,6 +65,7 @@ def run(
     text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text in JSONL/CSV/HF data (default 'text')."),
     model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id or local directory. Default: the embedded model pre-trained on public synthetic text."),
     epsilons: Optional[str] = typer.Option(None, "--epsilons", help="Comma-separated ε for the DP-SGD arms, e.g. 1,4,8 (empty: no DP arms)."),
+    arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard (default: baseline, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard)."),
     delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms (default 1/(10·n))."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data, training and attacks (default 0)."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default, ≤10 min on 2 cores) or full."),
@@ -91,6 +92,10 @@ def run(
         over.setdefault("model", {})["base"] = model
     if epsilons is not None:
         over.setdefault("dp", {})["epsilons"] = _parse_epsilons(epsilons)
+    if arms is not None:
+        if epsilons is not None:
+            raise UserError("--arms and --epsilons both given; name the DP arms inside --arms, e.g. --arms baseline,dp-1,dp-8")
+        over["arms"] = [a.strip() for a in arms.split(",") if a.strip()]
     if delta is not None:
         if not 0.0 < delta < 1.0:
             raise UserError(f"--delta {delta}: δ must satisfy 0 < δ < 1 (and should be well below 1/n); try 1e-5")

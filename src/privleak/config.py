@@ -16,7 +16,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .arms import ArmSpec, dp_arm_name, parse_arm
 from .errors import UserError
+
+__all__ = ["AuditConfig", "build_config", "dp_arm_name", "resolve_delta"]
 
 
 class _Strict(BaseModel):
@@ -123,6 +126,46 @@ class DPConfig(_Strict):
         return v
 
 
+class ScrubConfig(_Strict):
+    """The ``scrub`` arms: members are PII-scrubbed before training."""
+
+    mode: Literal["mask", "tag", "pseudonym"] = "mask"
+    entities: tuple[str, ...] | None = None  # None: every type the analyser knows
+
+
+class DedupConfig(_Strict):
+    """The ``dedup`` arms: exact and near duplicates removed before training."""
+
+    method: Literal["exact", "near", "both"] = "both"
+    threshold: float = Field(0.8, gt=0.0, le=1.0)  # Jaccard of character 5-grams
+    num_perm: int = Field(128, ge=16)
+
+
+class DefenceConfig(_Strict):
+    scrub: ScrubConfig = ScrubConfig()
+    dedup: DedupConfig = DedupConfig()
+
+
+class ShadowConfig(_Strict):
+    """LiRA / RMIA shadow models: each trained like the arm it attacks, on a
+    random half of members ∪ population. Off in ``quick`` (each shadow is a
+    training run); the ``full`` profile trains 4 per arm."""
+
+    enabled: bool = False
+    n_shadows: int = Field(4, le=256)
+    arms: tuple[str, ...] | None = None  # None: every trained arm
+    global_variance: bool = True  # the paper's advice below ~64 shadows
+
+    @model_validator(mode="after")
+    def _enough(self) -> "ShadowConfig":
+        if self.enabled and self.n_shadows < 2:
+            raise ValueError(
+                f"LiRA needs at least 2 shadow models (so every example is IN one and OUT of another), got {self.n_shadows}; "
+                "use 4–8, or set shadows.enabled = false"
+            )
+        return self
+
+
 class AttackConfig(_Strict):
     max_mia_records: int = Field(2000, ge=10)
     bootstrap: int = Field(200, ge=0)
@@ -145,22 +188,53 @@ class AttackConfig(_Strict):
 class AuditConfig(_Strict):
     seed: int = 0
     profile: Literal["quick", "full"] = "quick"
+    # None: baseline, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard.
+    arms: tuple[str, ...] | None = None
     data: DataConfig = DataConfig()
     canaries: CanaryConfig = CanaryConfig()
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
     dp: DPConfig = DPConfig()
     attacks: AttackConfig = AttackConfig()
+    defences: DefenceConfig = DefenceConfig()
+    shadows: ShadowConfig = ShadowConfig()
+
+    @field_validator("arms")
+    @classmethod
+    def _arms_valid(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("give at least one arm, e.g. [baseline, dp-8, scrub]")
+        names = [parse_arm(a).name for a in v]
+        if len(set(names)) != len(names):
+            raise ValueError("an arm is listed twice")
+        if "guard" in names and "baseline" not in names:
+            raise ValueError("the guard arm serves the baseline model; list baseline too")
+        return tuple(names)
+
+    @model_validator(mode="after")
+    def _shadow_arms_exist(self) -> "AuditConfig":
+        for a in self.shadows.arms or ():
+            if parse_arm(a).name not in self.arm_names() or parse_arm(a).guard:
+                raise ValueError(f"shadows.arms: '{a}' is not a trained arm of this audit")
+        return self
+
+    def arm_specs(self) -> list[ArmSpec]:
+        if self.arms is not None:
+            return [parse_arm(a) for a in self.arms]
+        specs = [ArmSpec()] + [ArmSpec(dp_epsilon=e) for e in self.dp.epsilons]
+        specs.append(ArmSpec(scrub=True))
+        if self.dp.epsilons:
+            specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), scrub=True))
+        specs.append(ArmSpec(guard=True))
+        return specs
 
     def arm_names(self) -> list[str]:
-        return ["baseline"] + [dp_arm_name(e) for e in self.dp.epsilons]
+        return [s.name for s in self.arm_specs()]
 
     def fingerprint(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
-
-
-def dp_arm_name(epsilon: float) -> str:
-    return f"dp-{epsilon:g}"
 
 
 # What a profile changes; the rest are the defaults above.
@@ -170,6 +244,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "epochs": 5},
         "canaries": {"candidates": 100_000},
         "attacks": {"bootstrap": 1000},
+        "shadows": {"enabled": True, "n_shadows": 4},
     },
 }
 

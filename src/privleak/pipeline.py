@@ -22,12 +22,14 @@ from .audit.extraction_eval import run_extraction
 from .audit.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
 from .audit.utility import perplexity
-from .config import AuditConfig, dp_arm_name, resolve_delta
+from .arms import ArmSpec, parse_arm
+from .config import AuditConfig, resolve_delta
 from .data.canaries import Canary, load_canaries, make_canaries, plant_canaries, save_canaries
 from .data.clinical import ClinicalCorpusConfig, generate_corpus
 from .data.loaders import load_corpus
 from .data.records import Record, read_jsonl, write_jsonl
 from .data.splits import split_corpus
+from .defenses.arm_data import dedup_members, scrub_members
 from .models.accounting import epsilons as accountant_epsilons
 from .models.base import BaseModelSpec, default_base_model
 from .models.batching import encode
@@ -163,13 +165,57 @@ def _load_base(audit: Audit) -> ModelHandle:
 
 # ----------------------------------------------------------------- arms ---
 
-def _arm_settings(cfg: AuditConfig, arm: str, n_members: int) -> dict:
-    if arm == "baseline":
-        return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed}
-    eps = next(e for e in cfg.dp.epsilons if dp_arm_name(e) == arm)
+def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict:
+    """Everything that determines an arm's model (its stage-cache key)."""
+    data = {
+        "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
+        "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
+    }
+    if spec.dp_epsilon is None:
+        return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
-    return {"kind": "dp", "target_epsilon": eps, "delta": delta, **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"}),
-            "seed": cfg.seed}
+    return {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
+            **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"}), "seed": cfg.seed, "data_defences": data}
+
+
+# ------------------------------------------------------------ defences ---
+
+def _defence_keys(cfg: AuditConfig, data_key: str) -> dict[str, str]:
+    return {
+        "scrub": stable_hash("scrub", data_key, cfg.defences.scrub.model_dump(mode="json"), cfg.seed),
+        "dedup": stable_hash("dedup", data_key, cfg.defences.dedup.model_dump(mode="json"), cfg.seed),
+    }
+
+
+def _scrub_stage(audit: Audit, members: list[Record]) -> None:
+    s = audit.cfg.defences.scrub
+    scrubbed, report = scrub_members(members, mode=s.mode, entities=s.entities, seed=audit.cfg.seed)
+    write_jsonl(audit.run.path("defences", "scrub", "members.jsonl"), scrubbed)
+    write_json(audit.run.path("defences", "scrub", "report.json"), report)
+
+
+def _dedup_stage(audit: Audit, members: list[Record]) -> None:
+    d = audit.cfg.defences.dedup
+    for i, r in enumerate(members):  # dedup returns the objects it keeps: tag them with their index
+        r.meta["_index"] = i
+    try:
+        kept, report = dedup_members(members, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=audit.cfg.seed)
+        kept_idx = [int(r.meta["_index"]) for r in kept]
+    finally:
+        for r in members:
+            r.meta.pop("_index", None)
+    write_json(audit.run.path("defences", "dedup", "kept.json"), kept_idx)
+    write_json(audit.run.path("defences", "dedup", "report.json"), report)
+
+
+def _training_records(audit: Audit, spec: ArmSpec, members: list[Record]) -> list[Record]:
+    """The members as the arm trains on them: deduplicated and/or scrubbed."""
+    out = members
+    if spec.scrub:
+        out = read_jsonl(audit.run.path("defences", "scrub", "members.jsonl"))
+    if spec.dedup:
+        out = [out[i] for i in read_json(audit.run.path("defences", "dedup", "kept.json"))]
+    return out
 
 
 def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) -> None:
@@ -200,6 +246,7 @@ def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) ->
                 "epsilon_prv": cross.epsilon_prv, "empty_batches": tlog.empty_batches,
             },
         }
+    record["n_train_records"] = len(members)
     final = audit.run.path("arms", arm, "model")
     with audit.run.staging_dir(final) as tmp:
         save_handle(ModelHandle(model=model, tokenizer=base.tokenizer, max_length=cfg.model.max_length), tmp)
@@ -366,6 +413,10 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
             pii = _pii_block(out_arms[arm]["extraction"])
             if pii:
                 out_arms[arm]["pii"] = pii
+        spec = parse_arm(arm)
+        if spec.data_defences:
+            out_arms[arm]["defences"] = {d: read_json(run.path("defences", d, "report.json")) for d in spec.data_defences}
+            out_arms[arm]["n_train_records"] = tr.get("n_train_records")
         _check_dp_claims(audit, arm, ev)
     base_eval = read_json(run.path("arms", "base", "eval.json"))
     base_extraction = run.path("arms", "base", "extraction.json")
@@ -427,12 +478,24 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     base_key = stable_hash("base", data_key, cfg.model.model_dump(mode="json"), cfg.seed)
     _stage(audit, "base-model", base_key, lambda: _resolve_base(audit, splits["public"]))
 
-    arms = cfg.arm_names()
+    specs = cfg.arm_specs()
+    defence_keys = _defence_keys(cfg, data_key)
+    if any(s.scrub for s in specs):
+        _stage(audit, "defend/scrub", defence_keys["scrub"], lambda: _scrub_stage(audit, members))
+    if any(s.dedup for s in specs):
+        _stage(audit, "defend/dedup", defence_keys["dedup"], lambda: _dedup_stage(audit, members))
+
+    arms = [s.name for s in specs if s.trained]
     arm_keys = {}
-    for arm in arms:
-        settings = _arm_settings(cfg, arm, len(members))
-        arm_keys[arm] = stable_hash("arm", base_key, settings)
-        _stage(audit, f"train/{arm}", arm_keys[arm], lambda arm=arm, s=settings: _train_arm(audit, arm, s, members))
+    for spec in specs:
+        if not spec.trained:
+            continue
+        arm = spec.name
+        settings = _arm_settings(cfg, spec, len(members))
+        used = tuple(defence_keys[d] for d in spec.data_defences)
+        arm_keys[arm] = stable_hash("arm", base_key, settings, used)
+        _stage(audit, f"train/{arm}", arm_keys[arm],
+               lambda arm=arm, s=settings, sp=spec: _train_arm(audit, arm, s, _training_records(audit, sp, members)))
 
     extraction_keys = {"extraction", "extraction_samples", "prefix_records", "phi_records"}
     eval_cfg = (cfg.attacks.model_dump(mode="json", exclude=extraction_keys), cfg.canaries.model_dump(mode="json"), cfg.seed)

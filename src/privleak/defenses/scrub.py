@@ -442,20 +442,24 @@ class Scrubber:
         gains ``scrub_mode`` and ``n_scrubbed``."""
         out = []
         for rec, s in zip(records, self.iter_scrub(r.text for r in records)):
-            pii = None
-            if rec.pii is not None:
-                pii = []
-                for sp in rec.pii:
-                    moved = s.map_span(sp.start, sp.end)
-                    if moved is not None:
-                        pii.append(PiiSpan(moved[0], moved[1], sp.label))
-            meta = dict(rec.meta)
-            meta["scrub_mode"] = self.mode
-            meta["n_scrubbed"] = len(s.replacements)
-            out.append(replace(rec, text=s.text, pii=pii, meta=meta))
+            out.append(self.scrubbed_record(rec, s))
             if on_progress is not None:
                 on_progress(1)
         return out
+
+    def scrubbed_record(self, rec: Record, s: ScrubbedText) -> Record:
+        """``rec`` with the text of ``s`` (its scrubbed form) and its surviving spans."""
+        pii = None
+        if rec.pii is not None:
+            pii = []
+            for sp in rec.pii:
+                moved = s.map_span(sp.start, sp.end)
+                if moved is not None:
+                    pii.append(PiiSpan(moved[0], moved[1], sp.label))
+        meta = dict(rec.meta)
+        meta["scrub_mode"] = self.mode
+        meta["n_scrubbed"] = len(s.replacements)
+        return replace(rec, text=s.text, pii=pii, meta=meta)
 
 
 def _zip_lazy(texts: Iterable[str], analyzer: PiiAnalyzer, labels: Sequence[str]):

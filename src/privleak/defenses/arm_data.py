@@ -1,0 +1,85 @@
+"""The training data of a data-defence arm: the members, scrubbed and/or deduplicated.
+
+Each function returns the transformed members and a JSON-able report of what
+the defence did, measured against the ground truth where there is one:
+scrubbing reports the scrubber's span-level precision/recall per PII type
+and how much ground-truth PII still went into training; deduplication
+reports what it removed and, for planted canaries, how many copies of each
+survived (repeats are exactly what dedup is meant to catch).
+
+Reports hold counts only, never PII values: they end up in ``results.json``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+from ..data.records import Record
+from ..progress import progress_bar
+from .dedup import dedup
+from .pii import get_analyzer
+from .scrub import Scrubber
+from .scrub_quality import evaluate_detections, residual_pii
+
+
+def scrub_members(
+    records: Sequence[Record], *, mode: str, entities: Sequence[str] | None, seed: int, desc: str = "scrub members"
+) -> tuple[list[Record], dict[str, Any]]:
+    """Scrub every record (one analyser pass, reused for the quality figures)."""
+    analyzer = get_analyzer(entities)
+    labels = analyzer.labels
+    with progress_bar(desc, total=len(records)) as advance:
+        dets = analyzer.analyze_batch([r.text for r in records], labels, on_progress=advance)
+    scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=seed)
+    scrubbed = [scrubber.scrubbed_record(r, scrubber.apply(r.text, d)) for r, d in zip(records, dets)]
+
+    report: dict[str, Any] = {
+        "mode": mode,
+        "labels": list(labels),
+        "n_records": len(records),
+        "n_records_changed": sum(s.text != r.text for s, r in zip(scrubbed, records)),
+        "replaced_by_type": dict(sorted(Counter(d.label for ds in dets for d in ds).items())),
+    }
+    known = [i for i, r in enumerate(records) if r.pii is not None]
+    if known:
+        truth = [records[i] for i in known]
+        quality = evaluate_detections(truth, [dets[i] for i in known], labels,
+                                      scrubbed_texts=[scrubbed[i].text for i in known])
+        q = quality.to_dict()
+        q["residual"] = {k: len(v) for k, v in q["residual"].items()}  # counts: the values are PII
+        report["quality"] = q
+        # Every ground-truth type, scrubbed or not: what the model was trained on regardless.
+        left = residual_pii(truth, [scrubbed[i].text for i in known])
+        total = Counter(s.label for r in truth for s in (r.pii or ()))
+        report["pii_in_training"] = {
+            lab: {"ground_truth_spans": total[lab], "values_left": len(left.get(lab, []))} for lab in sorted(total)
+        }
+    canaries = [(r, s) for r, s in zip(records, scrubbed) if r.kind == "canary"]
+    if canaries:
+        report["canary_copies_scrubbed"] = sum(r.text != s.text for r, s in canaries)
+        report["canary_copies"] = len(canaries)
+    return scrubbed, report
+
+
+def dedup_members(
+    records: Sequence[Record], *, method: str, threshold: float, num_perm: int, seed: int, desc: str = "dedup members"
+) -> tuple[list[Record], dict[str, Any]]:
+    """Drop exact / near duplicates (first occurrence kept)."""
+    with progress_bar(desc, total=len(records)) as advance:
+        kept, reports = dedup(records, method=method, threshold=threshold, num_perm=num_perm, seed=seed,
+                              on_progress=advance)
+    report: dict[str, Any] = {
+        "method": method,
+        "threshold": threshold,
+        "n_in": len(records),
+        "n_kept": len(kept),
+        "n_removed": len(records) - len(kept),
+        "passes": [{k: v for k, v in r.to_dict().items() if k not in ("clusters", "removed")} | {"groups": len(r.clusters)}
+                   for r in reports],
+    }
+    before = Counter(r.meta.get("canary_id") for r in records if r.kind == "canary")
+    if before:
+        after = Counter(r.meta.get("canary_id") for r in kept if r.kind == "canary")
+        report["canary_copies"] = {cid: {"before": n, "after": after.get(cid, 0)} for cid, n in sorted(before.items())}
+    return kept, report
