@@ -58,10 +58,14 @@ def _is_numeric(label: str, value: str) -> bool:
 class Tripwire:
     """Hashed keys of protected values; :meth:`scan` finds them in an output."""
 
-    def __init__(self, salt: bytes, digits: dict[int, dict[int, str]], words: dict[int, dict[int, str]]) -> None:
+    def __init__(self, salt: bytes, digits: dict[int, dict[int, str]], words: dict[int, dict[int, str]],
+                 firsts: set[int] | None = None) -> None:
         self.salt = bytes(salt)
         self.digits = digits  # number of digits -> {hash: label}
         self.words = words  # number of words -> {hash: label}
+        # Hashes of the first word of every word key: only windows starting with
+        # one are hashed in full (one hash per output word instead of one per word and length).
+        self.firsts: set[int] = set(firsts or ())
 
     def _h(self, kind: str, key: str) -> int:
         d = hashlib.blake2b(f"{kind}:{key}".encode("utf-8", "surrogatepass"), digest_size=8, key=self.salt)
@@ -92,6 +96,7 @@ class Tripwire:
         words = _WORD.findall(fold_case(value))
         if len(words) >= min_words:
             self.words.setdefault(len(words), {}).setdefault(self._h("w", " ".join(words)), label)
+            self.firsts.add(self._h("f", words[0]))
 
     def __len__(self) -> int:
         return sum(map(len, self.digits.values())) + sum(map(len, self.words.values()))
@@ -109,11 +114,18 @@ class Tripwire:
                             hits.append(TripHit(pos[i], pos[i + n - 1] + 1, label))
         if self.words:
             toks = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(fold_case(text))]
-            for n, table in self.words.items():
-                for i in range(len(toks) - n + 1):
-                    label = table.get(self._h("w", " ".join(t[2] for t in toks[i : i + n])))
-                    if label is not None:
-                        hits.append(TripHit(toks[i][0], toks[i + n - 1][1], label))
+            cache: dict[str, bool] = {}
+            for i, tok in enumerate(toks):
+                first = cache.get(tok[2])
+                if first is None:
+                    first = cache[tok[2]] = self._h("f", tok[2]) in self.firsts
+                if not first:
+                    continue
+                for n, table in self.words.items():
+                    if i + n <= len(toks):
+                        label = table.get(self._h("w", " ".join(t[2] for t in toks[i : i + n])))
+                        if label is not None:
+                            hits.append(TripHit(toks[i][0], toks[i + n - 1][1], label))
         return hits
 
     # ----------------------------------------------------------- storage
@@ -121,14 +133,16 @@ class Tripwire:
         def table(t: dict[int, dict[int, str]]) -> dict[str, dict[str, str]]:
             return {str(n): {f"{h:016x}": lab for h, lab in sorted(d.items())} for n, d in sorted(t.items())}
 
-        return {"salt": self.salt.hex(), "digits": table(self.digits), "words": table(self.words)}
+        return {"salt": self.salt.hex(), "digits": table(self.digits), "words": table(self.words),
+                "firsts": sorted(f"{h:016x}" for h in self.firsts)}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "Tripwire":
         def table(t: dict[str, dict[str, str]]) -> dict[int, dict[int, str]]:
             return {int(n): {int(h, 16): str(lab) for h, lab in d.items()} for n, d in t.items()}
 
-        return cls(bytes.fromhex(obj["salt"]), table(obj.get("digits", {})), table(obj.get("words", {})))
+        return cls(bytes.fromhex(obj["salt"]), table(obj.get("digits", {})), table(obj.get("words", {})),
+                   {int(h, 16) for h in obj.get("firsts", [])})
 
 
 def _digit_chains(text: str) -> list[tuple[str, list[int]]]:
