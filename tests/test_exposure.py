@@ -48,3 +48,74 @@ def test_memorised_canary_has_high_exposure_and_unseen_one_does_not(tiny_handle)
     assert res[0].rank == 1.0 and res[0].exposure == pytest.approx(math.log2(500))
     assert res[1].exposure < res[0].exposure - 3
     assert res[0].exposure_extrapolated >= res[1].exposure_extrapolated
+
+
+# --- the trie pass against a plain forward pass per candidate -------------
+
+import numpy as np  # noqa: E402
+
+from privleak.attacks.exposure import _split_point, _Trie  # noqa: E402
+from privleak.data.canaries import sample_candidates  # noqa: E402
+
+
+def _loglik_by_hand(handle, prefix, conts):
+    """Σ log p(continuation tokens) from one unbatched, uncached forward pass per candidate, in float64."""
+    tok = handle.tokenizer
+    p = [tok.eos_token_id] + tok(prefix, add_special_tokens=False)["input_ids"]
+    out = []
+    for c in conts:
+        q = tok(c, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(handle.model(input_ids=torch.tensor([p + q])).logits[0].double(), -1)
+        out.append(sum(float(logp[len(p) - 1 + j, q[j]]) for j in range(len(q))))
+    return np.array(out)
+
+
+def _canary_candidates(n):
+    canary = make_canaries(repeats=(1,), per_repeat=1, seed=5)[0]
+    prefix, cont = _split_point(canary)
+    others = sample_candidates(canary, n - 1, np.random.default_rng(1))
+    return canary, prefix, [cont] + [canary.text(s)[len(prefix) :] for s in others]
+
+
+def test_trie_merges_shared_leading_tokens():
+    trie = _Trie.build([[5, 6, 7], [5, 6, 8], [5, 9], [], [5, 6, 7]])
+    # root, 5, 5→6, 5→9, 5→6→7, 5→6→8
+    assert len(trie.parent) == 6
+    assert trie.path[0].tolist() == trie.path[4].tolist()
+    assert trie.path[3].tolist() == [-1, -1, -1]
+    logp = np.arange(6, dtype=np.float32)  # node i contributes i
+    np.testing.assert_array_equal(trie.sums(logp), [1 + 2 + 4, 1 + 2 + 5, 1 + 3, 0, 1 + 2 + 4])
+
+
+@pytest.mark.parametrize("tree", [True, False])
+def test_fast_loglik_equals_full_forward_per_candidate(tiny_handle, tree):
+    _, prefix, conts = _canary_candidates(300)
+    # Different lengths, a continuation that is a prefix of others, an empty one, duplicates.
+    conts += [" 1", " 12", " 555-0101.", " 555", "", " 555-0101.", " 000-00-0000 and more text."]
+    lengths = {len(ids) for ids in tiny_handle.tokenizer(conts, add_special_tokens=False)["input_ids"]}
+    assert len(lengths) >= 4
+    want = _loglik_by_hand(tiny_handle, prefix, conts)
+    # A small batch splits every trie level into several chunks.
+    got = continuation_loglik(tiny_handle, prefix, conts, batch_size=37, tree=tree)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert got[conts.index(" 555-0101.")] == got[len(conts) - 2]
+
+
+def test_tree_pass_is_the_default_for_gpt2_and_matches_the_fallback(tiny_handle):
+    _, prefix, conts = _canary_candidates(200)
+    fast = continuation_loglik(tiny_handle, prefix, conts)
+    slow = continuation_loglik(tiny_handle, prefix, conts, tree=False)
+    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-5)
+
+
+def test_exposure_ranks_equal_reference_ranks(tiny_handle):
+    canary, prefix, conts = _canary_candidates(300)
+    # canary_exposure draws its candidates from rng([seed, k]); rebuild them.
+    others = sample_candidates(canary, 299, np.random.default_rng([0, 0]))
+    conts = [conts[0]] + [canary.text(s)[len(prefix) :] for s in others]
+    ll = _loglik_by_hand(tiny_handle, prefix, conts)
+    want_rank = 1.0 + float((ll[1:] > ll[0]).sum()) + 0.5 * float((ll[1:] == ll[0]).sum())
+    (res,) = canary_exposure(tiny_handle, [canary], n_candidates=300, seed=0)
+    assert res.rank == want_rank
+    assert res.exposure == pytest.approx(exposure_from_rank(want_rank, 300))

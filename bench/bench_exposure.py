@@ -1,0 +1,131 @@
+"""Canary exposure cost: the trie pass ÷ the previous per-candidate pass.
+
+Both rank the same 15 canaries (the default corpus) among 10,000 candidates
+each with the same model (the embedded architecture, random init — speed
+does not depend on the weights; the tokenizer is the real one, trained on
+the public split, so candidates tokenise as in an audit). The previous
+algorithm is kept here, verbatim, as ``old_canary_exposure``. Runs alternate
+old/new in one process and report medians, since the machine is shared.
+Checks that ranks and exposures are identical, and prints the speed-up last.
+
+    .venv/bin/python bench/bench_exposure.py [repeats] [n_candidates]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
+
+import numpy as np
+import torch
+
+from privleak.attacks.exposure import CanaryExposure, _extrapolated, _split_point, canary_exposure, exposure_from_rank
+from privleak.data.canaries import Canary, sample_candidates
+from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
+from privleak.models.base import BaseModelSpec, build_model
+from privleak.models.handle import ModelHandle
+from privleak.models.tokenizer import train_tokenizer
+
+
+@torch.inference_mode()
+def old_continuation_loglik(handle: ModelHandle, prefix: str, continuations: list[str], batch_size: int = 1024) -> np.ndarray:
+    """The previous algorithm: prefix KV cache repeated over 1024 candidates, every continuation token run."""
+    tok = handle.tokenizer
+    model = handle.model
+    start = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
+    p_ids = ([start] if start is not None else []) + tok(prefix, add_special_tokens=False)["input_ids"]
+    conts = tok(continuations, add_special_tokens=False)["input_ids"]
+    out = np.zeros(len(conts), dtype=np.float64)
+    head, last = p_ids[:-1], p_ids[-1]
+    for b0 in range(0, len(conts), batch_size):
+        chunk = conts[b0 : b0 + batch_size]
+        width = max(len(c) for c in chunk)
+        bsz = len(chunk)
+        ids_np = np.full((bsz, width + 1), handle.pad_id, dtype=np.int64)
+        mask_np = np.zeros((bsz, width + 1), dtype=np.int64)
+        ids_np[:, 0], mask_np[:, 0] = last, 1
+        for r, c in enumerate(chunk):
+            ids_np[r, 1 : 1 + len(c)] = c
+            mask_np[r, 1 : 1 + len(c)] = 1
+        ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
+        if head:
+            cache = model(input_ids=torch.tensor([head]), use_cache=True).past_key_values
+            cache.batch_repeat_interleave(bsz)
+            full_mask = torch.cat([torch.ones((bsz, len(head)), dtype=torch.long), mask], dim=1)
+        else:
+            cache, full_mask = None, mask
+        pos = torch.arange(len(head), len(head) + width + 1).unsqueeze(0).expand(bsz, -1)
+        logits = model(
+            input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache, use_cache=cache is not None
+        ).logits[:, :-1].float()
+        target = ids[:, 1:].unsqueeze(-1)
+        logp = (logits.gather(-1, target).squeeze(-1) - torch.logsumexp(logits, dim=-1)) * mask[:, 1:]
+        out[b0 : b0 + bsz] = logp.sum(1).double().numpy()
+    return out
+
+
+def old_canary_exposure(handle: ModelHandle, canaries: list[Canary], n_candidates: int = 10_000, seed: int = 0) -> list[CanaryExposure]:
+    """The previous canary_exposure loop around ``old_continuation_loglik``."""
+    results = []
+    for k, canary in enumerate(canaries):
+        rng = np.random.default_rng([seed, k])
+        others = sample_candidates(canary, n_candidates - 1, rng)
+        prefix, cont = _split_point(canary)
+        conts = [cont] + [canary.text(s)[len(prefix) :] for s in others]
+        ll = old_continuation_loglik(handle, prefix, conts)
+        true_ll, cand = ll[0], ll[1:]
+        rank = 1.0 + float((cand > true_ll).sum()) + 0.5 * float((cand == true_ll).sum())
+        results.append(
+            CanaryExposure(
+                canary_id=canary.canary_id,
+                repeats=canary.repeats,
+                exposure=exposure_from_rank(rank, n_candidates),
+                max_exposure=math.log2(n_candidates),
+                rank=rank,
+                n_candidates=n_candidates,
+                exposure_extrapolated=_extrapolated(true_ll, cand, canary.space_size()),
+            )
+        )
+    return results
+
+
+def _timed(fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+def main() -> None:
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    n_candidates = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    corpus = generate_corpus(ClinicalCorpusConfig())
+    canaries = corpus.canaries
+    spec = BaseModelSpec()
+    tok = train_tokenizer([r.text for r in corpus.splits["public"]], spec.vocab_size)
+    torch.manual_seed(0)
+    handle = ModelHandle(model=build_model(spec, tok.eos_token_id).eval(), tokenizer=tok, max_length=spec.max_length)
+    canary_exposure(handle, canaries[:1], n_candidates=200)  # warm-up
+    t_old, t_new = [], []
+    for _ in range(repeats):
+        old, t = _timed(old_canary_exposure, handle, canaries, n_candidates=n_candidates)
+        t_old.append(t)
+        new, t = _timed(canary_exposure, handle, canaries, n_candidates=n_candidates)
+        t_new.append(t)
+    same_rank = all(a.rank == b.rank and a.exposure == b.exposure for a, b in zip(old, new))
+    worst_extra = max(abs(a.exposure_extrapolated - b.exposure_extrapolated) for a, b in zip(old, new))
+    print(f"canaries: {len(canaries)} x {n_candidates} candidates, torch threads: {torch.get_num_threads()}, repeats: {repeats}")
+    print(f"ranks and exposures identical: {same_rank}  max |Δ extrapolated exposure|: {worst_extra:.2e}")
+    print(f"old (per-candidate KV cache): median {statistics.median(t_old):.1f} s  runs {[round(t, 1) for t in t_old]}")
+    print(f"new (token trie):             median {statistics.median(t_new):.1f} s  runs {[round(t, 1) for t in t_new]}")
+    print(f"exposure speed-up (old / new): {statistics.median(t_old) / statistics.median(t_new):.2f}x")
+    if not same_rank:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
