@@ -113,3 +113,24 @@ def test_accountant_bad_parameters(capsys):
     assert code == 2 and "Traceback" not in err
     code, err = _run(["accountant", "-q", "0.01", "--steps", "10", "--delta", "1e-5", "--sigma", "-1"], capsys)
     assert code == 2 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("attacks:\n  min_k_percent: 0\n", "attacks.min_k_percent"),
+    ("attacks:\n  min_k_percent: 120\n", "attacks.min_k_percent"),
+    ("shadows:\n  enabled: true\n  n_shadows: 0\n", "at least 2 shadow models"),
+    ("attacks:\n  extraction_samples: 900000000000\n", "attacks.extraction_samples"),
+    ("canaries:\n  candidates: 900000000000\n", "canaries.candidates"),
+    ("arms: [guard]\n", "list baseline too"),
+])
+def test_bad_attack_configuration(tmp_path, out_dir, capsys, body, needle):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(body)
+    code, err = _run(["run", "--config", str(cfg), "--out", out_dir], capsys)
+    _assert_one_line_error(code, err, needle)
+    assert not Path(out_dir).exists() or not any(Path(out_dir).iterdir())  # refused before any work
+
+
+def test_arms_and_epsilons_together(out_dir, capsys):
+    code, err = _run(["run", "--arms", "baseline,dp-8", "--epsilons", "1", "--out", out_dir], capsys)
+    _assert_one_line_error(code, err, "--arms")

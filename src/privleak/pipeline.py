@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -17,18 +18,21 @@ import numpy as np
 
 from . import __version__
 from .attacks.exposure import canary_exposure, chance_exposure
-from .attacks.scoring import TokenScores, cached_scores
+from .attacks.lira import shadow_splits
+from .attacks.scoring import TokenScores, cached_scores, score_texts
 from .audit.extraction_eval import run_extraction
 from .audit.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
+from .audit.shadow_attacks import shadow_scores
 from .audit.utility import perplexity
 from .arms import ArmSpec, parse_arm
 from .config import AuditConfig, resolve_delta
-from .data.canaries import Canary, load_canaries, make_canaries, plant_canaries, save_canaries
+from .data.canaries import Canary, derive_seed, load_canaries, make_canaries, plant_canaries, save_canaries
 from .data.clinical import ClinicalCorpusConfig, generate_corpus
 from .data.loaders import load_corpus
 from .data.records import Record, read_jsonl, write_jsonl
 from .data.splits import split_corpus
+from .errors import UserError
 from .defenses.arm_data import dedup_members, scrub_members
 from .models.accounting import epsilons as accountant_epsilons
 from .models.base import BaseModelSpec, default_base_model
@@ -218,15 +222,15 @@ def _training_records(audit: Audit, spec: ArmSpec, members: list[Record]) -> lis
     return out
 
 
-def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) -> None:
+def _fit(audit: Audit, base: ModelHandle, label: str, settings: dict, records: list[Record]):
+    """A fresh copy of the base model trained on ``records`` as ``settings`` say; (model, record)."""
     cfg = audit.cfg
-    base = _load_base(audit)
     model = clone_model(base.model)
-    data = encode(base.tokenizer, [r.text for r in members], cfg.model.max_length)
+    data = encode(base.tokenizer, [r.text for r in records], cfg.model.max_length)
     pad = base.pad_id
     if settings["kind"] == "baseline":
         tlog = train(model, data, TrainSettings(epochs=settings["epochs"], batch_size=settings["batch_size"], lr=settings["lr"],
-                                                weight_decay=settings["weight_decay"], seed=cfg.seed), pad, desc=f"train {arm}")
+                                                weight_decay=settings["weight_decay"], seed=cfg.seed), pad, desc=f"train {label}")
         record = {"kind": "baseline", "steps": tlog.steps, "epoch_losses": tlog.losses, "settings": settings, "privacy": None}
     else:
         dps = DPSettings(
@@ -235,7 +239,7 @@ def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) ->
             accountant=settings["accountant"], train_embeddings=settings["train_embeddings"],
             micro_batch_tokens=settings["micro_batch_tokens"],
         )
-        model, tlog = train_dp(model, data, dps, pad, cfg.model.max_length, desc=f"train {arm}")
+        model, tlog = train_dp(model, data, dps, pad, cfg.model.max_length, desc=f"train {label}")
         cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
         record = {
             "kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "settings": settings,
@@ -246,11 +250,111 @@ def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) ->
                 "epsilon_prv": cross.epsilon_prv, "empty_batches": tlog.empty_batches,
             },
         }
-    record["n_train_records"] = len(members)
+    record["n_train_records"] = len(records)
+    return model, record
+
+
+def _train_arm(audit: Audit, arm: str, settings: dict, members: list[Record]) -> None:
+    cfg = audit.cfg
+    base = _load_base(audit)
+    model, record = _fit(audit, base, arm, settings, members)
     final = audit.run.path("arms", arm, "model")
     with audit.run.staging_dir(final) as tmp:
         save_handle(ModelHandle(model=model, tokenizer=base.tokenizer, max_length=cfg.model.max_length), tmp)
     write_json(audit.run.path("arms", arm, "train.json"), record)
+
+
+# -------------------------------------------------------------- shadows ---
+
+@dataclass
+class ShadowPlan:
+    """LiRA's candidate pool and who trains on what.
+
+    Pool = the non-canary members + the non-members. The evaluated members
+    *and* non-members must each be IN for half the shadows (otherwise the
+    online Gaussians of one class would come from the fallback, a different
+    model, and LiRA would score the label rather than the example), so the
+    pool holds both; the population stays out of every shadow and serves as
+    RMIA's z. Each shadow trains on half the pool, about as many records as
+    the arm itself.
+    """
+
+    pool: list[Record]
+    in_mask: np.ndarray  # (S, len(pool)), True = IN
+    eval_x: np.ndarray  # pool indices of the evaluated members then non-members
+
+
+def _shadow_plan(cfg: AuditConfig, splits: dict[str, list[Record]]) -> ShadowPlan:
+    members = [r for r in splits["members"] if r.kind != "canary"]
+    mi, ni = _mia_subsets(cfg, members, splits["non_members"])
+    pool = members + splits["non_members"]
+    in_mask = shadow_splits(len(pool), cfg.shadows.n_shadows, seed=derive_seed(cfg.seed, "shadows"))
+    return ShadowPlan(pool=pool, in_mask=in_mask, eval_x=np.concatenate([mi, len(members) + ni]))
+
+
+def _shadow_arms(cfg: AuditConfig) -> list[str]:
+    if not cfg.shadows.enabled:
+        return []
+    trained = [s.name for s in cfg.arm_specs() if s.trained]
+    return [a for a in trained if cfg.shadows.arms is None or a in cfg.shadows.arms]
+
+
+def _scrub_pool_stage(audit: Audit, non_members: list[Record]) -> None:
+    s = audit.cfg.defences.scrub
+    scrubbed, _ = scrub_members(non_members, mode=s.mode, entities=s.entities, seed=audit.cfg.seed,
+                                desc="scrub non-members (shadow pool)")
+    write_jsonl(audit.run.path("defences", "scrub", "non_members.jsonl"), scrubbed)
+
+
+def _train_shadow(audit: Audit, spec: ArmSpec, settings: dict, k: int, plan: ShadowPlan,
+                  splits: dict[str, list[Record]]) -> None:
+    """Shadow k of an arm: trained like the arm on its half of the pool; keeps only NLLs."""
+    cfg, run = audit.cfg, audit.run
+    pool = plan.pool
+    if spec.scrub:
+        scrubbed_members = [r for r in read_jsonl(run.path("defences", "scrub", "members.jsonl")) if r.kind != "canary"]
+        pool = scrubbed_members + read_jsonl(run.path("defences", "scrub", "non_members.jsonl"))
+    records = [pool[i] for i in np.flatnonzero(plan.in_mask[k])]
+    if spec.dedup:
+        d = cfg.defences.dedup
+        records, _ = dedup_members(records, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=cfg.seed)
+    base = _load_base(audit)
+    label = f"{spec.name} shadow {k + 1}/{cfg.shadows.n_shadows}"
+    model, _ = _fit(audit, base, label, settings, records)
+    handle = ModelHandle(model=model, tokenizer=base.tokenizer, max_length=cfg.model.max_length)
+    # The shadow is scored on the original texts, as the target is.
+    nll_x = score_texts(handle, [plan.pool[i].text for i in plan.eval_x], desc=f"score {label}").nll()
+    nll_z = score_texts(handle, [r.text for r in splits["population"]], desc=f"score {label} population").nll()
+    path = run.path("arms", spec.name, "shadows", f"{k}.npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, nll_x=nll_x, nll_z=nll_z, in_x=plan.in_mask[k][plan.eval_x])
+    os.replace(tmp, path)
+
+
+def _load_shadows(run: RunDir, arm: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    xs, zs, ins = [], [], []
+    for k in range(n):
+        with np.load(run.path("arms", arm, "shadows", f"{k}.npz"), allow_pickle=False) as z:
+            xs.append(z["nll_x"]), zs.append(z["nll_z"]), ins.append(z["in_x"])
+    return np.stack(xs), np.stack(zs), np.stack(ins)
+
+
+def _add_shadow_attacks(audit: Audit, name: str, target: dict[str, TokenScores], scores: dict,
+                        mi: np.ndarray, ni: np.ndarray) -> dict:
+    """LiRA / RMIA-with-shadows scores added to ``scores`` (full-length arrays, NaN off the evaluated subsets)."""
+    cfg = audit.cfg
+    sx, sz, ins = _load_shadows(audit.run, name, cfg.shadows.n_shadows)
+    tx = np.concatenate([target["members"].nll()[mi], target["non_members"].nll()[ni]])
+    res = shadow_scores(tx, target["population"].nll(), sx, sz, ins,
+                        global_variance=cfg.shadows.global_variance, default_a=cfg.attacks.rmia_a)
+    n_m, n_n = len(target["members"]), len(target["non_members"])
+    for attack, sc in res.scores.items():
+        pos, neg = np.full(n_m, np.nan), np.full(n_n, np.nan)
+        pos[mi], neg[ni] = sc[: len(mi)], sc[len(mi) :]
+        scores[attack] = (pos, neg)
+    return {"n_shadows": int(sx.shape[0]), "global_variance": cfg.shadows.global_variance, "rmia_a": res.rmia_a,
+            "rmia_a_tuned": res.rmia_a_tuned, "pool": "non-canary members + non-members; population = RMIA's z"}
 
 
 # ----------------------------------------------------------- evaluation ---
@@ -303,12 +407,16 @@ def _evaluate(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[R
     mi, ni = _mia_subsets(cfg, members, splits["non_members"])
     delta, dp_eps = _eval_delta(audit, name, len(splits["members"]))
     scores = attack_scores(target, reference, texts, k=cfg.attacks.min_k_percent / 100.0, rmia_a=cfg.attacks.rmia_a)
+    shadows = None
+    if name in _shadow_arms(cfg):
+        shadows = _add_shadow_attacks(audit, name, target, scores, mi, ni)
     membership = evaluate_membership(scores, mi, ni, delta=delta, bootstrap=cfg.attacks.bootstrap,
                                      alpha=cfg.attacks.alpha, seed=cfg.seed, dp_epsilon=dp_eps)
     exposures = canary_exposure(handle, canaries, n_candidates=cfg.canaries.candidates, seed=cfg.seed, desc=f"exposure {name}")
     write_json(run.path("arms", name, "eval.json"), {
         "utility": {"ppl_members": perplexity(target["members"]), "ppl_non_members": perplexity(target["non_members"])},
         **membership,
+        **({"shadows": shadows} if shadows else {}),
         "canaries": [e.to_json() for e in exposures],
     })
 
@@ -448,9 +556,45 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
     }
 
 
+# Rough resident bytes per unit of work, measured on the embedded model with
+# generous headroom: a generated sample (text, ids, per-token scores, index
+# hits) and an exposure candidate (string, ids, log-likelihood).
+_BYTES_PER_SAMPLE = 64 * 1024
+_BYTES_PER_CANDIDATE = 2 * 1024
+
+
+def _available_memory() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: AuditConfig, available: int | None = None) -> None:
+    """Refuse sample counts that cannot fit in memory, before any work starts."""
+    available = _available_memory() if available is None else available
+    if available is None:
+        return
+    gib = 1024**3
+    need = cfg.attacks.extraction_samples * _BYTES_PER_SAMPLE
+    if cfg.attacks.extraction and need > 0.5 * available:
+        raise UserError(
+            f"attacks.extraction_samples = {cfg.attacks.extraction_samples} needs about {need / gib:.1f} GiB but only "
+            f"{available / gib:.1f} GiB is free; use at most {int(0.5 * available / _BYTES_PER_SAMPLE)} samples"
+        )
+    need = cfg.canaries.candidates * _BYTES_PER_CANDIDATE
+    if need > 0.5 * available:
+        raise UserError(
+            f"canaries.candidates = {cfg.canaries.candidates} needs about {need / gib:.1f} GiB but only "
+            f"{available / gib:.1f} GiB is free; use at most {int(0.5 * available / _BYTES_PER_CANDIDATE)} candidates"
+        )
+
+
 def preflight(cfg: AuditConfig) -> None:
     """Fail on bad input before any output or work: the user's corpus must load
-    and split, and a ``--model`` reference must be a model directory or hub id."""
+    and split, a ``--model`` reference must be a model directory or hub id, and
+    the attack sizes must fit in memory."""
+    check_memory(cfg)
     if cfg.data.path is not None:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
         split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
@@ -497,6 +641,26 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
         _stage(audit, f"train/{arm}", arm_keys[arm],
                lambda arm=arm, s=settings, sp=spec: _train_arm(audit, arm, s, _training_records(audit, sp, members)))
 
+    shadow_keys: dict[str, str] = {}
+    shadow_arms = _shadow_arms(cfg)
+    if shadow_arms:
+        plan = _shadow_plan(cfg, splits)
+        by_name = {s.name: s for s in specs}
+        if any(by_name[a].scrub for a in shadow_arms):
+            _stage(audit, "defend/scrub-pool", stable_hash("scrub-pool", defence_keys["scrub"]),
+                   lambda: _scrub_pool_stage(audit, splits["non_members"]))
+        for arm in shadow_arms:
+            spec = by_name[arm]
+            settings = _arm_settings(cfg, spec, len(members))
+            keys = []
+            for k in range(cfg.shadows.n_shadows):
+                key = stable_hash("shadow", arm_keys[arm], cfg.shadows.model_dump(mode="json"), k,
+                                  cfg.attacks.max_mia_records)
+                keys.append(key)
+                _stage(audit, f"shadow/{arm}/{k + 1}", key,
+                       lambda sp=spec, st=settings, k=k: _train_shadow(audit, sp, st, k, plan, splits))
+            shadow_keys[arm] = stable_hash(*keys)
+
     extraction_keys = {"extraction", "extraction_samples", "prefix_records", "phi_records"}
     eval_cfg = (cfg.attacks.model_dump(mode="json", exclude=extraction_keys), cfg.canaries.model_dump(mode="json"), cfg.seed)
     base_dir = Path(read_json(run.path("base_model.json"))["path"])
@@ -504,7 +668,7 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
            lambda: _evaluate(audit, "base", base_dir, splits, canaries))
     base_eval_key = stable_hash("eval", base_key, eval_cfg)
     for arm in arms:
-        _stage(audit, f"eval/{arm}", stable_hash("eval", arm_keys[arm], base_eval_key, eval_cfg),
+        _stage(audit, f"eval/{arm}", stable_hash("eval", arm_keys[arm], base_eval_key, eval_cfg, shadow_keys.get(arm)),
                lambda arm=arm: _evaluate(audit, arm, run.path("arms", arm, "model"), splits, canaries))
 
     if cfg.attacks.extraction:

@@ -49,16 +49,27 @@ def _as_2d(a: np.ndarray, name: str) -> np.ndarray:
     return a
 
 
-def log_pr_marginal(ref_log_p: np.ndarray, a: float = 0.3) -> np.ndarray:
+def log_pr_marginal(ref_log_p: np.ndarray, a: float = 0.3, ref_mask: np.ndarray | None = None) -> np.ndarray:
     """log Pr(x) = log(½((1+a)·mean_ref p(x) + (1−a))) from (n_ref, n) reference log-probs.
 
     The mean over reference models is taken in probability space (as in
-    Privacy Meter), via logsumexp.
+    Privacy Meter), via logsumexp. ``ref_mask`` (n_ref, n), True where a
+    reference model may be used for that x — with shadow models as
+    references, only those that did *not* train on x (offline RMIA).
     """
     if not 0.0 <= a <= 1.0:
         raise ValueError(f"RMIA offline parameter a must be in [0, 1], got {a}")
     ref = _as_2d(ref_log_p, "ref_log_p")
-    log_mean_out = logsumexp(ref, axis=0) - np.log(ref.shape[0])
+    if ref_mask is None:
+        log_mean_out = logsumexp(ref, axis=0) - np.log(ref.shape[0])
+    else:
+        mask = np.asarray(ref_mask, dtype=bool)
+        if mask.shape != ref.shape:
+            raise ValueError(f"ref_mask shape {mask.shape} does not match the reference scores {ref.shape}")
+        counts = mask.sum(axis=0)
+        if (counts == 0).any():
+            raise ValueError("every candidate needs at least one reference model that did not train on it")
+        log_mean_out = logsumexp(np.where(mask, ref, -np.inf), axis=0) - np.log(counts)
     if a == 1.0:
         return log_mean_out
     return np.logaddexp(np.log1p(a) + log_mean_out, np.log1p(-a)) - np.log(2.0)
@@ -71,6 +82,7 @@ def rmia_scores(
     ref_log_p_z: np.ndarray,
     a: float = 0.3,
     gamma: float = 1.0,
+    ref_mask_x: np.ndarray | None = None,
 ) -> np.ndarray:
     """Offline RMIA score per candidate: fraction of population z it dominates.
 
@@ -78,8 +90,11 @@ def rmia_scores(
     model (log of the per-token geometric-mean probability):
 
     * ``target_log_p_x`` (n,): target model on the candidates;
-    * ``ref_log_p_x`` (n_ref, n): each OUT reference model on the candidates;
-    * ``target_log_p_z`` (m,), ``ref_log_p_z`` (n_ref, m): same for population z.
+    * ``ref_log_p_x`` (n_ref, n): each reference model on the candidates;
+      ``ref_mask_x`` (n_ref, n) marks the (x, model) pairs where the model is
+      OUT for x (default: all — references that never saw any candidate);
+    * ``target_log_p_z`` (m,), ``ref_log_p_z`` (n_ref, m): same for population
+      z, which no reference model trained on.
 
     score(x) = (1/m)·#{z : ratio_x / ratio_z > γ}, computed as
     log ratio_z < log ratio_x − log γ with a sort + binary search
@@ -101,7 +116,7 @@ def rmia_scores(
         raise ValueError("RMIA needs at least one population point z")
     if not (np.isfinite(tx).all() and np.isfinite(tz).all()):
         raise ValueError("target log-probabilities contain NaN or infinity")
-    log_ratio_x = tx - log_pr_marginal(rx, a)
+    log_ratio_x = tx - log_pr_marginal(rx, a, ref_mask_x)
     log_ratio_z = np.sort(tz - log_pr_marginal(rz, a))
     counts = np.searchsorted(log_ratio_z, log_ratio_x - np.log(gamma), side="left")
     return counts / tz.size
@@ -114,6 +129,7 @@ def tune_offline_a(
     paired_log_p_z: np.ndarray,
     ref_log_p_z: np.ndarray,
     grid: np.ndarray | None = None,
+    ref_mask_x: np.ndarray | None = None,
 ) -> tuple[float, dict[float, float]]:
     """Pick ``a`` as Privacy Meter's ``tune_offline_a`` does: attack a *paired
     reference model* (one whose training set is known, e.g. a shadow model)
@@ -124,7 +140,7 @@ def tune_offline_a(
     are often ≪ 1, so with a small a the constant (1 − a)/2 dominates Pr(x)
     and RMIA degrades towards LOSS on the target; a near 1 keeps the
     reference-model correction. ``ref_log_p_*`` must not include the paired
-    model itself.
+    model itself; ``ref_mask_x`` as in :func:`rmia_scores`.
     """
     from ..audit.metrics import roc_auc
 
@@ -134,7 +150,7 @@ def tune_offline_a(
     grid = np.round(np.arange(0.0, 1.01, 0.1), 10) if grid is None else np.asarray(grid, dtype=np.float64)
     aucs: dict[float, float] = {}
     for a in grid:
-        s = rmia_scores(paired_log_p_x, ref_log_p_x, paired_log_p_z, ref_log_p_z, a=float(a))
+        s = rmia_scores(paired_log_p_x, ref_log_p_x, paired_log_p_z, ref_log_p_z, a=float(a), ref_mask_x=ref_mask_x)
         aucs[float(a)] = roc_auc(s[member], s[~member])
     best = max(aucs, key=lambda k: (aucs[k], k))
     return best, aucs

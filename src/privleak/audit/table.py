@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
-ATTACK_LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "min-k%", "min_k_pp": "min-k%++", "reference": "ref", "rmia": "RMIA"}
+ATTACK_LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "min-k%", "min_k_pp": "min-k%++", "reference": "ref", "rmia": "RMIA",
+                 "lira_online": "LiRA", "lira_offline": "LiRA off", "rmia_shadows": "RMIA shadows"}
 
 
 def _fmt(x: Any, spec: str = ".3f") -> str:
