@@ -325,7 +325,8 @@ def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
         noise_multiplier=sigma,
         max_grad_norm=settings.max_grad_norm,
         poisson_sampling=True,
-        noise_generator=torch.Generator().manual_seed(settings.seed + 1),
+        # The noise is drawn on the weights' device (a CPU generator cannot feed CUDA tensors).
+        noise_generator=torch.Generator(device=next(model.parameters()).device).manual_seed(settings.seed + 1),
         grad_sample_mode=settings.grad_sample_mode,
     )
     with warnings.catch_warnings():
