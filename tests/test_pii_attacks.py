@@ -296,6 +296,7 @@ def test_run_pii_attacks_is_deterministic_masked_and_every_row_has_its_baselines
     assert all(len(r) == len(PII_TABLE_COLUMNS) for r in rows)
     assert [r[0] for r in rows if r[0].startswith("inference")] == ["inference |C|=2", "inference |C|=5"]
     assert dict(zip(PII_TABLE_COLUMNS, rows[-1]))["chance"] == "20.0%"
+    assert all(r[2] and r[3] for r in rows)  # every result has its chance level and floor cells
     cells = pii_summary_cells(a["results"])
     assert set(cells) == set(PII_SUMMARY_COLUMNS) and "floor" in cells["PII reconstruction"]
 

@@ -77,12 +77,13 @@ def candidates_from_continuations(analyzer: Any, label: str, tails: Sequence[str
     return out
 
 
-def _tagged_candidates(analyzer: Any, slots: Sequence[PiiSlot], records: Sequence[Record],
+def _tagged_candidates(analyzer: Any, work: Sequence[tuple[str, Sequence[Record], PiiSlot]],
                        continuations: Sequence[Sequence[str]]) -> list[list[str]]:
-    out: list[list[str]] = [[] for _ in slots]
-    for label in dict.fromkeys(s.label for s in slots):
-        idx = [i for i, s in enumerate(slots) if s.label == label]
-        tails = [records[slots[i].record].text[: slots[i].start].rstrip()[-TAG_CONTEXT_CHARS:] for i in idx]
+    """Candidates for every slot: one batched analyser call per PII type, over both sides."""
+    out: list[list[str]] = [[] for _ in work]
+    for label in dict.fromkeys(s.label for _, _, s in work):
+        idx = [i for i, (_, _, s) in enumerate(work) if s.label == label]
+        tails = [work[i][1][work[i][2].record].text[: work[i][2].start].rstrip()[-TAG_CONTEXT_CHARS:] for i in idx]
         for i, cands in zip(idx, candidates_from_continuations(analyzer, label, tails, [continuations[i] for i in idx])):
             out[i] = cands
     return out
@@ -124,12 +125,7 @@ def pii_reconstruction(
                                                           num_return_sequences=n_candidates, seed=seed,
                                                           batch_size=max(1, batch_size // max(1, n_candidates // 4))),
                      desc="PII reconstruction (candidates)") if work else []
-    cands: list[list[str]] = [[] for _ in work]
-    for side, recs in sides:
-        idx = [i for i, (sd, _, _) in enumerate(work) if sd == side]
-        got = _tagged_candidates(analyzer, [work[i][2] for i in idx], recs, [conts[i] for i in idx])
-        for i, c in zip(idx, got):
-            cands[i] = c
+    cands = _tagged_candidates(analyzer, work, conts)
     windows = []
     for (side, recs, s), cs in zip(work, cands):
         left, right = slot_window(recs[s.record].text, s.start, s.end, context_chars, suffix_chars)

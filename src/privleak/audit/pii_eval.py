@@ -42,15 +42,15 @@ class PiiAttackSettings:
     extraction_prompts: tuple[str, ...] = ("",)
     top_k: int = 40  # Lukas et al. sample with top-k = 40
     # reconstruction: member slots (as many non-member slots for the floor), |C| sampled continuations each
-    reconstruction_slots: int = 28
+    reconstruction_slots: int = 21
     reconstruction_candidates: int = 16
     reconstruction_max_new_tokens: int = 16
     # inference: member slots (and as many non-member), candidate set sizes (nested)
     inference_slots: int = 14
     inference_sizes: tuple[int, ...] = (10, 100)
     # scored window around a slot: characters of left context; rest of the sentence up to suffix_chars
-    context_chars: int = 48
-    suffix_chars: int = 24
+    context_chars: int = 32
+    suffix_chars: int = 16
     labels: tuple[str, ...] = IDENTIFYING
     batch_size: int = 64
 
@@ -133,6 +133,9 @@ def run_pii_attacks(
 # console rows: every figure beside its chance level and non-member floor
 
 
+#: "chance" for extraction is ≈0: sampling an exact high-entropy value by luck; its floor is
+#: the non-member recall/precision. For reconstruction it is the random pick among the
+#: sampled candidates; for inference 1/|C|.
 PII_TABLE_COLUMNS: tuple[str, ...] = ("PII attack", "member result", "chance", "non-member floor", "n")
 
 
@@ -147,12 +150,12 @@ def pii_table_rows(pii: dict[str, Any]) -> list[tuple[str, ...]]:
     if ex:
         t = ex["total"]
         sub = "base subtracted" if ex.get("baseline_subtracted") else "no base subtraction"
-        rows.append((f"extraction recall ({sub})", _pct(t["recall"]), "0%", _pct(t["recall_floor"]),
+        rows.append((f"extraction recall ({sub})", _pct(t["recall"]), "≈0", _pct(t["recall_floor"]),
                      str(t["n_member_values"])))
-        rows.append(("extraction precision", _pct(t["precision"]), "0%", _pct(t["precision_floor"]), str(t["n_tagged"])))
+        rows.append(("extraction precision", _pct(t["precision"]), "≈0", _pct(t["precision_floor"]), str(t["n_tagged"])))
         for b in ex.get("by_duplicates", []):
             if b["bucket"] != "1":
-                rows.append((f"  recall, PII seen {b['bucket']}×", _pct(b["recall"]), "0%", "—", str(b["n_values"])))
+                rows.append((f"  recall, PII seen {b['bucket']}×", _pct(b["recall"]), "≈0", "—", str(b["n_values"])))
     rc = pii.get("reconstruction")
     if rc:
         t = rc["total"]
