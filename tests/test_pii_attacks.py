@@ -22,6 +22,7 @@ from privleak.attacks.pii_inventory import (
     fill_slot,
     match_format,
     pii_slots,
+    scrub_others,
     slot_window,
 )
 from privleak.attacks.pii_reconstruction import pii_reconstruction
@@ -109,6 +110,15 @@ def test_slot_window_and_fill_replace_every_occurrence():
     left, right = slot_window(text, s, s + 11, context_chars=20, suffix_chars=8)
     assert right == ", phone"  # cut at a word boundary
     assert fill_slot("SSN 312-45-6789 again: SSN ", ".", "312-45-6789", "999-99-9999") == "SSN 999-99-9999 again: SSN 999-99-9999."
+
+
+def test_scrub_others_keeps_the_slot_and_shifts_its_offsets():
+    r = _rec("Patient {NAME}, SSN {SSN}, phone {PHONE}.", NAME="Zed Quill", SSN="312-45-6789", PHONE="555-123-4567")
+    slot = [s for s in pii_slots([r], None, 0, ("NAME", "SSN", "PHONE")) if s.label == "SSN"][0]
+    text, a, b = scrub_others(r, slot, ("NAME", "SSN", "PHONE"))
+    assert text == "Patient [NAME], SSN 312-45-6789, phone [PHONE]." and text[a:b] == "312-45-6789"
+    text, a, b = scrub_others(r, slot, ("SSN",))  # only the given types are scrubbed
+    assert text == r.text and (a, b) == (slot.start, slot.end)
 
 
 def test_match_format_removes_format_cues():

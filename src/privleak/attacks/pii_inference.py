@@ -28,7 +28,17 @@ import numpy as np
 
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from .pii_inventory import IDENTIFYING, PiiSlot, build_inventory, fill_slot, match_format, normalise_value, pii_slots, slot_window
+from .pii_inventory import (
+    IDENTIFYING,
+    PiiSlot,
+    build_inventory,
+    fill_slot,
+    match_format,
+    normalise_value,
+    pii_slots,
+    scrub_others,
+    slot_window,
+)
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
 
 
@@ -88,8 +98,13 @@ def pii_inference(
     suffix_chars: int = 24,
     seed: int = 0,
     labels: Sequence[str] = IDENTIFYING,
+    scrub_context: bool = False,
 ) -> PiiInferenceResult:
-    """Accuracy of choosing the true value among |C| ∈ ``sizes`` candidates, members vs non-members."""
+    """Accuracy of choosing the true value among |C| ∈ ``sizes`` candidates, members vs non-members.
+
+    ``scrub_context``: the record's other PII replaced by ``[LABEL]`` first
+    (the paper's SCRUB(SPLIT(S, C)), :func:`scrub_others`).
+    """
     t0 = time.perf_counter()
     sizes = sorted({int(s) for s in sizes if int(s) >= 2})
     inv = build_inventory(population, "population", labels)
@@ -108,7 +123,8 @@ def pii_inference(
                 idx = list(range(min(size, len(cand))))
                 rng.shuffle(idx)
                 orders.append(idx)
-            left, right = slot_window(recs[s.record].text, s.start, s.end, context_chars, suffix_chars)
+            text, a, b = scrub_others(recs[s.record], s, labels) if scrub_context else (recs[s.record].text, s.start, s.end)
+            left, right = slot_window(text, a, b, context_chars, suffix_chars)
             work.append((side, s, cand, orders))
             windows.append([fill_slot(left, right, s.value, c) for c in cand])
     nlls = score_windows(handle, windows, desc="PII inference (scoring)")
@@ -122,5 +138,6 @@ def pii_inference(
         cats = [c for c in cells.values() if c.n_members or c.n_non_members]
         out.append(InferenceSize(size, cats, pool(cats)))
     return PiiInferenceResult(out, settings={"sizes": sizes, "n_slots": n_slots, "context_chars": context_chars,
-                                             "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels)},
+                                             "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels),
+                                             "scrub_context": scrub_context},
                               seconds=time.perf_counter() - t0)

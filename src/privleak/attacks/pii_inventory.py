@@ -41,6 +41,7 @@ __all__ = [
     "match_format",
     "normalise_value",
     "pii_slots",
+    "scrub_others",
     "slot_window",
 ]
 
@@ -186,6 +187,26 @@ def slot_window(text: str, start: int, end: int, context_chars: int, suffix_char
         cut = text.rfind(" ", end, end + max(0, suffix_chars) + 1)
         hi = cut if cut > end else end + max(0, suffix_chars)
     return text[lo:start], text[end:hi]
+
+
+def scrub_others(record: Record, slot: PiiSlot, labels: Sequence[str] = IDENTIFYING) -> tuple[str, int, int]:
+    """The record with every *other* PII span of ``labels`` replaced by ``[LABEL]``, and the slot's new offsets.
+
+    Lukas et al.'s reconstruction and inference games hand the attacker
+    SCRUB(SPLIT(S, C)): the target is masked and the sentence's other PII is
+    scrubbed too (Algorithms 5 and 7). Off by default here (the attacker then
+    knows the rest of the note, a stronger adversary); on, it is the paper's game.
+    """
+    text, start, end = record.text, slot.start, slot.end
+    for s in sorted(record.pii or [], key=lambda s: s.start, reverse=True):
+        if s.label not in labels or (s.start < slot.end and slot.start < s.end):
+            continue  # not scrubbed, or the slot itself
+        tag = f"[{s.label}]"
+        text = text[: s.start] + tag + text[s.end :]
+        if s.start < start:
+            shift = len(tag) - (s.end - s.start)
+            start, end = start + shift, end + shift
+    return text, start, end
 
 
 def fill_slot(left: str, right: str, true_value: str, candidate: str) -> str:

@@ -29,7 +29,7 @@ from ..data.records import Record
 from ..models.handle import ModelHandle
 from .generation import GenerationSettings, generate
 from .pii_extraction import usable_labels
-from .pii_inventory import IDENTIFYING, PiiSlot, fill_slot, normalise_value, pii_slots, slot_window
+from .pii_inventory import IDENTIFYING, PiiSlot, fill_slot, normalise_value, pii_slots, scrub_others, slot_window
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
 
 TAG_CONTEXT_CHARS = 32  # prompt tail kept in front of a continuation when tagging it (cue words such as "SSN")
@@ -77,13 +77,13 @@ def candidates_from_continuations(analyzer: Any, label: str, tails: Sequence[str
     return out
 
 
-def _tagged_candidates(analyzer: Any, work: Sequence[tuple[str, Sequence[Record], PiiSlot]],
+def _tagged_candidates(analyzer: Any, slots: Sequence[PiiSlot], prompts: Sequence[str],
                        continuations: Sequence[Sequence[str]]) -> list[list[str]]:
     """Candidates for every slot: one batched analyser call per PII type, over both sides."""
-    out: list[list[str]] = [[] for _ in work]
-    for label in dict.fromkeys(s.label for _, _, s in work):
-        idx = [i for i, (_, _, s) in enumerate(work) if s.label == label]
-        tails = [work[i][1][work[i][2].record].text[: work[i][2].start].rstrip()[-TAG_CONTEXT_CHARS:] for i in idx]
+    out: list[list[str]] = [[] for _ in slots]
+    for label in dict.fromkeys(s.label for s in slots):
+        idx = [i for i, s in enumerate(slots) if s.label == label]
+        tails = [prompts[i][-TAG_CONTEXT_CHARS:] for i in idx]
         for i, cands in zip(idx, candidates_from_continuations(analyzer, label, tails, [continuations[i] for i in idx])):
             out[i] = cands
     return out
@@ -104,6 +104,7 @@ def pii_reconstruction(
     seed: int = 0,
     batch_size: int = 64,
     labels: Sequence[str] = IDENTIFYING,
+    scrub_context: bool = False,
     n_examples: int = 5,
 ) -> PiiReconstructionResult:
     """Reconstruct ``n_slots`` masked member PII slots and as many non-member ones (the floor).
@@ -111,30 +112,34 @@ def pii_reconstruction(
     ``n_candidates`` = |C|, the number of sampled continuations per slot
     (Lukas et al. use 64 or more); windows: ``context_chars`` before the slot
     and the rest of its sentence up to ``suffix_chars`` (:func:`slot_window`).
+    ``scrub_context``: replace the record's other PII by ``[LABEL]`` first (the
+    paper's SCRUB(SPLIT(S, C)), :func:`scrub_others`).
     """
     from ..audit.masking import mask_pii
 
     t0 = time.perf_counter()
     labels = usable_labels(analyzer, labels)
     sides = [("member", list(members)), ("non_member", list(non_members))]
-    work: list[tuple[str, list[Record], PiiSlot]] = []
+    work: list[tuple[str, PiiSlot, str, int, int]] = []  # side, slot, attacker's text, slot start, end
     for k, (side, recs) in enumerate(sides):
-        work += [(side, recs, s) for s in pii_slots(recs, n_slots, seed + k, labels)]
-    prompts = [recs[s.record].text[: s.start].rstrip() for _, recs, s in work]
+        for s in pii_slots(recs, n_slots, seed + k, labels):
+            text, a, b = scrub_others(recs[s.record], s, labels) if scrub_context else (recs[s.record].text, s.start, s.end)
+            work.append((side, s, text, a, b))
+    prompts = [text[:a].rstrip() for _, _, text, a, _ in work]
     conts = generate(handle, prompts, GenerationSettings(max_new_tokens=max_new_tokens, greedy=False, top_k=top_k,
                                                           num_return_sequences=n_candidates, seed=seed,
                                                           batch_size=max(1, batch_size // max(1, n_candidates // 4))),
                      desc="PII reconstruction (candidates)") if work else []
-    cands = _tagged_candidates(analyzer, work, conts)
+    cands = _tagged_candidates(analyzer, [w[1] for w in work], prompts, conts)
     windows = []
-    for (side, recs, s), cs in zip(work, cands):
-        left, right = slot_window(recs[s.record].text, s.start, s.end, context_chars, suffix_chars)
+    for (side, s, text, a, b), cs in zip(work, cands):
+        left, right = slot_window(text, a, b, context_chars, suffix_chars)
         windows.append([fill_slot(left, right, s.value, c) for c in cs])
     nlls = score_windows(handle, windows, desc="PII reconstruction (scoring)")
 
     cells = {lab: AccuracyCell(lab) for lab in labels}
     examples: list[dict[str, Any]] = []
-    for (side, _, s), cs, nll in zip(work, cands, nlls):
+    for (side, s, _, _, _), cs, nll in zip(work, cands, nlls):
         keys = [normalise_value(s.label, c) for c in cs]
         true_in = s.key in keys
         if not cs:
@@ -149,6 +154,7 @@ def pii_reconstruction(
     return PiiReconstructionResult(
         categories=cats, total=pool(cats), examples=examples,
         settings={"n_slots": n_slots, "n_candidates": n_candidates, "top_k": top_k, "max_new_tokens": max_new_tokens,
-                  "context_chars": context_chars, "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels)},
+                  "context_chars": context_chars, "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels),
+                  "scrub_context": scrub_context},
         seconds=time.perf_counter() - t0,
     )

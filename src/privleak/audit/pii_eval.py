@@ -51,6 +51,8 @@ class PiiAttackSettings:
     # scored window around a slot: characters of left context; rest of the sentence up to suffix_chars
     context_chars: int = 32
     suffix_chars: int = 16
+    # the paper's game scrubs the sentence's other PII ([LABEL]); off = the attacker knows the rest of the note
+    scrub_context: bool = False
     labels: tuple[str, ...] = IDENTIFYING
     batch_size: int = 64
 
@@ -116,13 +118,14 @@ def run_pii_attacks(
             handle, members, non_members, analyzer, n_slots=s.reconstruction_slots,
             n_candidates=s.reconstruction_candidates, top_k=s.top_k, max_new_tokens=s.reconstruction_max_new_tokens,
             context_chars=s.context_chars, suffix_chars=s.suffix_chars, seed=seed, batch_size=s.batch_size,
-            labels=s.labels).to_json()
+            labels=s.labels, scrub_context=s.scrub_context).to_json()
         seconds["reconstruction"] = time.perf_counter() - t
     if s.inference and population:
         t = time.perf_counter()
         out["inference"] = pii_inference(
             handle, members, non_members, population, sizes=s.inference_sizes, n_slots=s.inference_slots,
-            context_chars=s.context_chars, suffix_chars=s.suffix_chars, seed=seed, labels=s.labels).to_json()
+            context_chars=s.context_chars, suffix_chars=s.suffix_chars, seed=seed, labels=s.labels,
+            scrub_context=s.scrub_context).to_json()
         seconds["inference"] = time.perf_counter() - t
     for part in out.values():  # timings are not results (same config + seed → same results.json)
         part.pop("seconds", None)
