@@ -32,10 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 
-import httpx  # noqa: E402
+import httpx
 
-from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus  # noqa: E402
-from privleak.guard import Guard, inventory_from_records  # noqa: E402
+from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
+from privleak.guard import Guard, inventory_from_records
 
 MAX_BYTES = 65536
 

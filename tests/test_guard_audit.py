@@ -14,11 +14,17 @@ from privleak.audit.masking import PiiMasker
 from privleak.data.canaries import derive_seed, make_canaries
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.guard import Guard, ScanSettings, Verdict
-from privleak.guard.audit_arm import _benign, _canary_leaks, _ReplayModel, evaluate_guard, guard_rows
+from privleak.guard.audit_arm import (
+    _benign,
+    _canary_leaks,
+    _ReplayModel,
+    evaluate_guard,
+    guard_rows,
+)
 from privleak.guard.verdict import Finding
 from privleak.models.handle import ModelHandle
 
-SIZES = dict(n_samples=12, phi_records=3, n_benign=10)
+SIZES = dict(n_samples=6, phi_records=2, n_benign=8)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +35,7 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def result(tiny_handle, corpus):
-    return evaluate_guard(tiny_handle, corpus.splits, corpus.canaries, seed=0, scan=ScanSettings(ner=False), **SIZES)
+    return evaluate_guard(tiny_handle, corpus.splits, corpus.canaries[:2], seed=0, scan=ScanSettings(ner=False), **SIZES)
 
 
 def test_result_shape_and_json(result):
@@ -64,8 +70,8 @@ def test_no_raw_pii_in_result(result, corpus):
 
 def test_unguarded_run_equals_baseline(tiny_handle, corpus, result):
     controls = make_canaries(repeats=(1,), per_repeat=5, seed=derive_seed(0, "control-canaries"))
-    planted = {c.text() for c in corpus.canaries}
-    base = canary_extraction(tiny_handle, corpus.canaries, seed=0, controls=[c for c in controls if c.text() not in planted])
+    planted = {c.text() for c in corpus.canaries[:2]}
+    base = canary_extraction(tiny_handle, corpus.canaries[:2], seed=0, controls=[c for c in controls if c.text() not in planted])
     assert result["results"]["attacks"]["canaries"]["without_guard"] == _canary_leaks(base)
 
 

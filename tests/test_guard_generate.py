@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from conftest import TINY_TEXTS
+
 from privleak.attacks.generation import GenerationSettings, generate
 from privleak.guard import Guard, GuardPolicy, ScanSettings
 from privleak.guard.generate import GuardedHandle, generate_guarded, guarded_handle
-
-from conftest import TINY_TEXTS
 
 PROMPTS = ["Patient Ann", "Patient Bo", "General advice:"]
 

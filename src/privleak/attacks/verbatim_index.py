@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -136,7 +136,7 @@ class VerbatimIndex:
     # ------------------------------------------------------------- build
     @classmethod
     def build(cls, texts: Iterable[str], window: int = 50, normalise: bool = True,
-              casefold: bool = False, chunk_chars: int = 8_000_000) -> "VerbatimIndex":
+              casefold: bool = False, chunk_chars: int = 8_000_000) -> VerbatimIndex:
         """Index every ``window``-character window of ``texts``.
 
         Texts are hashed in chunks of about ``chunk_chars`` characters (each
@@ -263,7 +263,7 @@ class VerbatimIndex:
         np.save(path, np.concatenate([header, self.hashes]), allow_pickle=False)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], mmap: bool = False) -> "VerbatimIndex":
+    def load(cls, path: str | os.PathLike[str], mmap: bool = False) -> VerbatimIndex:
         """Read an index written by :meth:`save`; ``mmap=True`` maps the hashes read-only instead of copying them."""
         arr = np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
         if arr.dtype != np.uint64 or arr.ndim != 1 or arr.size < 5 or arr[0] != _MAGIC or arr[1] != _VERSION:

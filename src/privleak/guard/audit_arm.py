@@ -26,10 +26,8 @@ examples; counts come with Clopper–Pearson 95 % intervals.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any, Sequence
-
-import numpy as np
+from collections.abc import Sequence
+from typing import Any
 
 from ..attacks.extraction import canary_extraction, sampling_extraction
 from ..attacks.generation import GenerationSettings, generate
@@ -156,8 +154,7 @@ def evaluate_guard(
     guard.warm_up()
     seconds["build"] = time.perf_counter() - t
 
-    plain = replace(handle, model=_ReplayModel(handle.model)) if type(handle) is ModelHandle else \
-        ModelHandle(_ReplayModel(handle.model), handle.tokenizer, handle.max_length, handle.name)
+    plain = ModelHandle(_ReplayModel(handle.model), handle.tokenizer, handle.max_length, handle.name)
     tally = _Tally()
     guarded = guarded_handle(plain, guard, on_block="redact", on_verdicts=tally)
 

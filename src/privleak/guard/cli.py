@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,7 +21,7 @@ def _err(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
-def _scan(types: Optional[str], score_threshold: float, no_ner: bool):
+def _scan(types: str | None, score_threshold: float, no_ner: bool):
     from ..defenses.pii import DEFAULT_SCRUB_LABELS
     from .guard import ScanSettings
 
@@ -32,7 +31,7 @@ def _scan(types: Optional[str], score_threshold: float, no_ner: bool):
     return ScanSettings(pii_labels=labels, score_threshold=score_threshold, ner=not no_ner)
 
 
-def _load(index: Path, policy: Optional[str], types: Optional[str], score_threshold: float, no_ner: bool):
+def _load(index: Path, policy: str | None, types: str | None, score_threshold: float, no_ner: bool):
     from .guard import Guard
     from .verdict import GuardPolicy
 
@@ -44,8 +43,8 @@ def build(
     train: Path = typer.Option(..., "--train", help="Training corpus: JSONL, CSV, text (one record per line) or a saved HF dataset dir."),
     out_path: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
     text_field: str = typer.Option("text", "--text-field", help="Field/column holding the text in JSONL/CSV."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the extension)."),
-    canaries: Optional[Path] = typer.Option(None, "--canaries", help="canaries.json (from `privleak data generate` or a run): secrets that must never leave."),
+    fmt: str | None = typer.Option(None, "--format", help="jsonl, csv or text (default: from the extension)."),
+    canaries: Path | None = typer.Option(None, "--canaries", help="canaries.json (from `privleak data generate` or a run): secrets that must never leave."),
     pii_inventory: bool = typer.Option(False, "--pii-inventory", help="Also never release the members' own PII values (needs privleak JSONL with 'pii' spans, e.g. splits/members.jsonl)."),
     threshold: int = typer.Option(50, "--threshold", help="Block verbatim training spans of at least this many characters."),
     casefold: bool = typer.Option(False, "--casefold", help="Match verbatim text ignoring case."),
@@ -88,8 +87,8 @@ def build(
 def check(
     in_path: str = typer.Argument("-", metavar="[FILE|-]", help="Model output to check (default: stdin)."),
     index: Path = typer.Option(..., "--index", help="Index directory from `privleak guard build`."),
-    policy: Optional[str] = typer.Option(None, "--policy", help=_POLICY_HELP),
-    types: Optional[str] = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
+    policy: str | None = typer.Option(None, "--policy", help=_POLICY_HELP),
+    types: str | None = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
     score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
@@ -129,8 +128,8 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default loopback only)."),
     port: int = typer.Option(8080, "--port", help="TCP port."),
     max_bytes: int = typer.Option(65536, "--max-bytes", help="Largest request body accepted; larger ones get 413."),
-    policy: Optional[str] = typer.Option(None, "--policy", help=_POLICY_HELP),
-    types: Optional[str] = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
+    policy: str | None = typer.Option(None, "--policy", help=_POLICY_HELP),
+    types: str | None = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
     score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
 ) -> None:

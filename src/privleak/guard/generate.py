@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from ..attacks.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle

@@ -29,14 +29,20 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..attacks.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary
 from ..data.records import Record
-from ..defenses.pii import DEFAULT_SCORE_THRESHOLD, DEFAULT_SCRUB_LABELS, PiiAnalyzer, get_analyzer
+from ..defenses.pii import (
+    DEFAULT_SCORE_THRESHOLD,
+    DEFAULT_SCRUB_LABELS,
+    PiiAnalyzer,
+    get_analyzer,
+)
 from ..errors import UserError
 from .index_store import load_index, save_index
 from .tripwire import DEFAULT_INVENTORY_LABELS, Tripwire
@@ -93,7 +99,7 @@ class Guard:
         policy: GuardPolicy | None = None,
         scan: ScanSettings | None = None,
         analyzer: PiiAnalyzer | None = None,
-    ) -> "Guard":
+    ) -> Guard:
         """Index ``texts`` (the training corpus) and key ``canaries`` / ``inventory`` values."""
         if isinstance(threshold, bool) or int(threshold) < 8:
             raise UserError(f"--threshold {threshold}: must be at least 8 characters (default 50); "
@@ -114,7 +120,7 @@ class Guard:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, policy: GuardPolicy | None = None, scan: ScanSettings | None = None,
-             mmap: bool = True, analyzer: PiiAnalyzer | None = None) -> "Guard":
+             mmap: bool = True, analyzer: PiiAnalyzer | None = None) -> Guard:
         """Open an index directory; the verbatim hashes are memory-mapped by default."""
         stored = load_index(path, mmap=mmap)
         return cls(stored.verbatim, stored.tripwire, policy or GuardPolicy(), scan or ScanSettings(), stored.meta, analyzer)

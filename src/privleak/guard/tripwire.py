@@ -29,8 +29,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..attacks.verbatim_index import fold_case
 
@@ -74,7 +75,7 @@ class Tripwire:
     # ------------------------------------------------------------- build
     @classmethod
     def build(cls, canary_secrets: Iterable[str] = (), inventory: Iterable[tuple[str, str]] = (),
-              min_digits: int = 6, min_words: int = 2, salt: bytes | None = None) -> "Tripwire":
+              min_digits: int = 6, min_words: int = 2, salt: bytes | None = None) -> Tripwire:
         """Key every canary secret (any length ≥ 1 word or ≥ 4 digits) and every
         inventory ``(label, value)`` with at least ``min_digits`` digits (numbers)
         or ``min_words`` words (text)."""
@@ -125,7 +126,7 @@ class Tripwire:
                     if i + n <= len(toks):
                         label = table.get(self._h("w", " ".join(t[2] for t in toks[i : i + n])))
                         if label is not None:
-                            hits.append(TripHit(toks[i][0], toks[i + n - 1][1], label))
+                            hits.append(TripHit(tok[0], toks[i + n - 1][1], label))
         return hits
 
     # ----------------------------------------------------------- storage
@@ -137,7 +138,7 @@ class Tripwire:
                 "firsts": sorted(f"{h:016x}" for h in self.firsts)}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Tripwire":
+    def from_json(cls, obj: dict[str, Any]) -> Tripwire:
         def table(t: dict[str, dict[str, str]]) -> dict[int, dict[int, str]]:
             return {int(n): {int(h, 16): str(lab) for h, lab in d.items()} for n, d in t.items()}
 

@@ -52,7 +52,7 @@ class GuardPolicy:
         return str(getattr(self, reason))
 
     @classmethod
-    def parse(cls, text: str | None) -> "GuardPolicy":
+    def parse(cls, text: str | None) -> GuardPolicy:
         """``"pii=redact,verbatim=block,canary=block"`` (any subset; the rest default)."""
         if not text:
             return cls()
