@@ -1,7 +1,7 @@
-"""Ghost clipping is the same DP-SGD as the per-sample-gradient reference.
+"""Ghost clipping and book-keeping are the same DP-SGD as the per-sample-gradient reference.
 
 The reference (``grad_sample_mode="hooks"``) materialises every per-sample
-gradient; ghost clipping computes only their norms. Same norms ⇒ same clipping
+gradient; ghost clipping and book-keeping compute only their norms. Same norms ⇒ same clipping
 factors ⇒ same clipped sum ⇒ (same noise) same step ⇒ same privacy.
 """
 
@@ -9,20 +9,21 @@ import functools
 
 import pytest
 import torch
-from opacus import GradSampleModule, PrivacyEngine
+from opacus import GradSampleModule
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 
 from privleak.models import dp_train, ghost_norms
 from privleak.models.accounting import epsilon_prv
 from privleak.models.base import BaseModelSpec, build_model
+from privleak.models.book_keeping import BookKeeping
 from privleak.models.batching import encode, pad_batch, per_sequence_nll, position_ids_for
 from privleak.models.dp_train import (
     DPSettings,
-    PerSequenceNLL,
     _logical_step,
     _step_on_empty_batch,
     freeze_embeddings,
+    make_private,
     train_dp,
     untie_output_embedding,
 )
@@ -89,6 +90,37 @@ def test_ghost_per_sample_norms_equal_hooks_reference(train_embeddings):
     torch.testing.assert_close(ghost, reference, rtol=1e-5, atol=1e-6)
 
 
+def _bk_norms(model) -> torch.Tensor:
+    bk = BookKeeping(model, max_grad_norm=1.0)
+    ids, mask = pad_batch(SEQS, 0)
+    with bk.capture():
+        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
+        per_sequence_nll(out, ids, mask).sum().backward()
+    norms = bk.write_clipped_sum()
+    bk.remove()
+    return norms
+
+
+def test_book_keeping_per_sample_norms_and_clipped_sum_equal_hooks_reference():
+    """One backward pass without weight gradients: same norms as the materialised
+    per-sample gradients, and p.grad is exactly Σ_i min(1, C/‖g_i‖)·g_i."""
+    model = _tiny(train_embeddings=False)
+    gsm = GradSampleModule(model, loss_reduction="sum")
+    ids, mask = pad_batch(SEQS, 0)
+    out = gsm(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
+    per_sequence_nll(out, ids, mask).sum().backward()
+    params = [p for p in model.parameters() if p.requires_grad]
+    samples = [p.grad_sample.clone() for p in params]
+    gsm._close()
+    model.zero_grad(set_to_none=True)
+    reference = torch.cat([g.reshape(len(SEQS), -1) for g in samples], 1).norm(2, dim=1)
+    norms = _bk_norms(model)
+    torch.testing.assert_close(norms, reference, rtol=1e-5, atol=1e-6)
+    c = (1.0 / (reference + 1e-6)).clamp(max=1.0)
+    for p, g in zip(params, samples):
+        torch.testing.assert_close(p.grad, torch.einsum("n,n...->...", c, g), rtol=1e-5, atol=1e-6)
+
+
 def _one_step(handle, mode: str, max_tokens: int, sigma: float, empty: bool = False):
     texts = [f"note {i} " + "word " * (i % 7) for i in range(24)]
     data = encode(handle.tokenizer, texts, handle.max_length)
@@ -96,13 +128,10 @@ def _one_step(handle, mode: str, max_tokens: int, sigma: float, empty: bool = Fa
     model = clone_model(handle.model).train()
     freeze_embeddings(model)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
-    loader = DataLoader(TensorDataset(ids, mask), batch_size=24)
-    common = dict(module=model, optimizer=opt, data_loader=loader, noise_multiplier=sigma, max_grad_norm=0.5,
-                  poisson_sampling=False, noise_generator=torch.Generator().manual_seed(7), grad_sample_mode=mode)
-    if mode == "ghost":
-        private, opt, criterion, _ = PrivacyEngine().make_private(criterion=PerSequenceNLL(), **common)
-    else:
-        (private, opt, _), criterion = PrivacyEngine().make_private(**common), None
+    loader = DataLoader(TensorDataset(ids, mask), batch_size=24)  # one batch: q = 1, expected batch 24
+    settings = DPSettings(target_epsilon=1.0, delta=1e-5, max_grad_norm=0.5, epochs=1, expected_batch_size=24, lr=0.1,
+                          seed=6, grad_sample_mode=mode)  # noise generator seeded with seed + 1 in every mode
+    private, opt, criterion, _, _ = make_private(model, opt, loader, sigma, settings)
     opt.zero_grad(set_to_none=True)
     if empty:
         _step_on_empty_batch(opt)
@@ -117,19 +146,21 @@ def test_ghost_micro_batched_step_equals_hooks_one_batch_step(tiny_handle, sigma
     micro-batches (skip-step accumulation of clipped sums) gives the same
     weights as the reference step over one padded batch."""
     reference = _one_step(tiny_handle, "hooks", 10_000, sigma)
-    ghost = _one_step(tiny_handle, "ghost", 40, sigma)
-    moved = 0
-    for name, value in reference.items():
-        torch.testing.assert_close(ghost[name], value, atol=1e-6, rtol=1e-5)
-        moved += not torch.equal(value, tiny_handle.model.state_dict()[name])
-    assert moved > 0
+    for mode in ("ghost", "bk"):
+        fast = _one_step(tiny_handle, mode, 40, sigma)
+        moved = 0
+        for name, value in reference.items():
+            torch.testing.assert_close(fast[name], value, atol=1e-6, rtol=1e-5, msg=f"{mode}: {name}")
+            moved += not torch.equal(value, tiny_handle.model.state_dict()[name])
+        assert moved > 0
 
 
-def test_ghost_empty_batch_is_the_same_noise_step(tiny_handle):
+def test_fast_paths_take_the_same_noise_step_on_an_empty_batch(tiny_handle):
     reference = _one_step(tiny_handle, "hooks", 10_000, 0.8, empty=True)
-    ghost = _one_step(tiny_handle, "ghost", 10_000, 0.8, empty=True)
-    for name, value in reference.items():
-        torch.testing.assert_close(ghost[name], value, atol=1e-7, rtol=1e-6)
+    for mode in ("ghost", "bk"):
+        fast = _one_step(tiny_handle, mode, 10_000, 0.8, empty=True)
+        for name, value in reference.items():
+            torch.testing.assert_close(fast[name], value, atol=1e-7, rtol=1e-6, msg=f"{mode}: {name}")
 
 
 def _run(handle, **over):
@@ -151,22 +182,24 @@ def test_fast_paths_report_the_same_epsilon_as_the_reference(tiny_handle, calibr
     the same (q, σ, steps, δ) every path reports the same ε, the accountant's
     (read back from the steps Opacus's accountant recorded in each run)."""
     _, ref = _run(tiny_handle)
-    for over in (dict(grad_sample_mode="ghost"), dict(lora_rank=2), dict(lora_rank=2, grad_sample_mode="ghost")):
+    for over in (dict(grad_sample_mode="ghost"), dict(grad_sample_mode="bk"), dict(lora_rank=2), dict(lora_rank=2, grad_sample_mode="bk")):
         _, log = _run(tiny_handle, **over)
         assert (log.sample_rate, log.sigma, log.steps) == (ref.sample_rate, ref.sigma, ref.steps), over
         assert log.epsilon == ref.epsilon, over
     assert ref.epsilon == epsilon_prv(ref.sample_rate, ref.sigma, ref.steps, 1e-3) <= 4.0
 
 
-def test_ghost_training_run_matches_the_reference_run(tiny_handle, calibrate_once):
+def test_fast_training_runs_match_the_reference_run(tiny_handle, calibrate_once):
     """Same seed: same Poisson batches, same noise, same clipped sums — the
     whole ghost run trains the same model as the hooks run."""
     m_ref, l_ref = _run(tiny_handle, accountant="rdp")  # the fast accountant: ε is not the point here
-    m_gh, l_gh = _run(tiny_handle, accountant="rdp", grad_sample_mode="ghost")
-    assert l_gh.losses == pytest.approx(l_ref.losses, rel=1e-5)
-    for (name, a), (_, b) in zip(m_ref.named_parameters(), m_gh.named_parameters()):
-        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=name)
-    assert not any(hasattr(p, "_norm_sample") or hasattr(p, "grad_sample") for p in m_gh.parameters())
+    for mode in ("ghost", "bk"):
+        m_fast, l_fast = _run(tiny_handle, accountant="rdp", grad_sample_mode=mode)
+        assert l_fast.losses == pytest.approx(l_ref.losses, rel=1e-5), mode
+        for (name, a), (_, b) in zip(m_ref.named_parameters(), m_fast.named_parameters()):
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=f"{mode}: {name}")
+        assert not any(hasattr(p, "_norm_sample") or hasattr(p, "grad_sample") for p in m_fast.parameters())
+        assert all(p.requires_grad == q.requires_grad for p, q in zip(m_ref.parameters(), m_fast.parameters()))
 
 
 def test_ghost_with_trained_embeddings_unties_and_saves_as_trained(tiny_handle, tmp_path):

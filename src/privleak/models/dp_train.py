@@ -33,8 +33,12 @@ Three ways to compute the same DP-SGD step (``DPSettings``):
   one forward pass, so with ``train_embeddings=True`` the output embedding
   is untied from the input one (frozen embeddings are tied and frozen, which
   is fine).
+* ``grad_sample_mode="bk"`` — book-keeping (Bu et al. 2023, ``book_keeping``):
+  the same norms from one backward pass that computes no weight gradients,
+  then the clipped sum as one matrix product per layer. Frozen embeddings
+  (or LoRA) only.
 * ``lora_rank=r`` — DP-LoRA (Yu et al. 2022, see ``lora``): only rank-r
-  adapters train (with either mode); they are merged into the weights before
+  adapters train (with any mode); they are merged into the weights before
   the model is returned, so it saves and loads as a plain model.
 """
 
@@ -56,6 +60,7 @@ from . import conv1d_grad  # noqa: F401  (registers the Conv1D grad sampler)
 from . import ghost_norms  # noqa: F401  (registers the Conv1D norm sampler)
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
+from .book_keeping import BookKeeping
 from .lora import add_lora, merge_lora
 from .train import TrainLog, lr_at, make_optimizer
 
@@ -74,7 +79,7 @@ class DPSettings:
     accountant: str = "prv"
     micro_batch_tokens: int = 4096
     train_embeddings: bool = False
-    grad_sample_mode: Literal["hooks", "ghost"] = "hooks"
+    grad_sample_mode: Literal["hooks", "ghost", "bk"] = "hooks"
     lora_rank: int | None = None  # None: full fine-tuning; r: DP-LoRA with rank-r adapters
     lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
     lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
@@ -218,6 +223,18 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     for k, rows in enumerate(parts):
         width = max(lengths[r] for r in rows)
         ids_k, mask_k = ids[rows, :width], mask[rows, :width]
+        if isinstance(criterion, BookKeeping):
+            with criterion.capture():
+                logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
+                per_seq = per_sequence_nll(logits, ids_k, mask_k)
+                per_seq.sum().backward()  # a sum: each row's output gradients are its own per-sample ones
+            criterion.write_clipped_sum()  # p.grad = Σ_i c_i g_i, as after ghost clipping's second pass
+            total_loss += float(per_seq.detach().sum())
+            optimizer.signal_skip_step(do_skip=k < len(parts) - 1)
+            optimizer.step()
+            if k < len(parts) - 1:
+                optimizer.zero_grad(set_to_none=True)
+            continue
         logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
         with warnings.catch_warnings():
             # Benign: the input ids need no gradient, only the parameters do.
@@ -280,6 +297,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     log.epsilon = _spent_epsilon(engine, settings, sample_rate)
     optimizer.zero_grad(set_to_none=True)
     private._close()
+    if isinstance(criterion, BookKeeping):
+        criterion.remove()
     trained = private._module
     for p in trained.parameters():
         for attr in ("_norm_sample", "_forward_counter"):  # ghost clipping's scratch state
@@ -293,8 +312,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
 
 def check_settings(settings: DPSettings) -> None:
     """Reject option combinations that have no meaning, before any work starts."""
-    if settings.grad_sample_mode not in ("hooks", "ghost"):
-        raise UserError(f"grad_sample_mode={settings.grad_sample_mode!r} is unknown; use 'hooks' or 'ghost'")
+    if settings.grad_sample_mode not in ("hooks", "ghost", "bk"):
+        raise UserError(f"grad_sample_mode={settings.grad_sample_mode!r} is unknown; use 'hooks', 'ghost' or 'bk'")
+    if settings.grad_sample_mode == "bk" and settings.train_embeddings:
+        raise UserError("grad_sample_mode='bk' clips Conv1D/Linear/LayerNorm weights only; with train_embeddings=True use 'ghost' or 'hooks'")
     if settings.lora_rank is not None:
         if isinstance(settings.lora_rank, bool) or not isinstance(settings.lora_rank, int) or settings.lora_rank < 1:
             raise UserError(f"lora_rank={settings.lora_rank!r} must be a positive integer (e.g. 8) or unset")
@@ -327,13 +348,19 @@ def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
         poisson_sampling=True,
         # The noise is drawn on the weights' device (a CPU generator cannot feed CUDA tensors).
         noise_generator=torch.Generator(device=next(model.parameters()).device).manual_seed(settings.seed + 1),
-        grad_sample_mode=settings.grad_sample_mode,
+        # Book-keeping uses Opacus's ghost-clipping optimiser (noise on the clipped sum in p.grad),
+        # loader and accountant; only the clipped sum is computed by us.
+        grad_sample_mode="ghost" if settings.grad_sample_mode == "bk" else settings.grad_sample_mode,
     )
     with warnings.catch_warnings():
         # Opacus warns that secure_mode is off: reproducible runs are the point here.
         warnings.simplefilter("ignore")
         engine = PrivacyEngine(accountant=settings.accountant, secure_mode=False)
-        if settings.grad_sample_mode == "ghost":
+        if settings.grad_sample_mode == "bk":
+            private, optimizer, _, loader = engine.make_private(criterion=PerSequenceNLL(), **kwargs)
+            private.remove_hooks()  # Opacus's norm hooks: book-keeping installs its own
+            criterion = BookKeeping(private._module, settings.max_grad_norm)
+        elif settings.grad_sample_mode == "ghost":
             private, optimizer, criterion, loader = engine.make_private(criterion=PerSequenceNLL(), **kwargs)
         else:
             private, optimizer, loader = engine.make_private(**kwargs)
