@@ -8,6 +8,7 @@ from transformers import GPT2LMHeadModel
 
 from privleak.errors import UserError
 from privleak.models import ghost_norms  # noqa: F401  (registers the Conv1D norm sampler)
+from privleak.models.book_keeping import BookKeeping
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import encode, pad_batch, per_sequence_nll, position_ids_for
 from privleak.models.dp_train import DPSettings, train_dp
@@ -39,7 +40,7 @@ def test_only_adapters_train():
     assert sum("c_attn" in n for n in trainable) == 2 * 2  # A and B in each of 2 layers
 
 
-def test_lora_per_sample_norms_ghost_equal_hooks():
+def test_lora_per_sample_norms_ghost_and_book_keeping_equal_hooks():
     model = _lora_tiny().train()
     ids, mask, pos = _batch()
     gsm = GradSampleModule(model, loss_reduction="mean")
@@ -52,6 +53,12 @@ def test_lora_per_sample_norms_ghost_equal_hooks():
     per_sequence_nll(ghost(input_ids=ids, attention_mask=mask, position_ids=pos).logits, ids, mask).mean().backward()
     torch.testing.assert_close(ghost.get_norm_sample(), reference, rtol=1e-5, atol=1e-6)
     ghost._close()
+    model.zero_grad(set_to_none=True)
+    bk = BookKeeping(model, max_grad_norm=1.0)
+    with bk.capture():
+        per_sequence_nll(model(input_ids=ids, attention_mask=mask, position_ids=pos).logits, ids, mask).sum().backward()
+    torch.testing.assert_close(bk.write_clipped_sum(), reference, rtol=1e-5, atol=1e-6)
+    bk.remove()
 
 
 def test_merged_model_computes_what_the_adapted_model_computes():
