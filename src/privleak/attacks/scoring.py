@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..models.batching import encode, pad_batch, position_ids_for
 from ..models.handle import ModelHandle
@@ -75,6 +76,44 @@ def _batches_by_length(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
+def _vocab_moments(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """log p of ``target``, μ = Σ_v p_v log p_v and σ² = Σ_v p_v (log p_v)² − μ² for each row of ``logits``."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    p = logp.exp()
+    mu = (p * logp).sum(-1)
+    var = ((p * logp.square()).sum(-1) - mu.square()).clamp_min(0.0)
+    return logp.gather(-1, target.unsqueeze(-1)).squeeze(-1), mu, var
+
+
+def _gpt2_token_stats(
+    model: GPT2LMHeadModel, ids: torch.Tensor, mask: torch.Tensor, rows: int = 256
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token (log p, μ, σ²) of the real (non-padding) predicted tokens, row-major.
+
+    The LM head runs only on positions that predict a real token (no padding,
+    no last position), ``rows`` at a time, so the (rows, vocab) logits and
+    their log-softmax stay in cache instead of making several passes over a
+    (batch, length, vocab) array.
+    """
+    hidden = model.transformer(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).last_hidden_state
+    keep = mask[:, 1:].bool()
+    hidden = hidden[:, :-1][keep]
+    target = ids[:, 1:][keep]
+    parts = [_vocab_moments(model.lm_head(hidden[r : r + rows]), target[r : r + rows]) for r in range(0, len(target), rows)]
+    if not parts:
+        empty = torch.zeros(0)
+        return empty, empty, empty
+    tok, mu, var = (torch.cat(x) for x in zip(*parts))
+    return tok, mu, var
+
+
+def _generic_token_stats(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """As :func:`_gpt2_token_stats` for any causal LM, through its full logits."""
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits[:, :-1]
+    keep = mask[:, 1:].bool()
+    return _vocab_moments(logits[keep], ids[:, 1:][keep])
+
+
 @torch.inference_mode()
 def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int = 8192, desc: str = "scoring") -> TokenScores:
     """Run the scoring pass over ``texts`` (see module docstring)."""
@@ -89,22 +128,19 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int = 8192, d
     out_var = np.zeros(total, dtype=np.float32)
     model = handle.model
     model.eval()
+    stats = _gpt2_token_stats if isinstance(model, GPT2LMHeadModel) else _generic_token_stats
     batches = _batches_by_length(lengths, max_tokens)
     with progress_bar(desc, total=len(texts)) as advance:
         for idx in batches:
             ids, mask = pad_batch([enc.ids[i] for i in idx], handle.pad_id)
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits[:, :-1].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            p = logp.exp()
-            mu = (p * logp).sum(-1)
-            var = ((p * logp.square()).sum(-1) - mu.square()).clamp_min(0.0)
-            tok = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-            for row, i in enumerate(idx):
+            # Real tokens come out row by row, so text idx[j] owns the next n_pred[idx[j]] values.
+            tok, mu, var = (x.numpy() for x in stats(model, ids, mask))
+            at = 0
+            for i in idx:
                 k = n_pred[i]
                 sl = slice(int(offsets[i]), int(offsets[i]) + k)
-                out_lp[sl] = tok[row, :k].numpy()
-                out_mu[sl] = mu[row, :k].numpy()
-                out_var[sl] = var[row, :k].numpy()
+                out_lp[sl], out_mu[sl], out_var[sl] = tok[at : at + k], mu[at : at + k], var[at : at + k]
+                at += k
             advance(len(idx))
     return TokenScores(logprob=out_lp, mu=out_mu, var=out_var, offsets=offsets)
 
