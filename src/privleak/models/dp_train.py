@@ -21,7 +21,8 @@ GPT-2 specifics: batch-shaped ``position_ids`` (see ``batching``), the tied
 input/output embedding (Opacus sums the two per-sample contributions on the
 shared parameter), ``Conv1D`` (``conv1d_grad``), and a per-sequence mean loss.
 
-Three ways to compute the same DP-SGD step (``DPSettings``):
+Interchangeable ways to compute the same DP-SGD step (``DPSettings``); the
+reference and the fast paths agree to float tolerance (``tests/test_dp_fast.py``):
 
 * ``grad_sample_mode="hooks"`` — the reference: Opacus materialises every
   per-sample gradient, clips, sums.
@@ -215,7 +216,9 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     around :class:`PerSequenceNLL`) each micro-batch's two backward passes leave
     its clipped-gradient sum in ``p.grad``, and the same skip-step mechanism
     adds it to the running sum (``DPOptimizerFastGradientClipping.accumulate``);
-    noise and scaling again happen once, on the last micro-batch.
+    noise and scaling again happen once, on the last micro-batch. Book-keeping
+    (``criterion`` is a :class:`BookKeeping`) writes the same clipped sum to
+    ``p.grad`` after one backward pass and takes the same path from there.
     """
     lengths = mask.sum(1).tolist()
     parts = micro_batches(lengths, max_tokens)
