@@ -72,7 +72,7 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
-    from .audit.table import attack_table, exposure_table, extraction_table, privacy_table
+    from .audit.table import attack_table, defence_table, exposure_table, extraction_table, pii_attack_table, privacy_table
     from .config import build_config, read_config_file
     from .pipeline import run_audit
 
@@ -106,7 +106,7 @@ def run(
     results = run_audit(cfg, out_dir, notify=err.print)
     out.print(privacy_table(results))
     out.print(attack_table(results))
-    for table in (exposure_table(results), extraction_table(results)):
+    for table in (exposure_table(results), extraction_table(results), pii_attack_table(results), defence_table(results)):
         if table is not None:
             out.print(table)
     for w in results["warnings"]:

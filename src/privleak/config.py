@@ -176,6 +176,7 @@ class AttackConfig(_Strict):
     extraction_samples: int = Field(400, ge=10)  # sampling extraction: generated samples
     prefix_records: int = Field(250, ge=1)  # prefix extraction: records per side
     phi_records: int = Field(40, ge=1)  # PHI prompt extraction: records per side
+    pii: bool = True  # Lukas et al. PII extraction / reconstruction / inference (sizes follow the profile)
 
     @field_validator("min_k_percent")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +23,7 @@ from .attacks.scoring import TokenScores, cached_scores, score_texts
 from .audit.extraction_eval import run_extraction
 from .audit.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
+from .audit.pii_eval import PiiAttackSettings, base_emissions, run_pii_attacks
 from .audit.shadow_attacks import shadow_scores
 from .audit.utility import perplexity
 from .arms import ArmSpec, parse_arm
@@ -34,6 +35,7 @@ from .data.records import Record, read_jsonl, write_jsonl
 from .data.splits import split_corpus
 from .errors import UserError
 from .defenses.arm_data import dedup_members, scrub_members
+from .defenses.pii import get_analyzer
 from .models.accounting import epsilons as accountant_epsilons
 from .models.base import BaseModelSpec, default_base_model
 from .models.batching import encode
@@ -58,6 +60,7 @@ class Audit:
     run: RunDir
     notify: Callable[[str], None]
     warnings: list[str]
+    memo: dict = field(default_factory=dict)  # in-process results shared by stages (never persisted)
 
 
 def _file_digest(path: Path) -> str:
@@ -434,6 +437,26 @@ def _extract(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[Re
     write_json(run.path("arms", name, "extraction_seconds.json"), result["seconds"])
 
 
+def _pii_settings(cfg: AuditConfig) -> PiiAttackSettings:
+    return PiiAttackSettings.full() if cfg.profile == "full" else PiiAttackSettings.quick()
+
+
+def _pii_attacks(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[Record]]) -> None:
+    """Lukas et al.'s three PII attacks; the base model's own emissions are subtracted (sampled once per process)."""
+    cfg, run = audit.cfg, audit.run
+    settings = _pii_settings(cfg)
+    analyzer = get_analyzer()
+    handle = load_handle(model_dir, cfg.model.max_length)
+    base = None
+    if name != "base":
+        if "base_pii_emissions" not in audit.memo:
+            audit.memo["base_pii_emissions"] = base_emissions(_load_base(audit), analyzer, settings, seed=cfg.seed)
+        base = audit.memo["base_pii_emissions"]
+    out = run_pii_attacks(handle, base, splits, analyzer, seed=cfg.seed, settings=settings)
+    write_json(run.path("arms", name, "pii_attacks.json"), out["results"])
+    write_json(run.path("arms", name, "pii_attacks_seconds.json"), out["seconds"])
+
+
 # -------------------------------------------------------------- results ---
 
 def _pii_block(extraction: dict) -> dict | None:
@@ -481,9 +504,10 @@ def _between_arm_tests(arms: dict[str, dict]) -> dict[str, dict]:
 def _attack_seconds(run: RunDir, names: list[str]) -> dict[str, float]:
     out = {}
     for name in names:
-        path = run.path("arms", name, "extraction_seconds.json")
-        if path.exists():
-            out.update({f"extract/{name}/{k}": v for k, v in read_json(path).items()})
+        for stage, file in (("extract", "extraction_seconds.json"), ("pii", "pii_attacks_seconds.json")):
+            path = run.path("arms", name, file)
+            if path.exists():
+                out.update({f"{stage}/{name}/{k}": v for k, v in read_json(path).items()})
     return out
 
 
@@ -521,6 +545,9 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
             pii = _pii_block(out_arms[arm]["extraction"])
             if pii:
                 out_arms[arm]["pii"] = pii
+        pii_attacks = run.path("arms", arm, "pii_attacks.json")
+        if cfg.attacks.pii and pii_attacks.exists():
+            out_arms[arm]["pii_attacks"] = read_json(pii_attacks)
         spec = parse_arm(arm)
         if spec.data_defences:
             out_arms[arm]["defences"] = {d: read_json(run.path("defences", d, "report.json")) for d in spec.data_defences}
@@ -530,6 +557,9 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
     base_extraction = run.path("arms", "base", "extraction.json")
     if cfg.attacks.extraction and base_extraction.exists():
         base_eval["extraction"] = read_json(base_extraction)
+    base_pii = run.path("arms", "base", "pii_attacks.json")
+    if cfg.attacks.pii and base_pii.exists():
+        base_eval["pii_attacks"] = read_json(base_pii)
     members = splits["members"]
     mi, ni = _mia_subsets(cfg, [r for r in members if r.kind != "canary"], splits["non_members"])
     return {
@@ -678,6 +708,13 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
         for arm in arms:
             _stage(audit, f"extract/{arm}", stable_hash("extract", arm_keys[arm], base_key, extract_cfg),
                    lambda arm=arm: _extract(audit, arm, run.path("arms", arm, "model"), splits, canaries))
+
+    if cfg.attacks.pii:
+        pii_cfg = (_pii_settings(cfg).to_json(), cfg.seed)
+        _stage(audit, "pii/base", stable_hash("pii", base_key, pii_cfg), lambda: _pii_attacks(audit, "base", base_dir, splits))
+        for arm in arms:
+            _stage(audit, f"pii/{arm}", stable_hash("pii", arm_keys[arm], base_key, pii_cfg),
+                   lambda arm=arm: _pii_attacks(audit, arm, run.path("arms", arm, "model"), splits))
 
     results = finite(_assemble(audit, splits, canaries, arms))
     write_results(run.path("results.json"), results)

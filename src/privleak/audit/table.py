@@ -109,3 +109,45 @@ def extraction_table(results: dict[str, Any]) -> Table | None:
                                       f"{cell['non_members_extracted']}/{cell['n_non_members']}")
         t.add_row(name, can_s, phi_s, samp_s, pre_s)
     return t
+
+
+def pii_attack_table(results: dict[str, Any]) -> Table | None:
+    """Lukas et al.'s PII attacks, one row per model, each figure beside its chance level and floor."""
+    from .pii_eval import PII_SUMMARY_COLUMNS, pii_summary_cells
+
+    rows = [(n, a) for n, a in _rows(results) if a.get("pii_attacks")]
+    if not rows:
+        return None
+    t = Table(title="PII attacks (Lukas et al.) — result (chance · non-member floor)")
+    t.add_column("arm")
+    for col in PII_SUMMARY_COLUMNS:
+        t.add_column(col, justify="right")
+    for name, arm in rows:
+        cells = pii_summary_cells(arm["pii_attacks"])
+        t.add_row(name, *[cells[c] for c in PII_SUMMARY_COLUMNS])
+    return t
+
+
+def defence_table(results: dict[str, Any]) -> Table | None:
+    """What the data defences did: scrubber recall/precision, PII left in training, records removed."""
+    rows = [(n, a["defences"]) for n, a in results["arms"].items() if a.get("defences")]
+    if not rows:
+        return None
+    t = Table(title="Data defences — measured against the ground truth")
+    for col in ("arm", "scrubber recall / precision", "identifying PII left in training", "records removed by dedup",
+                "canary copies after dedup"):
+        t.add_column(col, justify="left" if col == "arm" else "right")
+    for name, d in rows:
+        scrub, dd = d.get("scrub") or {}, d.get("dedup") or {}
+        q = (scrub.get("quality") or {}).get("overall")
+        rec = "—" if not q else f"{q['recall']:.3f} / {q['precision']:.3f}"
+        # Only the types the scrubber targets; the others (vitals, conditions) are in results.json.
+        left = {k: v for k, v in (scrub.get("pii_in_training") or {}).items() if k in scrub.get("labels", ())}
+        left_s = "—" if not left else (f"{sum(v['values_left'] for v in left.values())} of "
+                                       f"{sum(v['ground_truth_spans'] for v in left.values())}")
+        removed = "—" if not dd else f"{dd['n_removed']} of {dd['n_in']}"
+        copies = dd.get("canary_copies") or {}
+        cop = "—" if not copies else (f"{sum(v['after'] for v in copies.values())} of "
+                                      f"{sum(v['before'] for v in copies.values())}")
+        t.add_row(name, rec, left_s, removed, cop)
+    return t
