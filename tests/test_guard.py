@@ -171,3 +171,21 @@ def test_pii_scanner_with_ner(corpus):
     v = g.check("Please forward this to Jennifer Hopkins at jen.hopkins@example.org today.")
     labels = {f.label for f in v.findings if f.reason == "pii"}
     assert labels == {"NAME", "EMAIL"} and "Hopkins" not in v.text
+
+
+def test_context_catches_spans_crossing_the_prompt(corpus):
+    g = Guard.build(corpus, scan=REGEX_ONLY, policy=GuardPolicy(pii="off"))
+    doc = corpus[4]
+    prompt, output = "Continue: " + doc[:30], doc[30:60] + " and then something else"
+    assert g.check(output).allowed  # 30 characters alone: below the threshold
+    v = g.check(output, context=prompt)
+    assert not v.allowed and v.findings[0].start == 0 and v.findings[0].end == 30
+    assert v.text.startswith("<VERBATIM>") and prompt not in v.text
+    assert g.check_batch([output], [prompt]) == [v]
+
+
+def test_allow_texts_unblocks_public_boilerplate(corpus):
+    boiler = corpus[6]
+    g = Guard.build(corpus, scan=REGEX_ONLY, policy=GuardPolicy(pii="off"), allow_texts=[boiler])
+    assert g.check(boiler[:80]).allowed and not g.check(corpus[7][:80]).allowed
+    assert g.meta["n_windows_allowed"] > 0

@@ -87,7 +87,7 @@ def test_replay_model_is_transparent(tiny_handle):
 class _RedactEverything(Guard):
     """A useless guard: the false-positive rate must expose it."""
 
-    def check_batch(self, texts):
+    def check_batch(self, texts, contexts=None):
         return [Verdict(True, "<X>", (Finding("pii", "X", 0, len(t), "redact"),)) for t in texts]
 
 

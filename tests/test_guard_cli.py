@@ -25,7 +25,8 @@ def built(tmp_path_factory):
     assert _run(["data", "generate", "--out", str(d / "c"), "--n-public", "20", "--n-members", "30",
                  "--n-non-members", "10", "--n-population", "10", "--phi-fraction", "0.5"]) == 0
     assert _run(["guard", "build", "--train", str(d / "c" / "members.jsonl"), "--out", str(d / "idx"),
-                 "--canaries", str(d / "c" / "canaries.json"), "--pii-inventory"]) == 0
+                 "--canaries", str(d / "c" / "canaries.json"), "--pii-inventory",
+                 "--allow", str(d / "c" / "public.jsonl")]) == 0
     return d
 
 

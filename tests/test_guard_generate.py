@@ -15,16 +15,16 @@ def test_hook_filters_every_text_and_keeps_draws(tiny_handle):
     s = GenerationSettings(max_new_tokens=12, greedy=False, num_return_sequences=2, seed=3)
     raw = generate(tiny_handle, PROMPTS, s)
     assert raw == generate(tiny_handle, PROMPTS, s)  # no filter: unchanged, deterministic
-    seen: list[str] = []
+    seen: list[tuple[str, str]] = []
 
-    def filt(texts: list[str]) -> list[str]:
-        seen.extend(texts)
+    def filt(texts: list[str], prompts: list[str]) -> list[str]:
+        seen.extend(zip(prompts, texts))
         return [t.upper() for t in texts]
 
     h = GuardedHandle(tiny_handle.model, tiny_handle.tokenizer, tiny_handle.max_length, output_filter=filt)
     out = generate(h, PROMPTS, s)
     assert out == [[t.upper() for t in ts] for ts in raw]
-    assert sorted(seen) == sorted(t for ts in raw for t in ts)
+    assert sorted(seen) == sorted((p, t) for p, ts in zip(PROMPTS, raw) for t in ts)
 
 
 def test_generate_guarded_never_returns_blocked_text(tiny_handle):

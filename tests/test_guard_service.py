@@ -40,6 +40,11 @@ def test_check_allowed_and_blocked(client):
     assert not sec["allowed"] and "8448" not in sec["text"]
 
 
+def test_context_field(client):
+    body = client.post("/v1/check", json={"text": MEMBER[40:70] + " etc.", "context": "Go on: " + MEMBER[:40]}).json()
+    assert not body["allowed"] and body["findings"][0]["start"] == 0
+
+
 def test_oversized_requests_413_then_good_request_works(client):
     big = json.dumps({"text": "x" * (LIMIT + 10)})
     assert client.post("/v1/check", content=big, headers={"content-type": "application/json"}).status_code == 413

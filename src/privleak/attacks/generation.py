@@ -40,9 +40,10 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
     """Continuations of each prompt (``num_return_sequences`` each), prompt text excluded.
 
     Output ``out[i][j]`` is the j-th continuation of ``prompts[i]``. A handle
-    with an ``output_filter`` (a callable list[str] -> list[str], see
+    with an ``output_filter`` (a callable ``(texts, prompts) -> texts``, see
     :class:`privleak.guard.generate.GuardedHandle`) has every batch of
-    decoded texts passed through it; the model's draws are unchanged.
+    decoded texts passed through it with their prompts; the model's draws
+    are unchanged.
     """
     model = handle.model
     pad = handle.pad_id
@@ -82,7 +83,7 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
             texts = handle.tokenizer.batch_decode(new, skip_special_tokens=True)
             out_filter = getattr(handle, "output_filter", None)
             if out_filter is not None:  # e.g. the output guard (privleak.guard): attacks see what users would see
-                texts = list(out_filter(texts))
+                texts = list(out_filter(texts, [prompts[i] for i in idx for _ in range(settings.num_return_sequences)]))
             for r, i in enumerate(idx):
                 k = settings.num_return_sequences
                 out[i].extend(texts[r * k : (r + 1) * k])

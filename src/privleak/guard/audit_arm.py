@@ -129,6 +129,7 @@ def evaluate_guard(
     policy: GuardPolicy | None = None,
     scan: ScanSettings | None = None,
     use_inventory: bool = True,
+    allow_public: bool = True,
     masker: PiiMasker | None = None,
     n_examples: int = 3,
 ) -> dict[str, Any]:
@@ -141,8 +142,10 @@ def evaluate_guard(
     ``results["false_positives"]`` = overall / blocked / per-reason rates on benign
     outputs with Clopper–Pearson 95 % CIs; ``results["guard"]`` = its settings and sizes.
     Arguments mirror :func:`privleak.audit.extraction_eval.run_extraction` (same seed and
-    sizes give the baseline's numbers in ``without_guard``). ``masker`` masks the examples
-    (default: every PII value of the splits plus pattern-shaped PII).
+    sizes give the baseline's numbers in ``without_guard``). ``allow_public``: windows of the
+    public split are not blocked (boilerplate the base model saw anyway; see
+    ``false_positives["public_boilerplate"]`` for what blocking them would cost). ``masker``
+    masks the examples (default: every PII value of the splits plus pattern-shaped PII).
     """
     t_all = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -150,7 +153,8 @@ def evaluate_guard(
     t = time.perf_counter()
     guard = Guard.build([r.text for r in members], canaries=canaries,
                         inventory=inventory_from_records(members) if use_inventory else (),
-                        threshold=threshold, policy=policy, scan=scan)
+                        threshold=threshold, policy=policy, scan=scan,
+                        allow_texts=[r.text for r in public] if allow_public else ())
     guard.warm_up()
     seconds["build"] = time.perf_counter() - t
 
@@ -239,14 +243,17 @@ def _benign(handle: ModelHandle, guard: Guard, members: Sequence[Record], non_me
         with_pii.update(hits)
     windows = [member_idx.window_hits(o) for o in outs]
     with_window = {i for i, w in enumerate(windows) if w.any()}
-    # Member windows that the public split also has: boilerplate the verbatim blocker would stop.
-    boiler = sum(bool(w.any() and public_idx is not None and public_idx.window_hits(o)[w].any())
-                 for o, w in zip(outs, windows))
+    # Outputs whose member windows all occur in the public split too: boilerplate. Excluded from the
+    # benign set by definition, but a guard that blocks them costs utility: report how often it does.
+    boiler = [i for i in with_window if public_idx is not None and not (windows[i] & ~public_idx.window_hits(outs[i])).any()]
+    boiler_v = guard.check_batch([outs[i] for i in boiler], [prompts[i] for i in boiler]) if boiler else []
     keep = [i for i in range(len(outs)) if i not in with_pii and i not in with_window]
-    verdicts = guard.check_batch([outs[i] for i in keep])
+    verdicts = guard.check_batch([outs[i] for i in keep], [prompts[i] for i in keep])
     n = len(keep)
     fp = {"n_generated": len(outs), "n_benign": n, "excluded_member_pii": len(with_pii),
-          "excluded_member_window": len(with_window), "member_window_also_public": int(boiler),
+          "excluded_member_window": len(with_window),
+          "public_boilerplate": {"blocked": _rate(sum(not v.allowed for v in boiler_v), len(boiler)),
+                                 "verbatim": _rate(sum("verbatim" in v.reasons() for v in boiler_v), len(boiler))},
           "overall": _rate(sum(v.intervened for v in verdicts), n),
           "blocked": _rate(sum(not v.allowed for v in verdicts), n),
           "by_reason": {r: _rate(sum(r in v.reasons() for v in verdicts), n) for r in REASONS},

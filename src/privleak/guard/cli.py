@@ -46,6 +46,7 @@ def build(
     fmt: str | None = typer.Option(None, "--format", help="jsonl, csv or text (default: from the extension)."),
     canaries: Path | None = typer.Option(None, "--canaries", help="canaries.json (from `privleak data generate` or a run): secrets that must never leave."),
     pii_inventory: bool = typer.Option(False, "--pii-inventory", help="Also never release the members' own PII values (needs privleak JSONL with 'pii' spans, e.g. splits/members.jsonl)."),
+    allow: Path | None = typer.Option(None, "--allow", help="Public text (same formats as --train) whose spans are never blocked, e.g. what the base model was trained on."),
     threshold: int = typer.Option(50, "--threshold", help="Block verbatim training spans of at least this many characters."),
     casefold: bool = typer.Option(False, "--casefold", help="Match verbatim text ignoring case."),
     exact_ws: bool = typer.Option(False, "--exact-whitespace", help="Do not normalise whitespace before matching."),
@@ -75,8 +76,9 @@ def build(
         if not inventory:
             raise UserError(f"--pii-inventory: {train} has no ground-truth 'pii' spans; pass privleak JSONL "
                             "(e.g. a run's splits/members.jsonl) or drop --pii-inventory")
+    allow_texts = [r.text for r in load_corpus(allow, text_field=text_field, fmt=fmt)] if allow is not None else []
     guard = Guard.build([r.text for r in records], canaries=secrets, inventory=inventory, threshold=threshold,
-                        normalise_ws=not exact_ws, casefold=casefold)
+                        normalise_ws=not exact_ws, casefold=casefold, allow_texts=allow_texts)
     path = guard.save(out_path)
     m = guard.meta
     _err(f"wrote {path}: {m['n_texts']} texts, {m['n_windows']} windows of {m['threshold']} chars, "

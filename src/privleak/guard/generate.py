@@ -18,7 +18,7 @@ from ..models.handle import ModelHandle
 from .guard import Guard
 from .verdict import Verdict
 
-OutputFilter = Callable[[list[str]], list[str]]
+OutputFilter = Callable[[list[str], list[str]], list[str]]  # (texts, their prompts) -> texts
 ON_BLOCK = ("redact", "refuse")
 
 
@@ -37,8 +37,8 @@ def guard_filter(guard: Guard, on_block: str = "redact", refusal: str = "",
     if on_block not in ON_BLOCK:
         raise ValueError(f"on_block must be one of {ON_BLOCK}, got {on_block!r}")
 
-    def apply(texts: list[str]) -> list[str]:
-        verdicts = guard.check_batch(list(texts))
+    def apply(texts: list[str], prompts: list[str]) -> list[str]:
+        verdicts = guard.check_batch(list(texts), list(prompts))
         if on_verdicts is not None:
             on_verdicts(list(texts), verdicts)
         return [v.text if v.allowed or on_block == "redact" else refusal for v in verdicts]
@@ -90,7 +90,7 @@ def generate_guarded(
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     raw = generate(handle, list(prompts), settings, desc="guarded generation")
     flat = [(i, j, t) for i, outs in enumerate(raw) for j, t in enumerate(outs)]
-    verdicts = guard.check_batch([t for _, _, t in flat])
+    verdicts = guard.check_batch([t for _, _, t in flat], [prompts[i] for i, _, _ in flat])
     final: dict[tuple[int, int], tuple[Verdict, int]] = {(i, j): (v, 1) for (i, j, _), v in zip(flat, verdicts)}
     for attempt in range(1, max_attempts):
         todo = [key for key, (v, _) in final.items() if not v.allowed]
@@ -98,7 +98,7 @@ def generate_guarded(
             break
         again = replace(settings, greedy=False, num_return_sequences=1, seed=settings.seed + attempt)
         outs = generate(handle, [prompts[i] for i, _ in todo], again, desc="guarded generation (retry)")
-        new_v = guard.check_batch([o[0] for o in outs])
+        new_v = guard.check_batch([o[0] for o in outs], [prompts[i] for i, _ in todo])
         for key, v in zip(todo, new_v):
             final[key] = (v, attempt + 1)
     result: list[list[GuardedSample]] = [[] for _ in prompts]

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..attacks.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary
 from ..data.records import Record
@@ -99,8 +101,15 @@ class Guard:
         policy: GuardPolicy | None = None,
         scan: ScanSettings | None = None,
         analyzer: PiiAnalyzer | None = None,
+        allow_texts: Iterable[str] = (),
     ) -> Guard:
-        """Index ``texts`` (the training corpus) and key ``canaries`` / ``inventory`` values."""
+        """Index ``texts`` (the training corpus) and key ``canaries`` / ``inventory`` values.
+
+        ``allow_texts``: public text (what the base model was trained on,
+        shared boilerplate) whose windows are removed from the index, so
+        quoting it is never blocked; a training span that also occurs there is
+        then not caught by the verbatim blocker (the tripwire still applies).
+        """
         if isinstance(threshold, bool) or int(threshold) < 8:
             raise UserError(f"--threshold {threshold}: must be at least 8 characters (default 50); "
                             "shorter spans match ordinary phrases")
@@ -108,9 +117,17 @@ class Guard:
         secrets = [_secret(c) for c in canaries]
         inventory = list(inventory)
         index = VerbatimIndex.build(texts, window=int(threshold), normalise=normalise_ws, casefold=casefold)
+        allow = list(allow_texts)
+        n_allowed = 0
+        if allow and len(index):
+            public = VerbatimIndex.build(allow, window=int(threshold), normalise=normalise_ws, casefold=casefold)
+            kept = np.setdiff1d(index.hashes, public.hashes, assume_unique=True)
+            n_allowed = len(index) - len(kept)
+            index = VerbatimIndex(kept, index.window, index.normalise, index.casefold)
         tripwire = Tripwire.build(secrets, inventory)
         meta = {"threshold": int(threshold), "normalise_ws": bool(normalise_ws), "casefold": bool(casefold),
-                "n_texts": len(texts), "n_windows": len(index), "n_canaries": len(secrets),
+                "n_texts": len(texts), "n_windows": len(index), "n_allow_texts": len(allow),
+                "n_windows_allowed": n_allowed, "n_canaries": len(secrets),
                 "n_inventory_values": len(inventory), "n_tripwire_keys": len(tripwire)}
         return cls(index, tripwire, policy or GuardPolicy(), scan or ScanSettings(), meta, analyzer)
 
@@ -140,27 +157,42 @@ class Guard:
             self.check("warm-up")
 
     # ------------------------------------------------------------- check
-    def check(self, text: str) -> Verdict:
-        """The verdict on one output (see the module docstring for what is guaranteed)."""
-        return self.check_batch([text])[0]
+    def check(self, text: str, context: str = "") -> Verdict:
+        """The verdict on one output (see the module docstring for what is guaranteed).
 
-    def check_batch(self, texts: Sequence[str]) -> list[Verdict]:
-        """Verdicts for many outputs; the PII scanner runs over them as one batch (spaCy ``pipe``)."""
+        ``context``: the text the output continues (the prompt). Its last
+        ``threshold - 1`` characters take part in the verbatim and tripwire
+        matching — a reader sees prompt and output together, so a training
+        span that starts in the prompt and ends in the output is caught — but
+        only the output's part of a span is flagged and redacted.
+        """
+        return self.check_batch([text], [context])[0]
+
+    def check_batch(self, texts: Sequence[str], contexts: Sequence[str] | None = None) -> list[Verdict]:
+        """Verdicts for many outputs (``contexts[i]``: what ``texts[i]`` continues, see :meth:`check`);
+        the PII scanner runs over them as one batch (spaCy ``pipe``)."""
         if isinstance(texts, str):
             raise TypeError("check_batch takes a list of texts; use check() for one")
+        if contexts is not None and len(contexts) != len(texts):
+            raise ValueError(f"{len(contexts)} contexts for {len(texts)} texts")
         # Lone surrogates (legal in JSON strings) become U+FFFD, one for one, so spans stay aligned.
         safe = [_SURROGATE.sub("\ufffd", t if isinstance(t, str) else str(t)) for t in texts]
+        tails = [""] * len(safe) if contexts is None else \
+            [_SURROGATE.sub("\ufffd", str(c))[-(self.threshold - 1):] if self.threshold > 1 and c else "" for c in contexts]
         pol = self.policy
         pii = [[] for _ in safe]
         if pol.pii != "off":
             pii = self._analyzer().analyze_batch(safe)
         out = []
-        for text, dets in zip(safe, pii):
+        for text, tail, dets in zip(safe, tails, pii):
             findings: list[Finding] = []
+            joined, off = tail + text, len(tail)
             if pol.verbatim != "off" and len(self.index):
-                findings += [Finding("verbatim", "VERBATIM", s, e, pol.verbatim) for s, e in self.index.spans(text)]
+                findings += [Finding("verbatim", "VERBATIM", max(0, s - off), e - off, pol.verbatim)
+                             for s, e in self.index.spans(joined) if e > off]
             if pol.canary != "off":
-                findings += [Finding("canary", h.label, h.start, h.end, pol.canary) for h in self.tripwire.scan(text)]
+                findings += [Finding("canary", h.label, max(0, h.start - off), h.end - off, pol.canary)
+                             for h in self.tripwire.scan(joined) if h.end > off]
             findings += [Finding("pii", d.label, d.start, d.end, pol.pii, d.score) for d in dets]
             out.append(apply_findings(text, findings))
         return out

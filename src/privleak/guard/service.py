@@ -1,6 +1,6 @@
 """The guard as an HTTP service (FastAPI + uvicorn).
 
-``POST /v1/check``  ``{"text": "..."}`` → ``{"allowed", "text", "findings"}``
+``POST /v1/check``  ``{"text": "...", "context": "<optional prompt>"}`` → ``{"allowed", "text", "findings"}``
 ``GET  /healthz``   ``{"status": "ok", "guard": settings and sizes}``
 
 Limits and errors: a body over ``max_body_bytes`` (declared or actually sent)
@@ -30,6 +30,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(..., description="The model output to check.")
+    context: str = Field("", description="The prompt the output continues (matched across, never redacted).")
 
 
 class FindingOut(BaseModel):
@@ -124,7 +125,7 @@ def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
     @app.post("/v1/check", response_model=CheckResponse)
     def check(req: CheckRequest) -> CheckResponse:
         t0 = time.perf_counter()
-        v = guard.check(req.text)
+        v = guard.check(req.text, req.context)
         counts: dict[str, int] = {}
         for f in v.findings:
             counts[f.reason] = counts.get(f.reason, 0) + 1
