@@ -70,7 +70,7 @@ def build(
 
         try:
             tagged = read_jsonl(train)
-        except Exception:
+        except (UserError, ValueError, KeyError, TypeError, OSError):  # not privleak JSONL: no spans to use
             tagged = []
         inventory = inventory_from_records(tagged)
         if not inventory:

@@ -69,7 +69,7 @@ def generate_guarded(
     handle: ModelHandle,
     guard: Guard,
     prompts: Sequence[str],
-    settings: GenerationSettings = GenerationSettings(),
+    settings: GenerationSettings | None = None,
     *,
     max_attempts: int = 3,
     on_block: str = "redact",
@@ -88,6 +88,7 @@ def generate_guarded(
         raise ValueError(f"on_block must be one of {ON_BLOCK}, got {on_block!r}")
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+    settings = settings or GenerationSettings()
     raw = generate(handle, list(prompts), settings, desc="guarded generation")
     flat = [(i, j, t) for i, outs in enumerate(raw) for j, t in enumerate(outs)]
     verdicts = guard.check_batch([t for _, _, t in flat], [prompts[i] for i, _, _ in flat])
