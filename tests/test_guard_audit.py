@@ -97,6 +97,15 @@ def test_redact_everything_guard_scores_full_false_positives(tiny_handle, corpus
     useless = _RedactEverything(g.index, g.tripwire, g.policy, g.scan)
     idx = VerbatimIndex.build([r.text for r in members])
     fp, examples = _benign(tiny_handle, useless, members, corpus.splits["non_members"], corpus.splits["public"], idx,
-                           None, 0, 10, PiiMasker({}), 2)
+                           None, None, 0, 10, PiiMasker({}), 2)
     assert fp["n_benign"] > 0 and math.isclose(fp["overall"]["rate"], 1.0) and fp["by_reason"]["pii"]["rate"] == 1.0
     assert fp["blocked"]["rate"] == 0.0 and len(examples) == 2
+
+
+def test_reaching_counts_only_windows_into_the_output():
+    from privleak.guard.audit_arm import _reaching
+
+    text = "member text that is long enough to make at least a few windows of fifty characters"
+    idx = VerbatimIndex.build([text])
+    assert _reaching(idx, text + " tail", len(text) + 1).sum() == 0  # every window ends in the prompt part
+    assert _reaching(idx, text, len(text) - 1).sum() == 1  # only the last window reaches the output

@@ -29,10 +29,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..attacks.extraction import canary_extraction, sampling_extraction
 from ..attacks.generation import GenerationSettings, generate
 from ..attacks.phi_extraction import IDENTIFYING, find_leaks, phi_extraction, phi_values
-from ..attacks.verbatim_index import VerbatimIndex
+from ..attacks.verbatim_index import VerbatimIndex, normalise_ws
 from ..audit.masking import PiiMasker
 from ..audit.stats import clopper_pearson
 from ..data.canaries import Canary, derive_seed, make_canaries
@@ -144,7 +146,8 @@ def evaluate_guard(
     Arguments mirror :func:`privleak.audit.extraction_eval.run_extraction` (same seed and
     sizes give the baseline's numbers in ``without_guard``). ``allow_public``: windows of the
     public split are not blocked (boilerplate the base model saw anyway; see
-    ``false_positives["public_boilerplate"]`` for what blocking them would cost). ``masker``
+    ``false_positives["shared_boilerplate"]`` for how often the guard still blocks template
+    text that members share with public or non-member records). ``masker``
     masks the examples (default: every PII value of the splits plus pattern-shaped PII).
     """
     t_all = time.perf_counter()
@@ -213,7 +216,7 @@ def evaluate_guard(
             attacks[name]["outputs_blocked"] = c["blocked"]
 
     t = time.perf_counter()
-    fp, examples = _benign(handle, guard, members, non_members, public, member_idx, public_idx, seed, n_benign,
+    fp, examples = _benign(handle, guard, members, non_members, public, member_idx, non_member_idx, public_idx, seed, n_benign,
                            masker if masker is not None else _default_masker(splits, canaries), n_examples)
     seconds["benign"] = time.perf_counter() - t
     seconds["total"] = time.perf_counter() - t_all
@@ -224,9 +227,19 @@ def evaluate_guard(
     return {"results": results, "seconds": {k: round(v, 2) for k, v in seconds.items()}}
 
 
+def _reaching(index: VerbatimIndex, text: str, offset: int) -> np.ndarray:
+    """Window hits of ``text`` restricted to windows that end at or after ``offset`` (inside the output)."""
+    hits = index.window_hits(text)
+    pos = normalise_ws(text)[1] if index.normalise else np.arange(len(text))
+    if hits.size == 0:
+        return hits
+    return hits & (pos[index.window - 1 :] >= offset)
+
+
 def _benign(handle: ModelHandle, guard: Guard, members: Sequence[Record], non_members: Sequence[Record],
-            public: Sequence[Record], member_idx: VerbatimIndex, public_idx: VerbatimIndex | None, seed: int,
-            n_benign: int, masker: PiiMasker, n_examples: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            public: Sequence[Record], member_idx: VerbatimIndex, non_member_idx: VerbatimIndex | None,
+            public_idx: VerbatimIndex | None, seed: int, n_benign: int, masker: PiiMasker,
+            n_examples: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Guard interventions on sampled continuations of non-member and public prefixes."""
     half = n_benign // 2
     pool_n = [r for r in non_members if r.kind != "canary"][:half]
@@ -241,19 +254,30 @@ def _benign(handle: ModelHandle, guard: Guard, members: Sequence[Record], non_me
     with_pii: set[int] = set()
     for hits in find_leaks(mvals, outs):
         with_pii.update(hits)
-    windows = [member_idx.window_hits(o) for o in outs]
-    with_window = {i for i, w in enumerate(windows) if w.any()}
-    # Outputs whose member windows all occur in the public split too: boilerplate. Excluded from the
-    # benign set by definition, but a guard that blocks them costs utility: report how often it does.
-    boiler = [i for i in with_window if public_idx is not None and not (windows[i] & ~public_idx.window_hits(outs[i])).any()]
-    boiler_v = guard.check_batch([outs[i] for i in boiler], [prompts[i] for i in boiler]) if boiler else []
+    # A member window counts when it reaches into the output, read together with the end of its
+    # prompt (what the guard sees and what a reader sees).
+    tails = [p[-(member_idx.window - 1):] for p in prompts]
+    member_w = [_reaching(member_idx, t + o, len(t)) for t, o in zip(tails, outs)]
+    with_window = {i for i, w in enumerate(member_w) if w.any()}
+    # Outputs whose member windows all occur in public or non-member text too: shared boilerplate.
+    # Excluded from the benign set by definition, but blocking it costs utility: report how often.
+    shared = []
+    for i in sorted(with_window):
+        joined, off = tails[i] + outs[i], len(tails[i])
+        only = member_w[i].copy()
+        for other in (public_idx, non_member_idx):
+            if other is not None:
+                only &= ~_reaching(other, joined, off)
+        if not only.any():
+            shared.append(i)
+    shared_v = guard.check_batch([outs[i] for i in shared], [prompts[i] for i in shared]) if shared else []
     keep = [i for i in range(len(outs)) if i not in with_pii and i not in with_window]
     verdicts = guard.check_batch([outs[i] for i in keep], [prompts[i] for i in keep])
     n = len(keep)
     fp = {"n_generated": len(outs), "n_benign": n, "excluded_member_pii": len(with_pii),
           "excluded_member_window": len(with_window),
-          "public_boilerplate": {"blocked": _rate(sum(not v.allowed for v in boiler_v), len(boiler)),
-                                 "verbatim": _rate(sum("verbatim" in v.reasons() for v in boiler_v), len(boiler))},
+          "shared_boilerplate": {"blocked": _rate(sum(not v.allowed for v in shared_v), len(shared)),
+                                 "verbatim": _rate(sum("verbatim" in v.reasons() for v in shared_v), len(shared))},
           "overall": _rate(sum(v.intervened for v in verdicts), n),
           "blocked": _rate(sum(not v.allowed for v in verdicts), n),
           "by_reason": {r: _rate(sum(r in v.reasons() for v in verdicts), n) for r in REASONS},
