@@ -21,8 +21,10 @@ Noise is on (σ = 1); Poisson sampling is replaced by a fixed batch so every
 variant processes the same records.
 
 * Time: all variants live in one process and their steps are interleaved
-  (A B C … A B C …), so a noisy machine slows them alike; ms/step is the
-  median over ``--steps`` rounds after a warm-up.
+  (A B C … A B C …); ms/step is the median over ``--steps`` rounds after a
+  warm-up. On CPU it is the process's CPU time with one thread (``--threads``),
+  which counts the work done and not the neighbours on a shared machine; wall
+  time is printed beside it. On CUDA it is synchronised wall time.
 * Memory: each variant runs alone in a fresh subprocess. CUDA: peak
   allocated bytes (``torch.cuda.max_memory_allocated``, weights included).
   CPU: peak resident set size during the steps minus the resident size just
@@ -208,12 +210,16 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=8)
     ap.add_argument("--train-embeddings", action="store_true", help="full fine-tuning includes the embeddings (ghost unties lm_head)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (0: torch's default)")
     ap.add_argument("--memory-worker", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bench_dp_step: --device cuda but no CUDA device is available; skipped.")
         return
+    if args.device == "cpu" and args.threads:
+        # One thread: CPU time then counts work, not OpenMP spin-waits, and neighbours cannot skew the split.
+        torch.set_num_threads(args.threads)
     args.model = args.model or ("gpt2-small" if args.device == "cuda" else "embedded")
     args.batch = args.batch or (32 if args.model == "gpt2-small" else 128)
     args.max_tokens = args.max_tokens or (args.batch * args.seq if args.model == "gpt2-small" else DPSettings.micro_batch_tokens)
@@ -239,16 +245,19 @@ def main() -> None:
     for n in names:
         steps[n], sizes[n] = make_step(n, args, data)
     times = {n: [] for n in names}
+    walls = {n: [] for n in names}
     for n in names:  # warm-up (allocator, kernels, Opacus hooks)
         steps[n]()
     sync(args)
     for _ in range(args.steps):
         for n in names:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             steps[n]()
             sync(args)
-            times[n].append(time.perf_counter() - t0)
+            walls[n].append(time.perf_counter() - t0)
+            times[n].append(walls[n][-1] if args.device == "cuda" else time.process_time() - c0)
     ms = {n: statistics.median(times[n]) * 1e3 for n in names}
+    wall_ms = {n: statistics.median(walls[n]) * 1e3 for n in names}
     del steps
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,17 +266,18 @@ def main() -> None:
         mem = {n: statistics.median(memory_of(n, args, path) for _ in range(args.mem_repeats)) for n in names}
 
     threads = torch.get_num_threads() if args.device == "cpu" else None
+    clock = "wall ms (synchronised)" if args.device == "cuda" else "CPU ms of this process (robust to a shared machine)"
     what = "peak allocated" if args.device == "cuda" else "peak RSS growth during the step"
     print(f"model {args.model} on {args.device}{f' ({threads} threads)' if threads else ''}: batch {len(data['ids'])}, "
           f"max length {width}, micro-batch budget {args.max_tokens} tokens, "
           f"embeddings {'trained' if args.train_embeddings else 'frozen'}, LoRA rank {args.lora_rank}; "
-          f"memory = {what}; median of {args.steps} interleaved rounds")
-    print(f"{'variant':<12} {'trainable':>11} {'ms/step':>9} {'MiB':>9} {'time ×':>7} {'mem ×':>7}")
+          f"time = {clock}; memory = {what}; median of {args.steps} interleaved rounds")
+    print(f"{'variant':<12} {'trainable':>11} {'ms/step':>9} {'wall ms':>9} {'MiB':>9} {'time ×':>7} {'mem ×':>7}")
     ratios = {}
     for n in names:
         base = "plain-lora" if VARIANTS[n][1] else "plain"
         ratios[n] = (ms[n] / ms[base], mem[n] / mem[base])
-        print(f"{n:<12} {sizes[n]:>11,} {ms[n]:>9.0f} {mem[n] / 2**20:>9.1f} {ratios[n][0]:>7.2f} {ratios[n][1]:>7.2f}")
+        print(f"{n:<12} {sizes[n]:>11,} {ms[n]:>9.0f} {wall_ms[n]:>9.0f} {mem[n] / 2**20:>9.1f} {ratios[n][0]:>7.2f} {ratios[n][1]:>7.2f}")
     fast = FAST_PATH if FAST_PATH in names else names[-1]
     print(f"DP step / non-private step ({fast}): time {ratios[fast][0]:.2f}x, peak memory {ratios[fast][1]:.2f}x")
 
