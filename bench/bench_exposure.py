@@ -8,7 +8,7 @@ algorithm is kept here, verbatim, as ``old_canary_exposure``. Runs alternate
 old/new in one process and report medians, since the machine is shared.
 Checks that ranks and exposures are identical, and prints the speed-up last.
 
-    .venv/bin/python bench/bench_exposure.py [repeats] [n_candidates]
+    .venv/bin/python bench/bench_exposure.py [repeats] [n_candidates] [n_canaries]
 """
 
 from __future__ import annotations
@@ -104,18 +104,19 @@ def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     n_candidates = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
     corpus = generate_corpus(ClinicalCorpusConfig())
-    canaries = corpus.canaries
+    canaries = corpus.canaries[: int(sys.argv[3])] if len(sys.argv) > 3 else corpus.canaries
     spec = BaseModelSpec()
     tok = train_tokenizer([r.text for r in corpus.splits["public"]], spec.vocab_size)
     torch.manual_seed(0)
     handle = ModelHandle(model=build_model(spec, tok.eos_token_id).eval(), tokenizer=tok, max_length=spec.max_length)
     canary_exposure(handle, canaries[:1], n_candidates=200)  # warm-up
     t_old, t_new = [], []
-    for _ in range(repeats):
+    for r in range(repeats):
         old, t = _timed(old_canary_exposure, handle, canaries, n_candidates=n_candidates)
         t_old.append(t)
         new, t = _timed(canary_exposure, handle, canaries, n_candidates=n_candidates)
         t_new.append(t)
+        print(f"run {r + 1}: old {t_old[-1]:.1f} s  new {t_new[-1]:.1f} s", flush=True)
     same_rank = all(a.rank == b.rank and a.exposure == b.exposure for a, b in zip(old, new))
     worst_extra = max(abs(a.exposure_extrapolated - b.exposure_extrapolated) for a, b in zip(old, new))
     print(f"canaries: {len(canaries)} x {n_candidates} candidates, torch threads: {torch.get_num_threads()}, repeats: {repeats}")

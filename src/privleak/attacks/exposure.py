@@ -184,7 +184,7 @@ def _tree_attention(
 
 
 def _children_logp(
-    trie: _Trie, model: PreTrainedModel, hidden: torch.Tensor, ids: np.ndarray, node_logp: np.ndarray, rows: int = 256
+    trie: _Trie, model: PreTrainedModel, hidden: torch.Tensor, ids: np.ndarray, node_logp: np.ndarray, rows: int = 1024
 ) -> None:
     """log p of every child of the nodes ``ids`` (ascending), from their final hidden states.
 
@@ -319,15 +319,15 @@ def _batched_forward(model: PreTrainedModel, p_ids: list[int], conts: list[list[
 
 @torch.inference_mode()
 def continuation_loglik(
-    handle: ModelHandle, prefix: str, continuations: list[str], batch_size: int = 1024, tree: bool | None = None
+    handle: ModelHandle, prefix: str, continuations: list[str], batch_size: int = 4096, tree: bool | None = None
 ) -> np.ndarray:
     """Σ_j log p(c_j | <start> prefix c_<j) for each continuation c.
 
     Continuations are merged into a token trie (they share leading tokens,
     e.g. a secret's first digits), and each distinct (path, next token) pair
     is scored once: the same sums as a full forward pass per continuation.
-    ``batch_size`` bounds the trie nodes (or, in the fallback, continuations)
-    run at once; ``tree=False`` forces the per-continuation fallback that
+    ``batch_size`` bounds the trie nodes (in the fallback, continuations,
+    at most 1024) run at once; ``tree=False`` forces the per-continuation fallback that
     non-GPT-2 models use.
     """
     model = handle.model
@@ -337,7 +337,8 @@ def continuation_loglik(
     if tree is None:
         tree = _tree_supported(model)
     if not tree:
-        return _batched_forward(model, p_ids, conts, batch_size, handle.pad_id)
+        # The fallback holds (batch, length, vocab) logits: keep its batches at most 1024.
+        return _batched_forward(model, p_ids, conts, min(batch_size, 1024), handle.pad_id)
     trie = _Trie.build(conts)
     return trie.sums(_tree_forward(model, p_ids, trie, batch_size))
 
