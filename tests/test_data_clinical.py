@@ -188,8 +188,13 @@ def test_generic_text_has_no_phi_and_is_diverse(corpus: Corpus) -> None:
 
 def test_people_and_values_unique_across_corpus(corpus: Corpus) -> None:
     records = _phi(corpus)
-    ids = [r.meta["person_id"] for r in records]
-    assert len(set(ids)) == len(ids)
+    ids = Counter(r.meta["person_id"] for r in records)
+    # A patient's notes: as many as their visits, each from a different template.
+    for r in records:
+        assert ids[r.meta["person_id"]] == r.meta["visits"]
+    templates = Counter((r.meta["person_id"], r.meta["template"]) for r in records)
+    assert max(templates.values()) == 1
+    assert max(ids.values()) > 1  # repeated patients exist by default
     owner: dict[tuple[str, str], str] = {}
     for r in records:
         for s in r.pii or []:

@@ -33,6 +33,8 @@ class SyntheticConfig(_Strict):
     n_population: int = Field(1200, ge=10)
     phi_fraction: float = Field(0.15, ge=0.0, le=1.0)
     public_phi_fraction: float = Field(0.5, ge=0.0, le=1.0)
+    repeat_fraction: float = Field(0.1, ge=0.0, le=1.0)  # patients with several notes (repeated PII)
+    repeat_visits: tuple[int, ...] = (2, 4, 8)
 
 
 class DataConfig(_Strict):

@@ -105,6 +105,8 @@ def _synthetic_cfg(cfg: AuditConfig, **over: object) -> ClinicalCorpusConfig:
         n_population=s.n_population,
         phi_fraction=s.phi_fraction,
         public_phi_fraction=s.public_phi_fraction,
+        repeat_fraction=s.repeat_fraction,
+        repeat_visits=tuple(s.repeat_visits),
         canary_repeats=tuple(cfg.canaries.repeats),
         canaries_per_repeat=cfg.canaries.per_repeat,
         seed=cfg.seed,

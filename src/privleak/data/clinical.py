@@ -13,10 +13,13 @@ Four splits:
 Every note is assembled piece by piece and the exact character span of each
 PHI value is recorded while the text is being built, so the ground truth
 never depends on searching the text afterwards (which mislabels values that
-occur twice or inside other values). Every person appears in exactly one
-note, and high-entropy values (full name, e-mail, SSN, phone, MRN, address)
-are unique over the whole corpus, so a leaked member value can never be a
-non-member's value too.
+occur twice or inside other values). Most patients have one note; a
+fraction (``repeat_fraction``) come back for several visits
+(``repeat_visits`` notes, each from a different template, same identifiers):
+repeated PII, which Lukas et al. (2023) show leaks more, as in real notes.
+All of a patient's notes land in the same split. High-entropy values (full
+name, e-mail, SSN, phone, MRN, address) belong to one patient over the whole
+corpus, so a leaked member value can never be a non-member's value too.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class ClinicalCorpusConfig:
     public_phi_fraction: float = 0.5
     canary_repeats: tuple[int, ...] = (1, 2, 4, 8, 16)
     canaries_per_repeat: int = 3
+    repeat_fraction: float = 0.1  # of patients, who have several notes (visits)
+    repeat_visits: tuple[int, ...] = (2, 4, 8)  # notes of such a patient, drawn uniformly
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -72,12 +77,17 @@ class ClinicalCorpusConfig:
                 raise UserError(f"corpus config: {name} must be an integer, got {value!r}")
             if value < 0 and name != "seed":
                 raise UserError(f"corpus config: {name} must be >= 0, got {value}")
-        for name in ("phi_fraction", "public_phi_fraction"):
+        for name in ("phi_fraction", "public_phi_fraction", "repeat_fraction"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise UserError(f"corpus config: {name} must be a number in [0, 1], got {value!r}")
             if not 0.0 <= float(value) <= 1.0:
                 raise UserError(f"corpus config: {name} must be in [0, 1], got {value}")
+        self.repeat_visits = tuple(self.repeat_visits)
+        if not self.repeat_visits or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= len(TEMPLATES)
+                                         for v in self.repeat_visits):
+            raise UserError(f"corpus config: repeat_visits must be integers in 1..{len(TEMPLATES)} (one note per template), "
+                            f"got {self.repeat_visits!r}")
         # YAML/TOML give lists; a tuple keeps the config hashable and comparable.
         repeats = self.canary_repeats
         if isinstance(repeats, (str, bytes)) or not hasattr(repeats, "__iter__"):
@@ -450,20 +460,27 @@ class _Generator:
         self.registry = _Registry(canaries)
         self.texts: set[str] = set()
         self.n_people = 0
+        self.cfg = cfg
+        self.visit_rng = random.Random(derive_seed(cfg.seed, "clinical.visits"))
 
-    def phi_record(self) -> Record:
+    def patient_records(self, n_notes: int) -> list[Record]:
+        """``n_notes`` notes about one new patient, each from a different template."""
         person = _new_person(self.fake, self.rng, self.registry)
-        template = self.rng.choice(TEMPLATES)
-        text, spans = render_note(template, person, self.rng)
-        # Unique names make a repeat impossible; keep the invariant explicit.
-        assert text not in self.texts
-        self.texts.add(text)
         self.n_people += 1
-        return Record(
-            text=text,
-            pii=spans,
-            meta={"kind": "phi", "person_id": f"P{self.n_people:06d}", "template": template.name},
-        )
+        out = []
+        for template in self.rng.sample(TEMPLATES, n_notes):
+            text, spans = render_note(template, person, self.rng)
+            # Unique names make a repeat across patients impossible, and each
+            # visit has its own template; keep the invariant explicit.
+            assert text not in self.texts
+            self.texts.add(text)
+            out.append(Record(
+                text=text,
+                pii=spans,
+                meta={"kind": "phi", "person_id": f"P{self.n_people:06d}", "template": template.name,
+                      "visits": n_notes},
+            ))
+        return out
 
     def generic_record(self) -> Record:
         for _ in range(1000):
@@ -475,7 +492,12 @@ class _Generator:
 
     def split(self, n: int, phi_fraction: float) -> list[Record]:
         n_phi = round(n * phi_fraction)
-        records = [self.phi_record() for _ in range(n_phi)]
+        records: list[Record] = []
+        while len(records) < n_phi:
+            visits = 1
+            if self.visit_rng.random() < self.cfg.repeat_fraction:
+                visits = self.visit_rng.choice(self.cfg.repeat_visits)
+            records += self.patient_records(min(visits, n_phi - len(records)))
         records += [self.generic_record() for _ in range(n - n_phi)]
         self.rng.shuffle(records)
         return records
