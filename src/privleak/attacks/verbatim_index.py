@@ -113,6 +113,14 @@ def fold_case(text: str) -> str:
     return low.replace("ς", "σ")
 
 
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values, in place. (np.unique's hash-based path is several times slower on uint64.)"""
+    a.sort()
+    if a.size:
+        a = a[np.concatenate([[True], a[1:] != a[:-1]])]
+    return a
+
+
 @dataclass
 class VerbatimMatch:
     length: int  # characters of the longest matched span (0 when < w)
@@ -163,7 +171,7 @@ class VerbatimIndex:
             parts.append(cls._chunk_hashes(chunk, window))
         if not parts:
             return cls(np.empty(0, dtype=np.uint64), window, normalise, casefold)
-        hashes = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+        hashes = parts[0] if len(parts) == 1 else _sorted_unique(np.concatenate(parts))
         return cls(hashes, window, normalise, casefold)
 
     @staticmethod
@@ -182,10 +190,7 @@ class VerbatimIndex:
         del codes, sentinel
         hashes = h[clean]
         del h
-        hashes.sort()
-        if hashes.size:
-            hashes = hashes[np.concatenate([[True], hashes[1:] != hashes[:-1]])]
-        return hashes
+        return _sorted_unique(hashes)
 
     def __len__(self) -> int:
         return int(self.hashes.size)
