@@ -24,7 +24,13 @@ os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 import numpy as np
 import torch
 
-from privleak.attacks.exposure import CanaryExposure, _extrapolated, _split_point, canary_exposure, exposure_from_rank
+from privleak.attacks.exposure import (
+    CanaryExposure,
+    _extrapolated,
+    _split_point,
+    canary_exposure,
+    exposure_from_rank,
+)
 from privleak.data.canaries import Canary, sample_candidates
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.models.base import BaseModelSpec, build_model

@@ -5,7 +5,12 @@ import math
 import pytest
 import torch
 
-from privleak.attacks.exposure import canary_exposure, chance_exposure, continuation_loglik, exposure_from_rank
+from privleak.attacks.exposure import (
+    canary_exposure,
+    chance_exposure,
+    continuation_loglik,
+    exposure_from_rank,
+)
 from privleak.data.canaries import make_canaries
 from privleak.models.batching import encode
 from privleak.models.handle import ModelHandle, clone_model
@@ -52,10 +57,10 @@ def test_memorised_canary_has_high_exposure_and_unseen_one_does_not(tiny_handle)
 
 # --- the trie pass against a plain forward pass per candidate -------------
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from privleak.attacks.exposure import _split_point, _Trie  # noqa: E402
-from privleak.data.canaries import sample_candidates  # noqa: E402
+from privleak.attacks.exposure import _split_point, _Trie
+from privleak.data.canaries import sample_candidates
 
 
 def _loglik_by_hand(handle, prefix, conts):

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 from scipy import stats
-
 from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..data.canaries import Canary, sample_candidates
@@ -95,7 +94,7 @@ class _Trie:
     path: np.ndarray  # (n_continuations, longest)
 
     @classmethod
-    def build(cls, seqs: list[list[int]]) -> "_Trie":
+    def build(cls, seqs: list[list[int]]) -> _Trie:
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
         longest = int(lengths.max(initial=0))
         grid = np.zeros((len(seqs), longest), dtype=np.int64)
