@@ -194,7 +194,10 @@ def memory_of(name: str, args, data_path: str) -> float:
            "--model", args.model, "--max-tokens", str(args.max_tokens), "--lora-rank", str(args.lora_rank)]
     if args.train_embeddings:
         cmd.append("--train-embeddings")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # A fixed mmap threshold turns off glibc's adaptive one, so every large tensor is
+    # mapped and unmapped and RSS tracks live memory instead of the allocator's history.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536"}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return float(json.loads(out.strip().splitlines()[-1])["peak"])
 
 
@@ -206,7 +209,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=128, help="sequence length for gpt2-small")
     ap.add_argument("--max-tokens", type=int, help="micro-batch budget in padded tokens (default: the audit's 4096; gpt2-small: one micro-batch)")
     ap.add_argument("--steps", type=int, default=5, help="timed rounds (median reported)")
-    ap.add_argument("--mem-repeats", type=int, default=1, help="subprocess memory measurements per variant (median)")
+    ap.add_argument("--mem-repeats", type=int, default=3, help="subprocess memory measurements per variant (median)")
     ap.add_argument("--lora-rank", type=int, default=8)
     ap.add_argument("--train-embeddings", action="store_true", help="full fine-tuning includes the embeddings (ghost unties lm_head)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))

@@ -29,14 +29,15 @@ from privleak.models.dp_train import (
 )
 from privleak.models.handle import ModelHandle, clone_model, load_handle, save_handle
 
-# Lengths 4…14 through 16-wide layers: c_attn (16×48) takes the ghost form at
-# every length, attn.c_proj (16×16) the explicit form from T = 12 on — both
-# branches of the mixed norm run in one batch.
+# Padded to T = 14 through 24-wide layers: c_attn (24×72) and the MLP take the
+# ghost norm (T·(in+out) < in·out), attn.c_proj (24×24) the explicit one —
+# both branches of the mixed norm run in one batch.
 SEQS = [[0, 5, 7, 9, 3, 0], [0, 4, 4, 0], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0], [0, 9, 8, 7, 0]]
 
 
 def _tiny(train_embeddings: bool):
-    model = build_model(BaseModelSpec(vocab_size=50, n_layer=2, n_embd=16, n_head=2, max_length=16), eos_id=0).train()
+    model = build_model(BaseModelSpec(vocab_size=50, n_layer=2, n_embd=24, n_head=2, max_length=16), eos_id=0).train()
+    assert ghost_norms.use_ghost_form(14, 24, 72) and not ghost_norms.use_ghost_form(14, 24, 24)
     if train_embeddings:
         assert untie_output_embedding(model)
     else:
@@ -70,10 +71,10 @@ def test_conv1d_norm_forms_equal_explicit_per_sample_gradient_norms():
     a, b = torch.randn(3, 7, 5), torch.randn(3, 7, 6)
     explicit = torch.einsum("nti,ntj->nij", a, b).reshape(3, -1).norm(2, dim=1)
     assert ghost_norms.use_ghost_form(2, 5, 6) and not ghost_norms.use_ghost_form(7, 5, 6)
-    torch.testing.assert_close(ghost_norms.weight_grad_norms(a, b), explicit)  # explicit branch (2·49 > 30)
+    torch.testing.assert_close(ghost_norms.weight_grad_norms(a, b), explicit)  # explicit branch (7·11 > 30)
     wide_a, wide_b = torch.randn(3, 2, 5), torch.randn(3, 2, 6)
     torch.testing.assert_close(
-        ghost_norms.weight_grad_norms(wide_a, wide_b),  # ghost branch (2·4 < 30)
+        ghost_norms.weight_grad_norms(wide_a, wide_b),  # ghost branch (2·11 < 30)
         torch.einsum("nti,ntj->nij", wide_a, wide_b).reshape(3, -1).norm(2, dim=1),
     )
 

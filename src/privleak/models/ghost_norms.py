@@ -13,13 +13,16 @@ For ``y = x @ W + b`` (GPT-2's ``Conv1D``: ``W`` is (in, out)), activations
     ∇W_i = A_iᵀ B_i                    ‖∇W_i‖²_F = ⟨A_i A_iᵀ, B_i B_iᵀ⟩_F      (the "ghost norm")
     ∇b_i = Σ_t B_i,t                   ‖∇b_i‖²   = ‖Σ_t B_i,t‖²
 
-The ghost form costs O(T²·(in + out)) time and O(T²) memory per sample; the
-explicit form ``‖A_iᵀ B_i‖_F`` costs O(T·in·out) and O(in·out). Both are exact,
-so we pick per layer whichever is smaller — the "mixed ghost norm" of Bu,
+The ghost form costs T²·(in + out) multiply-adds and T² memory per sample;
+the explicit form ``‖A_iᵀ B_i‖_F`` costs T·in·out and in·out. Both are exact,
+so we pick per layer and per micro-batch the one with fewer operations, ghost
+iff ``T·(in + out) < in·out`` — a "mixed ghost norm" in the spirit of Bu,
 Mao & Xu 2022 ("Scalable and efficient training of large convolutional neural
-networks with differential privacy"): ghost when ``2T² < in·out``. Long
-sequences through narrow layers (the embedded 128-wide model at T = 160)
-take the explicit form; GPT-2 small (768-wide, T = 128) takes the ghost form.
+networks with differential privacy"), who choose by memory (``2T² < in·out``).
+Where the two criteria differ, the explicit form's in·out floats per sample
+are small anyway (narrow layers). Long sequences through narrow layers (the
+embedded 128-wide model at T ≈ 150) take the explicit form; GPT-2 small
+(768-wide and wider, T = 128) and short micro-batches take the ghost form.
 
 The result is the same quantity Opacus's per-sample gradients give (see
 ``conv1d_grad``); ``tests/test_dp_fast.py`` checks they agree to float
@@ -36,8 +39,8 @@ from transformers.pytorch_utils import Conv1D
 
 
 def use_ghost_form(seq_len: int, fan_in: int, fan_out: int) -> bool:
-    """Ghost (T×T Gram matrices) or explicit (in×out gradient) norm: whichever is smaller."""
-    return 2 * seq_len * seq_len < fan_in * fan_out
+    """Ghost (T×T Gram matrices) or explicit (in×out gradient) norm: whichever needs fewer operations."""
+    return seq_len * (fan_in + fan_out) < fan_in * fan_out
 
 
 def weight_grad_norms(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
