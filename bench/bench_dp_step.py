@@ -56,7 +56,13 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import per_sequence_nll, position_ids_for
-from privleak.models.dp_train import DPSettings, _logical_step, make_private, micro_batches, prepare_trainable
+from privleak.models.dp_train import (
+    DPSettings,
+    _logical_step,
+    make_private,
+    micro_batches,
+    prepare_trainable,
+)
 
 # name: (DP mode or None for non-private, LoRA?) — each DP variant's baseline is the plain one with the same LoRA flag.
 VARIANTS = {

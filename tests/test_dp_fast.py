@@ -16,8 +16,13 @@ from torch.utils.data import DataLoader, TensorDataset
 from privleak.models import dp_train, ghost_norms
 from privleak.models.accounting import epsilon_prv
 from privleak.models.base import BaseModelSpec, build_model
+from privleak.models.batching import (
+    encode,
+    pad_batch,
+    per_sequence_nll,
+    position_ids_for,
+)
 from privleak.models.book_keeping import BookKeeping
-from privleak.models.batching import encode, pad_batch, per_sequence_nll, position_ids_for
 from privleak.models.dp_train import (
     DPSettings,
     _logical_step,

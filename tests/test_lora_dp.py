@@ -8,9 +8,14 @@ from transformers import GPT2LMHeadModel
 
 from privleak.errors import UserError
 from privleak.models import ghost_norms  # noqa: F401  (registers the Conv1D norm sampler)
-from privleak.models.book_keeping import BookKeeping
 from privleak.models.base import BaseModelSpec, build_model
-from privleak.models.batching import encode, pad_batch, per_sequence_nll, position_ids_for
+from privleak.models.batching import (
+    encode,
+    pad_batch,
+    per_sequence_nll,
+    position_ids_for,
+)
+from privleak.models.book_keeping import BookKeeping
 from privleak.models.dp_train import DPSettings, train_dp
 from privleak.models.handle import ModelHandle, clone_model, load_handle, save_handle
 from privleak.models.lora import add_lora, merge_lora

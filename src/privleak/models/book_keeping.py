@@ -54,7 +54,7 @@ class BookKeeping:
             if not own:
                 continue
             if not isinstance(module, _SUPPORTED):
-                raise ValueError(f"book-keeping clipping cannot clip {name} ({type(module).__name__}); use 'hooks' or 'ghost'")
+                raise TypeError(f"book-keeping clipping cannot clip {name} ({type(module).__name__}); use 'hooks' or 'ghost'")
             self.layers.append(module)
         if sum(len([p for p in m.parameters(recurse=False) if p.requires_grad]) for m in self.layers) != len(self.params):
             raise ValueError("a trainable parameter is shared between layers; book-keeping needs each used once")
@@ -87,7 +87,7 @@ class BookKeeping:
         output.register_hook(keep_grad)
 
     class _Capture:
-        def __init__(self, bk: "BookKeeping") -> None:
+        def __init__(self, bk: BookKeeping) -> None:
             self.bk = bk
 
         def __enter__(self):
@@ -103,7 +103,7 @@ class BookKeeping:
                 p.requires_grad_(True)
             return False
 
-    def capture(self) -> "BookKeeping._Capture":
+    def capture(self) -> BookKeeping._Capture:
         """Context for the forward and the backward of ``Σ_i ℓ_i`` (a sum, so ``B_i`` is sample i's gradient)."""
         return BookKeeping._Capture(self)
 

@@ -57,10 +57,12 @@ from transformers import PreTrainedModel
 
 from ..errors import UserError
 from ..progress import progress_bar
-from . import conv1d_grad  # noqa: F401  (registers the Conv1D grad sampler)
-from . import ghost_norms  # noqa: F401  (registers the Conv1D norm sampler)
-from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
+from . import (
+    conv1d_grad,  # noqa: F401  (registers the Conv1D grad sampler)
+    ghost_norms,  # noqa: F401  (registers the Conv1D norm sampler)
+)
 from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
+from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import BookKeeping
 from .lora import add_lora, merge_lora
 from .train import TrainLog, lr_at, make_optimizer
