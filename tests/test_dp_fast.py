@@ -216,3 +216,19 @@ def test_ghost_with_trained_embeddings_unties_and_saves_as_trained(tiny_handle, 
     loaded = load_handle(tmp_path).model
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+def test_book_keeping_falls_back_to_the_reference_for_unsupported_layers(tiny_handle):
+    """A trainable layer book-keeping cannot clip (here: a trained embedding) means
+    the hooks path, with a warning — never a silently wrong clipped sum."""
+    model = clone_model(tiny_handle.model).train()
+    model.transformer.wpe.weight.requires_grad_(False)  # wte (tied to lm_head) stays trainable
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    ids, mask = pad_batch([[0, 1, 2, 0]] * 4, 0)
+    loader = DataLoader(TensorDataset(ids, mask), batch_size=4)
+    settings = DPSettings(target_epsilon=1.0, delta=1e-5, max_grad_norm=1.0, epochs=1, expected_batch_size=4, lr=0.1,
+                          grad_sample_mode="bk")
+    with pytest.warns(UserWarning, match="using 'hooks'"):
+        private, _, criterion, _, _ = make_private(model, opt, loader, 1.0, settings)
+    assert criterion is None
+    private._close()

@@ -38,6 +38,15 @@ from .ghost_norms import weight_grad_norms
 _SUPPORTED = (Conv1D, nn.Linear, nn.LayerNorm)
 
 
+def unsupported_layers(model: nn.Module) -> list[str]:
+    """Names of layers with trainable weights that book-keeping cannot clip (empty: supported)."""
+    return [
+        f"{name} ({type(m).__name__})"
+        for name, m in model.named_modules()
+        if any(p.requires_grad for p in m.parameters(recurse=False)) and not isinstance(m, _SUPPORTED)
+    ]
+
+
 class BookKeeping:
     """Hooks on ``model`` that turn one backward pass of Σ_i ℓ_i into the clipped gradient sum.
 

@@ -45,6 +45,7 @@ reference and the fast paths agree to float tolerance (``tests/test_dp_fast.py``
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from typing import Literal
@@ -63,7 +64,7 @@ from . import (
 )
 from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
-from .book_keeping import BookKeeping
+from .book_keeping import BookKeeping, unsupported_layers
 from .lora import add_lora, merge_lora
 from .train import TrainLog, lr_at, make_optimizer
 
@@ -343,7 +344,19 @@ def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTraine
 
 
 def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
-    """Opacus's ``make_private`` for the chosen mode; returns (module, optimizer, criterion or None, loader, engine)."""
+    """Opacus's ``make_private`` for the chosen mode; returns (module, optimizer, criterion or None, loader, engine).
+
+    A model with trainable layers book-keeping cannot clip (e.g. a user's
+    model with RMSNorm) runs the reference ``hooks`` path instead, with a
+    warning: the same DP-SGD step and guarantee, only slower.
+    """
+    if settings.grad_sample_mode == "bk" and (unsupported := unsupported_layers(model)):
+        warnings.warn(
+            f"grad_sample_mode='bk' cannot clip {', '.join(unsupported[:3])}{' …' if len(unsupported) > 3 else ''}; "
+            "using 'hooks' (same DP-SGD, slower)",
+            stacklevel=2,
+        )
+        settings = dataclasses.replace(settings, grad_sample_mode="hooks")
     kwargs = dict(
         module=model,
         optimizer=optimizer,
