@@ -40,7 +40,7 @@ def audited(tmp_path_factory) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("leakscan")
     cfg = tmp / "small.yaml"
     # Every kind of arm: each writes its own blocks (defence reports, PII attacks, guard).
-    cfg.write_text(yaml.safe_dump({**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub"]}))
+    cfg.write_text(yaml.safe_dump({**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"]}))
     return tmp / "run", str(cfg)
 
 

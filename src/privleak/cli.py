@@ -39,6 +39,9 @@ def _quiet_libraries() -> None:
     hf_logging.disable_progress_bar()
     logging.getLogger("opacus").setLevel(logging.ERROR)
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    # Presidio's debug lines quote the words around each detection: raw PII.
+    logging.getLogger("presidio-analyzer").setLevel(logging.WARNING)
+    logging.getLogger("presidio-anonymizer").setLevel(logging.WARNING)
 
 
 def _parse_epsilons(text: str) -> list[float]:
@@ -72,7 +75,8 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
-    from .audit.table import attack_table, defence_table, exposure_table, extraction_table, pii_attack_table, privacy_table
+    from .audit.table import (attack_table, defence_table, exposure_table, extraction_table, guard_table, pii_attack_table,
+                              privacy_table)
     from .config import build_config, read_config_file
     from .pipeline import run_audit
 
@@ -106,7 +110,8 @@ def run(
     results = run_audit(cfg, out_dir, notify=err.print)
     out.print(privacy_table(results))
     out.print(attack_table(results))
-    for table in (exposure_table(results), extraction_table(results), pii_attack_table(results), defence_table(results)):
+    for table in (exposure_table(results), extraction_table(results), pii_attack_table(results), defence_table(results),
+                  guard_table(results)):
         if table is not None:
             out.print(table)
     for w in results["warnings"]:

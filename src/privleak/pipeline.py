@@ -25,6 +25,7 @@ from .audit.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
 from .audit.pii_eval import PiiAttackSettings, base_emissions, run_pii_attacks
 from .audit.shadow_attacks import shadow_scores
+from .guard.audit_arm import evaluate_guard
 from .audit.utility import perplexity
 from .arms import ArmSpec, parse_arm
 from .config import AuditConfig, resolve_delta
@@ -459,6 +460,23 @@ def _pii_attacks(audit: Audit, name: str, model_dir: Path, splits: dict[str, lis
     write_json(run.path("arms", name, "pii_attacks_seconds.json"), out["seconds"])
 
 
+def _guard_arm(audit: Audit, splits: dict[str, list[Record]], canaries: list[Canary]) -> None:
+    """The baseline model behind the output guard: the extraction attacks re-run through it."""
+    cfg, run = audit.cfg, audit.run
+    handle = load_handle(run.path("arms", "baseline", "model"), cfg.model.max_length)
+    pii = None
+    if cfg.attacks.pii:
+        settings = _pii_settings(cfg)
+        if "base_pii_emissions" not in audit.memo:
+            audit.memo["base_pii_emissions"] = base_emissions(_load_base(audit), get_analyzer(), settings, seed=cfg.seed)
+        pii = (get_analyzer(), settings, audit.memo["base_pii_emissions"])
+    out = evaluate_guard(handle, splits, canaries, seed=cfg.seed, n_samples=cfg.attacks.extraction_samples,
+                         phi_records=cfg.attacks.phi_records, reference=_load_base(audit),
+                         masker=PiiMasker(known_pii_values(run.root)), pii=pii)
+    write_json(run.path("arms", "guard", "guard.json"), out["results"])
+    write_json(run.path("arms", "guard", "guard_seconds.json"), out["seconds"])
+
+
 # -------------------------------------------------------------- results ---
 
 def _pii_block(extraction: dict) -> dict | None:
@@ -506,7 +524,8 @@ def _between_arm_tests(arms: dict[str, dict]) -> dict[str, dict]:
 def _attack_seconds(run: RunDir, names: list[str]) -> dict[str, float]:
     out = {}
     for name in names:
-        for stage, file in (("extract", "extraction_seconds.json"), ("pii", "pii_attacks_seconds.json")):
+        for stage, file in (("extract", "extraction_seconds.json"), ("pii", "pii_attacks_seconds.json"),
+                            ("guard", "guard_seconds.json")):
             path = run.path("arms", name, file)
             if path.exists():
                 out.update({f"{stage}/{name}/{k}": v for k, v in read_json(path).items()})
@@ -534,6 +553,14 @@ def _assemble(audit: Audit, splits: dict[str, list[Record]], canaries: list[Cana
     cfg, run = audit.cfg, audit.run
     out_arms = {}
     for arm in arms:
+        if arm == "guard":
+            served = out_arms["baseline"]
+            out_arms[arm] = {
+                "kind": "guard", "serves": "baseline", "privacy": served["privacy"], "utility": served["utility"],
+                # Behind an API that returns only text, score-based attacks do not apply.
+                "attacks": {}, "guard": read_json(run.path("arms", "guard", "guard.json")),
+            }
+            continue
         tr = read_json(run.path("arms", arm, "train.json"))
         ev = read_json(run.path("arms", arm, "eval.json"))
         privacy = tr["privacy"] or {"epsilon": None, "delta": None, "sigma": None, "sample_rate": None, "steps": tr["steps"],
@@ -718,6 +745,11 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
             _stage(audit, f"pii/{arm}", stable_hash("pii", arm_keys[arm], base_key, pii_cfg),
                    lambda arm=arm: _pii_attacks(audit, arm, run.path("arms", arm, "model"), splits))
 
-    results = finite(_assemble(audit, splits, canaries, arms))
+    if any(s.guard for s in specs):
+        guard_cfg = (cfg.attacks.model_dump(mode="json"), _pii_settings(cfg).to_json(), cfg.seed)
+        _stage(audit, "guard", stable_hash("guard", arm_keys["baseline"], base_key, data_key, guard_cfg),
+               lambda: _guard_arm(audit, splits, canaries))
+
+    results = finite(_assemble(audit, splits, canaries, [s.name for s in specs]))
     write_results(run.path("results.json"), results)
     return results

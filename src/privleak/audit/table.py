@@ -151,3 +151,24 @@ def defence_table(results: dict[str, Any]) -> Table | None:
                                       f"{sum(v['before'] for v in copies.values())}")
         t.add_row(name, rec, left_s, removed, cop)
     return t
+
+
+def guard_table(results: dict[str, Any]) -> Table | None:
+    """The guard arm: leaks without/with the guard, and what it costs on benign output."""
+    from ..guard.audit_arm import guard_rows
+
+    guard = (results["arms"].get("guard") or {}).get("guard")
+    if not guard:
+        return None
+    t = Table(title="Output guard (baseline model behind the guard) — leaks stopped, and false positives on benign output")
+    for col in ("measure", "without guard", "with guard", "stopped / rate [95% CI]"):
+        t.add_column(col, justify="left" if col == "measure" else "right")
+    for row in guard_rows(guard):
+        if "without_guard" in row:
+            stopped = row["stopped"]
+            t.add_row(row["measure"], str(row["without_guard"]),
+                      str(row["with_guard"]), "—" if stopped is None else f"{stopped:.0%}")
+        else:
+            lo, hi = row["ci95"]
+            t.add_row(row["measure"], "", f"{row['k']}/{row['n']}", f"{row['rate']:.1%} [{lo:.1%}, {hi:.1%}]")
+    return t

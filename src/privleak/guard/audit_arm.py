@@ -34,6 +34,7 @@ import numpy as np
 from ..attacks.extraction import canary_extraction, sampling_extraction
 from ..attacks.generation import GenerationSettings, generate
 from ..attacks.phi_extraction import IDENTIFYING, find_leaks, phi_extraction, phi_values
+from ..attacks.pii_extraction import pii_extraction
 from ..attacks.verbatim_index import VerbatimIndex, normalise_ws
 from ..audit.masking import PiiMasker
 from ..audit.stats import clopper_pearson
@@ -134,6 +135,7 @@ def evaluate_guard(
     allow_public: bool = True,
     masker: PiiMasker | None = None,
     n_examples: int = 3,
+    pii: tuple[Any, Any, Any] | None = None,
 ) -> dict[str, Any]:
     """The guard arm's result: ``{"results": {...}, "seconds": {...}}`` (timings apart: not deterministic).
 
@@ -149,6 +151,9 @@ def evaluate_guard(
     ``false_positives["shared_boilerplate"]`` for how often the guard still blocks template
     text that members share with public or non-member records). ``masker``
     masks the examples (default: every PII value of the splits plus pattern-shaped PII).
+    ``pii``: ``(analyzer, PiiAttackSettings, base emissions)`` to re-run Lukas et al.'s PII
+    extraction through the guard too (``results["attacks"]["pii_extraction"]``), with the
+    settings and seed of the audit's PII stage so ``without_guard`` is the baseline's figure.
     """
     t_all = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -193,6 +198,22 @@ def evaluate_guard(
                                   "non_member_floor": {"without_guard": runs[0].total.non_member_leaked,
                                                        "with_guard": runs[1].total.non_member_leaked}}
         seconds["phi_prompts"] = time.perf_counter() - t
+
+    if pii is not None and any(r.has_pii for r in members):
+        t = time.perf_counter()
+        analyzer, ps, base_tags = pii
+        runs = []
+        for h in (plain, guarded):
+            tally.current = "pii_extraction"
+            runs.append(pii_extraction(h, members, non_members, analyzer, base=base_tags, n_samples=ps.extraction_samples,
+                                       prompts=ps.extraction_prompts, max_new_tokens=ps.extraction_max_new_tokens,
+                                       top_k=ps.top_k, seed=seed, batch_size=ps.batch_size, labels=ps.labels).total)
+        attacks["pii_extraction"] = {**_stopped(runs[0].member_extracted, runs[1].member_extracted),
+                                     "unit": "distinct member PII values extracted (Lukas et al.; base emissions subtracted)",
+                                     "n_member_values": runs[0].n_member_values,
+                                     "non_member_floor": {"without_guard": runs[0].non_member_extracted,
+                                                          "with_guard": runs[1].non_member_extracted}}
+        seconds["pii_extraction"] = time.perf_counter() - t
 
     t = time.perf_counter()
     member_idx = VerbatimIndex.build([r.text for r in members])
@@ -309,7 +330,8 @@ def guard_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """
     res = result.get("results", result)
     rows: list[dict[str, Any]] = []
-    names = {"canaries": "canary extraction", "phi_prompts": "PHI prompt extraction", "sampling": "sampling extraction"}
+    names = {"canaries": "canary extraction", "phi_prompts": "PHI prompt extraction", "sampling": "sampling extraction",
+             "pii_extraction": "PII extraction (Lukas et al.)"}
     for key, a in res.get("attacks", {}).items():
         rows.append({"measure": names.get(key, key), "unit": a.get("unit", ""), "without_guard": a["without_guard"],
                      "with_guard": a["with_guard"], "stopped": a["fraction_stopped"]})
