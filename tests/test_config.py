@@ -82,3 +82,12 @@ def test_unparseable_config_file(tmp_path):
     f.write_text("dp: [unclosed\n")
     with pytest.raises(UserError, match="c.yaml"):
         read_config_file(f)
+
+
+def test_full_profile_adds_dedup_and_lora_arms():
+    assert build_config(overrides={"profile": "full"}).arm_names() == [
+        "baseline", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora", "guard"]
+
+
+def test_dp_clipping_defaults_to_book_keeping():
+    assert build_config().dp.clipping == "bk"

@@ -111,6 +111,14 @@ class DPConfig(_Strict):
     train_embeddings: bool = False
     micro_batch_tokens: int = Field(4096, ge=16)
     accountant: Literal["prv", "rdp"] = "prv"
+    # Per-sample clipping: "bk" book-keeping (Bu et al. 2023; fastest here, exact),
+    # "ghost" (Opacus ghost clipping), "hooks" (Opacus per-sample gradients, the reference).
+    clipping: Literal["hooks", "ghost", "bk"] = "bk"
+    # The +lora arms (e.g. dp-8+lora): rank-r adapters on attention and MLP, merged after training.
+    lora_rank: int = Field(8, ge=1)
+    lora_alpha: float = Field(16.0, gt=0)
+    lora_lr: float = Field(5e-3, gt=0)  # adapters start at zero: a larger step than full fine-tuning
+    lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
 
     @field_validator("epsilons")
     @classmethod
@@ -191,7 +199,8 @@ class AttackConfig(_Strict):
 class AuditConfig(_Strict):
     seed: int = 0
     profile: Literal["quick", "full"] = "quick"
-    # None: baseline, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard.
+    # None: baseline, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
+    # (full profile: also dedup and dp-<max ε>+lora).
     arms: tuple[str, ...] | None = None
     data: DataConfig = DataConfig()
     canaries: CanaryConfig = CanaryConfig()
@@ -230,6 +239,10 @@ class AuditConfig(_Strict):
         specs.append(ArmSpec(scrub=True))
         if self.dp.epsilons:
             specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), scrub=True))
+        if self.profile == "full":
+            specs.append(ArmSpec(dedup=True))
+            if self.dp.epsilons:
+                specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), lora=True))
         specs.append(ArmSpec(guard=True))
         return specs
 

@@ -184,8 +184,13 @@ def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict:
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
-    return {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
-            **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"}), "seed": cfg.seed, "data_defences": data}
+    lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets"}
+    settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
+                **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"} | (set() if spec.lora else lora)),
+                "seed": cfg.seed, "data_defences": data}
+    if spec.lora:
+        settings["lr"] = settings.pop("lora_lr")
+    return settings
 
 
 # ------------------------------------------------------------ defences ---
@@ -243,7 +248,9 @@ def _fit(audit: Audit, base: ModelHandle, label: str, settings: dict, records: l
             target_epsilon=settings["target_epsilon"], delta=settings["delta"], max_grad_norm=settings["max_grad_norm"],
             epochs=settings["epochs"], expected_batch_size=settings["batch_size"], lr=settings["lr"], seed=cfg.seed,
             accountant=settings["accountant"], train_embeddings=settings["train_embeddings"],
-            micro_batch_tokens=settings["micro_batch_tokens"],
+            micro_batch_tokens=settings["micro_batch_tokens"], grad_sample_mode=settings["clipping"],
+            lora_rank=settings["lora_rank"] if settings["lora"] else None,
+            **({"lora_alpha": settings["lora_alpha"], "lora_targets": tuple(settings["lora_targets"])} if settings["lora"] else {}),
         )
         model, tlog = train_dp(model, data, dps, pad, cfg.model.max_length, desc=f"train {label}")
         cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
