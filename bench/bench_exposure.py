@@ -4,7 +4,8 @@ Both rank the same 15 canaries (the default corpus) among 10,000 candidates
 each with the same model (the embedded architecture, random init — speed
 does not depend on the weights; the tokenizer is the real one, trained on
 the public split, so candidates tokenise as in an audit). The previous
-algorithm is kept here, verbatim, as ``old_canary_exposure``. Runs alternate
+algorithm is the product's per-candidate fallback (``tree=False``, what
+non-GPT-2 models use), driven by ``old_canary_exposure``. Runs alternate
 old/new in one process and report medians, since the machine is shared.
 Checks that ranks and exposures are identical, and prints the speed-up last.
 
@@ -29,6 +30,7 @@ from privleak.attacks.exposure import (
     _extrapolated,
     _split_point,
     canary_exposure,
+    continuation_loglik,
     exposure_from_rank,
 )
 from privleak.data.canaries import Canary, sample_candidates
@@ -38,52 +40,16 @@ from privleak.models.handle import ModelHandle
 from privleak.models.tokenizer import train_tokenizer
 
 
-@torch.inference_mode()
-def old_continuation_loglik(handle: ModelHandle, prefix: str, continuations: list[str], batch_size: int = 1024) -> np.ndarray:
-    """The previous algorithm: prefix KV cache repeated over 1024 candidates, every continuation token run."""
-    tok = handle.tokenizer
-    model = handle.model
-    start = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
-    p_ids = ([start] if start is not None else []) + tok(prefix, add_special_tokens=False)["input_ids"]
-    conts = tok(continuations, add_special_tokens=False)["input_ids"]
-    out = np.zeros(len(conts), dtype=np.float64)
-    head, last = p_ids[:-1], p_ids[-1]
-    for b0 in range(0, len(conts), batch_size):
-        chunk = conts[b0 : b0 + batch_size]
-        width = max(len(c) for c in chunk)
-        bsz = len(chunk)
-        ids_np = np.full((bsz, width + 1), handle.pad_id, dtype=np.int64)
-        mask_np = np.zeros((bsz, width + 1), dtype=np.int64)
-        ids_np[:, 0], mask_np[:, 0] = last, 1
-        for r, c in enumerate(chunk):
-            ids_np[r, 1 : 1 + len(c)] = c
-            mask_np[r, 1 : 1 + len(c)] = 1
-        ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
-        if head:
-            cache = model(input_ids=torch.tensor([head]), use_cache=True).past_key_values
-            cache.batch_repeat_interleave(bsz)
-            full_mask = torch.cat([torch.ones((bsz, len(head)), dtype=torch.long), mask], dim=1)
-        else:
-            cache, full_mask = None, mask
-        pos = torch.arange(len(head), len(head) + width + 1).unsqueeze(0).expand(bsz, -1)
-        logits = model(
-            input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache, use_cache=cache is not None
-        ).logits[:, :-1].float()
-        target = ids[:, 1:].unsqueeze(-1)
-        logp = (logits.gather(-1, target).squeeze(-1) - torch.logsumexp(logits, dim=-1)) * mask[:, 1:]
-        out[b0 : b0 + bsz] = logp.sum(1).double().numpy()
-    return out
-
-
 def old_canary_exposure(handle: ModelHandle, canaries: list[Canary], n_candidates: int = 10_000, seed: int = 0) -> list[CanaryExposure]:
-    """The previous canary_exposure loop around ``old_continuation_loglik``."""
+    """The previous canary_exposure loop: every candidate run through the model with the prefix's
+    KV cache repeated over the batch — the product's fallback path (``tree=False``)."""
     results = []
     for k, canary in enumerate(canaries):
         rng = np.random.default_rng([seed, k])
         others = sample_candidates(canary, n_candidates - 1, rng)
         prefix, cont = _split_point(canary)
         conts = [cont] + [canary.text(s)[len(prefix) :] for s in others]
-        ll = old_continuation_loglik(handle, prefix, conts)
+        ll = continuation_loglik(handle, prefix, conts, batch_size=1024, tree=False)
         true_ll, cand = ll[0], ll[1:]
         rank = 1.0 + float((cand > true_ll).sum()) + 0.5 * float((cand == true_ll).sum())
         results.append(
