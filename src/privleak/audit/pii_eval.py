@@ -46,7 +46,7 @@ class PiiAttackSettings:
     reconstruction_candidates: int = 16
     reconstruction_max_new_tokens: int = 16
     # inference: member slots (and as many non-member), candidate set sizes (nested)
-    inference_slots: int = 21
+    inference_slots: int = 70  # 10 per identifying type: scoring is cheap, and 21 left ±20 % CIs
     inference_sizes: tuple[int, ...] = (10, 100)
     # scored window around a slot: characters of left context; rest of the sentence up to suffix_chars
     context_chars: int = 32
