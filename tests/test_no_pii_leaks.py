@@ -66,3 +66,22 @@ def test_show_pii_reveals_with_a_warning(audited, capfd):
     assert "PII unmasked" in "".join(capfd.readouterr())
     html = (out / "revealed.html").read_text()
     assert "warning" in html.lower()
+
+
+def test_every_arm_kind_lands_in_results(audited):
+    """Runs after the audit above: each arm kind wrote its own blocks."""
+    import json
+
+    out, _ = audited
+    results = json.loads((out / "results.json").read_text())
+    arms = results["arms"]
+    assert set(arms) == {"baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"}
+    assert arms["scrub"]["defences"]["scrub"]["quality"]["overall"]["recall"] > 0.9
+    assert arms["dedup"]["defences"]["dedup"]["n_in"] == results["data"]["n_members"]
+    for name in ("baseline", "scrub", "dp-8+scrub"):
+        assert {"extraction", "reconstruction", "inference"} <= set(arms[name]["pii_attacks"])
+    guard = arms["guard"]
+    assert guard["kind"] == "guard" and guard["serves"] == "baseline" and guard["attacks"] == {}
+    assert {"canaries", "phi_prompts", "sampling", "pii_extraction"} <= set(guard["guard"]["attacks"])
+    assert 0.0 <= guard["guard"]["false_positives"]["overall"]["rate"] <= 1.0
+    assert any(k.startswith("guard/guard/") for k in results["durations_s"])
