@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -408,10 +409,13 @@ def _evaluate(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[R
         "non_members": [r.text for r in splits["non_members"]],
         "population": [r.text for r in splits["population"]],
     }
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
     target = {
         split: cached_scores(handle, t, run.path("arms", name, f"scores_{split}.npz"), desc=f"score {name} {split}")
         for split, t in texts.items()
     }
+    seconds["scoring"] = time.perf_counter() - t0
     # The base model never saw the members: it is the reference model.
     reference = None
     if name != "base":
@@ -419,13 +423,18 @@ def _evaluate(audit: Audit, name: str, model_dir: Path, splits: dict[str, list[R
     members = [r for r in splits["members"] if r.kind != "canary"]
     mi, ni = _mia_subsets(cfg, members, splits["non_members"])
     delta, dp_eps = _eval_delta(audit, name, len(splits["members"]))
+    t0 = time.perf_counter()
     scores = attack_scores(target, reference, texts, k=cfg.attacks.min_k_percent / 100.0, rmia_a=cfg.attacks.rmia_a)
     shadows = None
     if name in _shadow_arms(cfg):
         shadows = _add_shadow_attacks(audit, name, target, scores, mi, ni)
     membership = evaluate_membership(scores, mi, ni, delta=delta, bootstrap=cfg.attacks.bootstrap,
                                      alpha=cfg.attacks.alpha, seed=cfg.seed, dp_epsilon=dp_eps)
+    seconds["membership"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     exposures = canary_exposure(handle, canaries, n_candidates=cfg.canaries.candidates, seed=cfg.seed, desc=f"exposure {name}")
+    seconds["exposure"] = time.perf_counter() - t0
+    write_json(run.path("arms", name, "eval_seconds.json"), {k: round(v, 2) for k, v in seconds.items()})
     write_json(run.path("arms", name, "eval.json"), {
         "utility": {"ppl_members": perplexity(target["members"]), "ppl_non_members": perplexity(target["non_members"])},
         **membership,
@@ -531,7 +540,7 @@ def _between_arm_tests(arms: dict[str, dict]) -> dict[str, dict]:
 def _attack_seconds(run: RunDir, names: list[str]) -> dict[str, float]:
     out = {}
     for name in names:
-        for stage, file in (("extract", "extraction_seconds.json"), ("pii", "pii_attacks_seconds.json"),
+        for stage, file in (("eval", "eval_seconds.json"), ("extract", "extraction_seconds.json"), ("pii", "pii_attacks_seconds.json"),
                             ("guard", "guard_seconds.json")):
             path = run.path("arms", name, file)
             if path.exists():
