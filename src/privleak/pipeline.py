@@ -729,7 +729,8 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
             settings = _arm_settings(cfg, spec, len(members))
             keys = []
             for k in range(cfg.shadows.n_shadows):
-                key = stable_hash("shadow", arm_keys[arm], cfg.shadows.model_dump(mode="json"), k,
+                # Which other arms get shadows does not change this arm's shadows.
+                key = stable_hash("shadow", arm_keys[arm], cfg.shadows.model_dump(mode="json", exclude={"arms"}), k,
                                   cfg.attacks.max_mia_records)
                 keys.append(key)
                 _stage(audit, f"shadow/{arm}/{k + 1}", key,
