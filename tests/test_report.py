@@ -368,3 +368,37 @@ def test_empirical_epsilon_above_accountant_is_flagged() -> None:
     page = render_report(results)
     assert "the DP guarantee does not hold" in page and "VIOLATION" in page
     assert "Recommended arm: dp-1" in page  # dp-8 no longer qualifies
+
+
+def test_guard_arm_gets_its_own_verdict_and_is_never_recommended():
+    from privleak.audit.report import arm_verdict, recommend
+
+    res = make_results(["c1"])
+    base = res["arms"]["baseline"]
+    res["arms"]["guard"] = {
+        "kind": "guard", "serves": "baseline", "privacy": base["privacy"], "utility": base["utility"], "attacks": {},
+        "guard": {"attacks": {"canaries": {"without_guard": 9, "with_guard": 0, "fraction_stopped": 1.0},
+                              "sampling": {"without_guard": 40, "with_guard": 1, "fraction_stopped": 0.975}},
+                  "false_positives": {"overall": {"rate": 0.25, "k": 5, "n": 20}, "blocked": {"rate": 0.0, "k": 0, "n": 20}}},
+    }
+    v = arm_verdict("guard", res["arms"]["guard"], res)
+    assert v["label"] == "GUARDED" and not v["near_chance"]
+    assert "48 of 49 leaks" in v["text"] and "25%" in v["text"] and "scores or weights" in v["text"]
+    verdicts = {n: arm_verdict(n, a, res) for n, a in res["arms"].items()}
+    rec = recommend(res, verdicts)
+    assert rec["arm"] != "guard" and "guard" not in rec["text"]  # not "recommended", not "leaks" either
+
+
+def test_pii_attack_and_defence_sections_render():
+    from privleak.audit.report import render_report
+
+    res = make_results(["c1"])
+    res["arms"]["baseline"]["pii_attacks"] = {"inference": {"sizes": [{"size": 10, "total": {
+        "accuracy": 0.5, "chance": 0.1, "non_member_accuracy": 0.05, "n_members": 20}}]}}
+    res["arms"]["scrub"] = {**res["arms"]["baseline"], "defences": {"scrub": {
+        "labels": ["SSN"], "quality": {"overall": {"recall": 0.99, "precision": 0.9}},
+        "pii_in_training": {"SSN": {"ground_truth_spans": 10, "values_left": 1}, "HEIGHT": {"ground_truth_spans": 5, "values_left": 5}}}},
+        "n_train_records": 100}
+    html = render_report(res)
+    assert "PII attacks (Lukas et al. 2023)" in html and "inference |C|=10" in html
+    assert "Data defences" in html and "1 of 10" in html  # only the types the scrubber targets

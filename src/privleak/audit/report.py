@@ -53,7 +53,7 @@ TPR_MARGIN = 0.01
 KNOWN_TOP = {"schema_version", "tool", "config", "data", "base_model", "arms", "warnings", "durations_s", "versions"}
 KNOWN_ARM = {"kind", "training", "privacy", "utility", "attacks", "canaries"}
 TEST_KEYS = ("statistical_tests", "tests", "statistics", "significance")
-EXTRA_ARM_SECTIONS = ("extraction", "pii", "guard")
+EXTRA_ARM_SECTIONS = ("extraction", "pii", "guard", "pii_attacks", "defences", "n_train_records", "serves", "shadows")
 CONTROL = "base (control)"
 
 Masker = Callable[[str], str]
@@ -286,6 +286,8 @@ def arm_verdict(name: str, arm: dict[str, Any], results: dict[str, Any]) -> dict
     if name == CONTROL:
         level, label = "control", "CONTROL"
         text = "The base model never saw the members: its attack figures are the floor any arm can reach."
+    elif arm.get("kind") == "guard" and isinstance(arm.get("guard"), dict):
+        level, label, text = "guard", "GUARDED", _guard_verdict(arm["guard"])
     elif not checks:
         level, label, text = "some", "NO ATTACKS", "No attack results for this arm."
     elif all(checks):
@@ -301,6 +303,20 @@ def arm_verdict(name: str, arm: dict[str, Any], results: dict[str, Any]) -> dict
             "figures": "; ".join(figures), "near_chance": level == "chance", "ppl": ppl}
 
 
+def _guard_verdict(g: dict[str, Any]) -> str:
+    """What the guard stopped and what it costs, in words; it never makes an arm 'near chance'."""
+    attacks = g.get("attacks") or {}
+    before = sum(int(a.get("without_guard") or 0) for a in attacks.values())
+    after = sum(int(a.get("with_guard") or 0) for a in attacks.values())
+    fp = (g.get("false_positives") or {})
+    overall, blocked = fp.get("overall") or {}, fp.get("blocked") or {}
+    text = f"Behind the output guard, {before - after} of {before} leaks found by the extraction attacks are stopped"
+    if _num(overall.get("rate")):
+        text += (f"; it changes {overall['rate']:.0%} of benign outputs (blocks {blocked.get('rate', 0):.0%})")
+    return text + (". A guard filters generated text only: anyone with access to the model's scores or weights "
+                   "is not stopped, so membership inference on the baseline still applies.")
+
+
 def recommend(results: dict[str, Any], verdicts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ok = {n: v for n, v in verdicts.items() if n != CONTROL and v["near_chance"] and _num(v["ppl"])}
     thresholds = (f"Near chance means: every membership attack's AUC 95% CI reaches within {AUC_MARGIN} of the control's AUC "
@@ -308,7 +324,8 @@ def recommend(results: dict[str, Any], verdicts: dict[str, dict[str, Any]]) -> d
                   f"mean canary exposure is at most {EXPOSURE_MARGIN:g} bit above chance and no canary secret ranks first.")
     if ok:
         best = min(ok, key=lambda n: ok[n]["ppl"])
-        others = [n for n in verdicts if n not in ok and n != CONTROL and _num(verdicts[n]["ppl"]) and verdicts[n]["ppl"] < ok[best]["ppl"]]
+        others = [n for n in verdicts if n not in ok and n != CONTROL and verdicts[n]["level"] != "guard"
+                  and _num(verdicts[n]["ppl"]) and verdicts[n]["ppl"] < ok[best]["ppl"]]
         why = f"Recommended arm: {best} — the best held-out perplexity ({ok[best]['ppl']:.2f}) among the arms whose attacks are near chance ({', '.join(ok)})."
         if others:
             why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} better perplexity but leak{'s' if len(others) == 1 else ''}."
@@ -522,6 +539,46 @@ def _section_pii(results: dict[str, Any], mask: Masker) -> dict[str, Any] | None
         blocks.append({"kind": "h3", "text": n})
         blocks += generic_blocks(_strip_examples(b), mask)
     return {"id": "pii", "title": "PII leaks by category", "blocks": blocks}
+
+
+def _section_pii_attacks(results: dict[str, Any]) -> dict[str, Any] | None:
+    """Lukas et al.'s three attacks: one table, every figure beside its chance level and floor."""
+    from .pii_eval import PII_TABLE_COLUMNS, pii_table_rows
+
+    rows = [[n, *r] for n, m in _models(results) if m.get("pii_attacks") for r in pii_table_rows(m["pii_attacks"])]
+    if not rows:
+        return None
+    return {"id": "pii-attacks", "title": "PII attacks (Lukas et al. 2023)", "blocks": [
+        {"kind": "table", "columns": ["arm", *PII_TABLE_COLUMNS], "rows": rows,
+         "caption": "Extraction: PII tagged in unprompted samples, minus what the base model emits; reconstruction: a "
+                    "masked slot filled with sampled candidates, lowest perplexity wins; inference: the same over |C| "
+                    "candidates of the true type. The non-member floor is the same attack on values never trained on."}]}
+
+
+def _section_defences(results: dict[str, Any]) -> dict[str, Any] | None:
+    """What the data defences did, measured against the ground truth."""
+    rows = []
+    for n, arm in (results.get("arms") or {}).items():
+        d = arm.get("defences") or {}
+        scrub, dd = d.get("scrub") or {}, d.get("dedup") or {}
+        q = (scrub.get("quality") or {}).get("overall") or {}
+        left = {k: v for k, v in (scrub.get("pii_in_training") or {}).items() if k in scrub.get("labels", ())}
+        copies = dd.get("canary_copies") or {}
+        if not d:
+            continue
+        rows.append([n, _n(q.get("recall")) if q else "—", _n(q.get("precision")) if q else "—",
+                     f"{sum(v['values_left'] for v in left.values())} of {sum(v['ground_truth_spans'] for v in left.values())}"
+                     if left else "—",
+                     f"{dd['n_removed']} of {dd['n_in']}" if dd else "—",
+                     f"{sum(v['after'] for v in copies.values())} of {sum(v['before'] for v in copies.values())}" if copies else "—",
+                     _n(arm.get("n_train_records"), "auto")])
+    if not rows:
+        return None
+    return {"id": "defences", "title": "Data defences", "blocks": [
+        {"kind": "table", "columns": ["arm", "scrubber recall", "scrubber precision", "identifying PII left in training",
+                                      "records removed by dedup", "canary copies after dedup", "records trained on"],
+         "rows": rows, "caption": "Span-level recall/precision of the scrubber on the members' ground-truth PII; "
+                                  "values still present in the text the arm was trained on."}]}
 
 
 def _strip_examples(b: Any) -> Any:
@@ -752,7 +809,8 @@ def render_report(results: dict[str, Any], run_dir: str | Path | None = None, sh
     src = source or (str(rd / "results.json") if rd is not None else "results.json")
     summary, rec = _section_summary(results)
     sections = [summary, _section_arms(results), _section_tradeoff(results), _section_roc(results),
-                _section_canaries(results), _section_pii(results, mask), _section_empirical(results),
+                _section_canaries(results), _section_pii(results, mask), _section_pii_attacks(results),
+                _section_defences(results), _section_empirical(results),
                 _section_tests(results, mask), _section_generic_arm(results, "extraction", "Extraction", mask),
                 _section_generic_arm(results, "guard", "Output guard", mask),
                 _section_examples(results, rd, mask, show_pii), _section_other(results, mask),
