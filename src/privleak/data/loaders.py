@@ -110,10 +110,23 @@ def _text_lines(content: str) -> list[tuple[int, str]]:
     return [(i, line) for i, line in _lines(content)]
 
 
-def _json_texts(p: Path, content: str, text_field: str) -> list[tuple[int, str]]:
-    # A .json file may be one JSON array rather than JSON lines.
+def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[int, dict[str, Any]]]]:
+    """``(is_array, [(line, object), …])`` of JSON lines (or one JSON array in a
+    ``.json`` file), every object checked to hold a string ``text_field``.
+    Blank lines are skipped; for an array, "line" is the 1-based position."""
     if p.suffix.lower() == ".json" and content.lstrip().startswith("["):
-        return _json_array_texts(p, content, text_field)
+        try:
+            items = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                f"fix the file or convert it to JSON lines"
+            ) from None
+        if not isinstance(items, list):
+            raise UserError(f"{p}: expected JSON lines or a JSON array of objects; convert it to JSON lines")
+        for k, obj in enumerate(items, start=1):
+            _field(p, f"record {k}", obj, text_field)
+        return True, list(enumerate(items, start=1))
     out = []
     for i, line in _lines(content):
         if not line.strip():
@@ -125,21 +138,13 @@ def _json_texts(p: Path, content: str, text_field: str) -> list[tuple[int, str]]
                 f"{p}: line {i}: malformed JSON ({exc.msg} at column {exc.colno}); "
                 f"each line must be one JSON object such as {{\"{text_field}\": \"...\"}}"
             ) from None
-        out.append((i, _field(p, f"line {i}", obj, text_field)))
-    return out
+        _field(p, f"line {i}", obj, text_field)
+        out.append((i, obj))
+    return False, out
 
 
-def _json_array_texts(p: Path, content: str, text_field: str) -> list[tuple[int, str]]:
-    try:
-        items = json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
-            f"fix the file or convert it to JSON lines"
-        ) from None
-    if not isinstance(items, list):
-        raise UserError(f"{p}: expected JSON lines or a JSON array of objects; convert it to JSON lines")
-    return [(k, _field(p, f"record {k}", obj, text_field)) for k, obj in enumerate(items, start=1)]
+def _json_texts(p: Path, content: str, text_field: str) -> list[tuple[int, str]]:
+    return [(i, obj[text_field]) for i, obj in json_rows(p, content, text_field)[1]]
 
 
 def _field(p: Path, where: str, obj: Any, text_field: str) -> str:
@@ -177,7 +182,10 @@ def _json_type(value: Any) -> str:
     return "string" if isinstance(value, str) else type(value).__name__
 
 
-def _csv_texts(p: Path, content: str, text_field: str, delimiter: str) -> list[tuple[int, str]]:
+def csv_rows(p: Path, content: str, text_field: str, delimiter: str) -> tuple[list[str], int, list[tuple[int, list[str]]]]:
+    """``(header, text column index, [(line, row), …])``; every row is kept
+    (blank ones too), and a non-blank row too short to hold the text column
+    is an error."""
     # Long documents overflow csv's default 128 KiB field limit.
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
     reader = csv.reader(io.StringIO(content, newline=""), delimiter=delimiter)
@@ -203,15 +211,23 @@ def _csv_texts(p: Path, content: str, text_field: str, delimiter: str) -> list[t
             raise UserError(
                 f"{p}: line {start}: malformed CSV ({exc}); check the quoting on that line"
             ) from None
-        if row and any(cell.strip() for cell in row):
-            if len(row) <= col:
-                raise UserError(
-                    f"{p}: line {start} has {len(row)} fields but column '{text_field}' is field "
-                    f"{col + 1}; quote fields that contain '{delimiter}'"
-                )
-            out.append((start, row[col]))
+        if _has_cells(row) and len(row) <= col:
+            raise UserError(
+                f"{p}: line {start} has {len(row)} fields but column '{text_field}' is field "
+                f"{col + 1}; quote fields that contain '{delimiter}'"
+            )
+        out.append((start, row))
         start = reader.line_num + 1
-    return out
+    return header, col, out
+
+
+def _has_cells(row: list[str]) -> bool:
+    return bool(row) and any(cell.strip() for cell in row)
+
+
+def _csv_texts(p: Path, content: str, text_field: str, delimiter: str) -> list[tuple[int, str]]:
+    _, col, rows = csv_rows(p, content, text_field, delimiter)
+    return [(line, row[col]) for line, row in rows if _has_cells(row)]
 
 
 def _hf_texts(p: Path, text_field: str) -> list[tuple[int, str]]:

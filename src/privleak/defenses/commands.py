@@ -29,6 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from privleak.data.loaders import (  # one parser, the same messages as the corpus loader
+    csv_rows,
+    json_rows,
+)
 from privleak.errors import UserError
 from privleak.progress import progress_bar
 
@@ -124,71 +128,15 @@ def _read_table(path: str | os.PathLike[str], text_field: str, fmt: str | None) 
 
 
 def _read_json(p: Path, content: str, text_field: str) -> _Table:
-    from privleak.data.loaders import _field  # same messages as the corpus loader
-
-    if p.suffix.lower() == ".json" and content.lstrip().startswith("["):
-        try:
-            items = json.loads(content)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                f"fix the file or convert it to JSON lines"
-            ) from None
-        if not isinstance(items, list):
-            raise UserError(f"{p}: expected JSON lines or a JSON array of objects; convert it to JSON lines")
-        texts = [_field(p, f"record {k}", obj, text_field) for k, obj in enumerate(items, start=1)]
-        return _Table(p, "json", items, list(texts), text_field, lines=list(range(1, len(items) + 1)))
-    rows, texts, numbers = [], [], []
-    for i, line in enumerate(content.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{p}: line {i}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                f"each line must be one JSON object such as {{\"{text_field}\": \"...\"}}"
-            ) from None
-        texts.append(_field(p, f"line {i}", obj, text_field))
-        rows.append(obj)
-        numbers.append(i)
-    return _Table(p, "jsonl", rows, texts, text_field, lines=numbers)
+    is_array, rows = json_rows(p, content, text_field)
+    return _Table(p, "json" if is_array else "jsonl", [obj for _, obj in rows], [obj[text_field] for _, obj in rows],
+                  text_field, lines=[line for line, _ in rows])
 
 
 def _read_csv(p: Path, content: str, text_field: str, delimiter: str) -> _Table:
-    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-    reader = csv.reader(io.StringIO(content, newline=""), delimiter=delimiter)
-    try:
-        header = next(reader)
-    except (csv.Error, StopIteration) as exc:
-        raise UserError(f"{p}: line 1: unreadable CSV header ({exc}); fix the header row") from None
-    columns = [h.strip() for h in header]
-    if text_field not in columns:
-        raise UserError(
-            f"{p}: CSV has no column '{text_field}' (columns: {', '.join(columns) or 'none'}); "
-            f"pass --text-field NAME to choose the text column"
-        )
-    col = columns.index(text_field)
-    rows, texts, numbers = [], [], []
-    start = reader.line_num + 1
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            raise UserError(f"{p}: line {start}: malformed CSV ({exc}); check the quoting on that line") from None
-        if row and any(cell.strip() for cell in row) and len(row) <= col:
-            raise UserError(
-                f"{p}: line {start} has {len(row)} fields but column '{text_field}' is field {col + 1}; "
-                f"quote fields that contain '{delimiter}'"
-            )
-        rows.append(row)
-        texts.append(row[col] if len(row) > col else None)
-        numbers.append(start)
-        start = reader.line_num + 1
-    return _Table(p, "csv", rows, texts, text_field, lines=numbers, col=col, header=header,
-                  delimiter=delimiter)
+    header, col, rows = csv_rows(p, content, text_field, delimiter)
+    return _Table(p, "csv", [row for _, row in rows], [row[col] if len(row) > col else None for _, row in rows],
+                  text_field, lines=[line for line, _ in rows], col=col, header=header, delimiter=delimiter)
 
 
 def _with_text(table: _Table, i: int, text: str) -> Any:
