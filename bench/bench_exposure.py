@@ -5,7 +5,7 @@ each with the same model (the embedded architecture, random init — speed
 does not depend on the weights; the tokenizer is the real one, trained on
 the public split, so candidates tokenise as in an audit). The previous
 algorithm is the product's per-candidate fallback (``tree=False``, what
-non-GPT-2 models use), driven by ``old_canary_exposure``. Runs alternate
+non-GPT-2 models use; ``canary_exposure(..., tree=False)``). Runs alternate
 old/new in one process and report medians, since the machine is shared.
 Checks that ranks and exposures are identical, and prints the speed-up last.
 
@@ -14,7 +14,6 @@ Checks that ranks and exposures are identical, and prints the speed-up last.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import sys
@@ -22,48 +21,15 @@ import time
 
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 
-import numpy as np
 import torch
 
 from privleak.attacks.exposure import (
-    CanaryExposure,
-    _extrapolated,
-    _split_point,
     canary_exposure,
-    continuation_loglik,
-    exposure_from_rank,
 )
-from privleak.data.canaries import Canary, sample_candidates
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.handle import ModelHandle
 from privleak.models.tokenizer import train_tokenizer
-
-
-def old_canary_exposure(handle: ModelHandle, canaries: list[Canary], n_candidates: int = 10_000, seed: int = 0) -> list[CanaryExposure]:
-    """The previous canary_exposure loop: every candidate run through the model with the prefix's
-    KV cache repeated over the batch — the product's fallback path (``tree=False``)."""
-    results = []
-    for k, canary in enumerate(canaries):
-        rng = np.random.default_rng([seed, k])
-        others = sample_candidates(canary, n_candidates - 1, rng)
-        prefix, cont = _split_point(canary)
-        conts = [cont] + [canary.text(s)[len(prefix) :] for s in others]
-        ll = continuation_loglik(handle, prefix, conts, batch_size=1024, tree=False)
-        true_ll, cand = ll[0], ll[1:]
-        rank = 1.0 + float((cand > true_ll).sum()) + 0.5 * float((cand == true_ll).sum())
-        results.append(
-            CanaryExposure(
-                canary_id=canary.canary_id,
-                repeats=canary.repeats,
-                exposure=exposure_from_rank(rank, n_candidates),
-                max_exposure=math.log2(n_candidates),
-                rank=rank,
-                n_candidates=n_candidates,
-                exposure_extrapolated=_extrapolated(true_ll, cand, canary.space_size()),
-            )
-        )
-    return results
 
 
 def _timed(fn, *args, **kwargs):
@@ -84,7 +50,7 @@ def main() -> None:
     canary_exposure(handle, canaries[:1], n_candidates=200)  # warm-up
     t_old, t_new = [], []
     for r in range(repeats):
-        old, t = _timed(old_canary_exposure, handle, canaries, n_candidates=n_candidates)
+        old, t = _timed(canary_exposure, handle, canaries, n_candidates=n_candidates, tree=False)
         t_old.append(t)
         new, t = _timed(canary_exposure, handle, canaries, n_candidates=n_candidates)
         t_new.append(t)

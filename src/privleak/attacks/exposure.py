@@ -354,9 +354,13 @@ def _extrapolated(true_ll: float, cand_ll: np.ndarray, space_size: int) -> float
 
 
 def canary_exposure(
-    handle: ModelHandle, canaries: list[Canary], n_candidates: int = 10_000, seed: int = 0, desc: str = "exposure"
+    handle: ModelHandle, canaries: list[Canary], n_candidates: int = 10_000, seed: int = 0, desc: str = "exposure",
+    tree: bool | None = None,
 ) -> list[CanaryExposure]:
-    """Exposure of every canary against ``n_candidates`` − 1 random other secrets (|R| = n_candidates)."""
+    """Exposure of every canary against ``n_candidates`` − 1 random other secrets (|R| = n_candidates).
+
+    ``tree``: as in :func:`continuation_loglik` (``False`` forces the per-candidate pass).
+    """
     if n_candidates < 2:
         raise ValueError("exposure needs at least 2 candidates")
     results = []
@@ -366,7 +370,7 @@ def canary_exposure(
             others = sample_candidates(canary, n_candidates - 1, rng)
             prefix, cont = _split_point(canary)
             conts = [cont] + [canary.text(s)[len(prefix) :] for s in others]
-            ll = continuation_loglik(handle, prefix, conts)
+            ll = continuation_loglik(handle, prefix, conts, tree=tree)
             true_ll, cand = ll[0], ll[1:]
             # Mid-rank for exact ties: neither side of a tie is favoured.
             rank = 1.0 + float((cand > true_ll).sum()) + 0.5 * float((cand == true_ll).sum())
