@@ -212,14 +212,9 @@ def _scrub_stage(audit: Audit, members: list[Record]) -> None:
 
 def _dedup_stage(audit: Audit, members: list[Record]) -> None:
     d = audit.cfg.defences.dedup
-    for i, r in enumerate(members):  # dedup returns the objects it keeps: tag them with their index
-        r.meta["_index"] = i
-    try:
-        kept, report = dedup_members(members, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=audit.cfg.seed)
-        kept_idx = [int(r.meta["_index"]) for r in kept]
-    finally:
-        for r in members:
-            r.meta.pop("_index", None)
+    kept, report = dedup_members(members, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=audit.cfg.seed)
+    kept_ids = {id(r) for r in kept}  # dedup returns the very objects it keeps
+    kept_idx = [i for i, r in enumerate(members) if id(r) in kept_ids]
     write_json(audit.run.path("defences", "dedup", "kept.json"), kept_idx)
     write_json(audit.run.path("defences", "dedup", "report.json"), report)
 

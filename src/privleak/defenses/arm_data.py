@@ -75,8 +75,7 @@ def dedup_members(
         "n_in": len(records),
         "n_kept": len(kept),
         "n_removed": len(records) - len(kept),
-        "passes": [{k: v for k, v in r.to_dict().items() if k not in ("clusters", "removed")} | {"groups": len(r.clusters)}
-                   for r in reports],
+        "passes": [r.counts() for r in reports],
     }
     before = Counter(r.meta.get("canary_id") for r in records if r.kind == "canary")
     if before:

@@ -376,8 +376,7 @@ def dedup_file(
     return DedupFileReport(
         in_path=str(in_path), out_path=str(out_path), format=table.fmt, n_rows=len(table.rows),
         n_records=len(idx), n_kept=len(idx) - len(removed), n_removed=len(removed),
-        stages=[{"method": r.method, "n_in": r.n_in, "n_kept": r.n_kept, "n_removed": r.n_removed,
-                 "n_clusters": len(r.clusters), "params": r.params} for r in reports],
+        stages=[r.counts() for r in reports],
         removed_lines=[table.lines[i] for i in removed], seconds=time.perf_counter() - t0,
     )
 

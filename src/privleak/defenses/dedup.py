@@ -60,6 +60,11 @@ class DedupReport:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def counts(self) -> dict:
+        """The report without the per-index lists (what results and command output show)."""
+        return {"method": self.method, "n_in": self.n_in, "n_kept": self.n_kept, "n_removed": self.n_removed,
+                "n_clusters": len(self.clusters), "params": self.params}
+
     def summary(self) -> str:
         return (f"{self.method}: {self.n_in} in, {self.n_removed} removed in "
                 f"{len(self.clusters)} duplicate group(s), {self.n_kept} kept")
