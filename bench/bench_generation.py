@@ -27,7 +27,7 @@ warnings.filterwarnings("ignore")
 
 import torch
 
-from privleak.attacks.generation import GenerationSettings, generate
+from privleak.models.generation import GenerationSettings, generate
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.handle import ModelHandle

@@ -42,9 +42,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 
-from privleak.attacks.verbatim_index import _WS, VerbatimIndex
+from privleak.core.verbatim_index import _WS, VerbatimIndex
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
-from privleak.guard import Guard, GuardPolicy, inventory_from_records
+from privleak.defenses.guard import Guard, GuardPolicy, inventory_from_records
 
 
 def _rss_mb() -> float:

@@ -35,7 +35,7 @@ os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 import httpx
 
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
-from privleak.guard import Guard, inventory_from_records
+from privleak.defenses.guard import Guard, inventory_from_records
 
 MAX_BYTES = 65536
 

@@ -13,7 +13,7 @@ from scipy import integrate
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 from privleak.models import accounting as acc
 
 # A representative quarter of the full grid q ∈ {0.001, 0.01, 0.05, 0.2} ×

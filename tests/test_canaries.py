@@ -21,7 +21,7 @@ from privleak.data.canaries import (
     save_canaries,
 )
 from privleak.data.records import Record
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 import pytest
 
 from privleak.config import build_config, read_config_file, resolve_delta
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 
 def test_defaults_and_arm_names():

@@ -22,7 +22,7 @@ from privleak.data.clinical import (
     write_corpus,
 )
 from privleak.data.records import PHI_LABELS, Record
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 SMALL = dict(n_public=400, n_members=300, n_non_members=300, n_population=300, phi_fraction=0.3)
 

@@ -12,7 +12,7 @@ from privleak.defenses import commands
 from privleak.defenses.commands import dedup_file, scrub_file
 from privleak.defenses.pii import DEFAULT_SCRUB_LABELS, get_analyzer
 from privleak.defenses.scrub import Scrubber
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 NOTES = [
     "Patient John Smith, DOB 1970-03-04, MRN-123456; phone (555) 234-5678.",

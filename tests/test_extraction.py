@@ -3,7 +3,7 @@
 import pytest
 
 from privleak.attacks.extraction import canary_extraction, prefix_extraction, sampling_extraction
-from privleak.attacks.verbatim_index import VerbatimIndex
+from privleak.core.verbatim_index import VerbatimIndex
 from privleak.data.canaries import make_canaries
 from privleak.data.records import Record
 from privleak.models.batching import encode

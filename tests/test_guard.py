@@ -8,10 +8,10 @@ import random
 import numpy as np
 import pytest
 
-from privleak.attacks.verbatim_index import VerbatimIndex, fold_case
-from privleak.errors import UserError
-from privleak.guard import Guard, GuardPolicy, ScanSettings, Verdict
-from privleak.guard.tripwire import Tripwire
+from privleak.core.verbatim_index import VerbatimIndex, fold_case
+from privleak.core.errors import UserError
+from privleak.defenses.guard import Guard, GuardPolicy, ScanSettings, Verdict
+from privleak.defenses.guard.tripwire import Tripwire
 
 _RNG = random.Random(7)
 _VOCAB = ["".join(_RNG.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_RNG.randint(2, 9))) for _ in range(5000)]
@@ -108,7 +108,7 @@ def test_pii_policies(corpus):
 def test_mask_format_matches_scrubber():
     from privleak.defenses.pii import get_analyzer
     from privleak.defenses.scrub import Scrubber
-    from privleak.guard.verdict import mask_token
+    from privleak.defenses.guard.verdict import mask_token
 
     assert mask_token("PHONE") == Scrubber(get_analyzer(ner=False), mode="mask").replacement("PHONE", "x")
 

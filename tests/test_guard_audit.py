@@ -8,20 +8,20 @@ import math
 import pytest
 
 from privleak.attacks.extraction import canary_extraction
-from privleak.attacks.generation import GenerationSettings, generate
-from privleak.attacks.verbatim_index import VerbatimIndex
-from privleak.audit.masking import PiiMasker
+from privleak.models.generation import GenerationSettings, generate
+from privleak.core.verbatim_index import VerbatimIndex
+from privleak.core.masking import PiiMasker
 from privleak.data.canaries import derive_seed, make_canaries
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
-from privleak.guard import Guard, ScanSettings, Verdict
-from privleak.guard.audit_arm import (
+from privleak.defenses.guard import Guard, ScanSettings, Verdict
+from privleak.defenses.guard.audit_arm import (
     _benign,
     _canary_leaks,
     _ReplayModel,
     evaluate_guard,
     guard_rows,
 )
-from privleak.guard.verdict import Finding
+from privleak.defenses.guard.verdict import Finding
 from privleak.models.handle import ModelHandle
 
 SIZES = dict(n_samples=6, phi_records=2, n_benign=8)
@@ -103,7 +103,7 @@ def test_redact_everything_guard_scores_full_false_positives(tiny_handle, corpus
 
 
 def test_reaching_counts_only_windows_into_the_output():
-    from privleak.guard.audit_arm import _reaching
+    from privleak.defenses.guard.audit_arm import _reaching
 
     text = "member text that is long enough to make at least a few windows of fifty characters"
     idx = VerbatimIndex.build([text])

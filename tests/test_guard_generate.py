@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from conftest import TINY_TEXTS
 
-from privleak.attacks.generation import GenerationSettings, generate
-from privleak.guard import Guard, GuardPolicy, ScanSettings
-from privleak.guard.generate import GuardedHandle, generate_guarded, guarded_handle
+from privleak.models.generation import GenerationSettings, generate
+from privleak.defenses.guard import Guard, GuardPolicy, ScanSettings
+from privleak.defenses.guard.generate import GuardedHandle, generate_guarded, guarded_handle
 
 PROMPTS = ["Patient Ann", "Patient Bo", "General advice:"]
 

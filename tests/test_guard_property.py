@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from privleak.guard import Guard, GuardPolicy, ScanSettings
+from privleak.defenses.guard import Guard, GuardPolicy, ScanSettings
 
 _RNG = random.Random(11)
 _WORDS = ["".join(_RNG.choice("abcdefghijklmnopqrstuvwxyzäöüßéçøñ日本語текст0123456789") for _ in range(_RNG.randint(1, 9)))

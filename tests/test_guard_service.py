@@ -8,8 +8,8 @@ import logging
 import pytest
 from fastapi.testclient import TestClient
 
-from privleak.guard import Guard, ScanSettings
-from privleak.guard.service import create_app
+from privleak.defenses.guard import Guard, ScanSettings
+from privleak.defenses.guard.service import create_app
 
 MEMBER = ("Verification record for Ann Lee-Park: social security number 376-45-8448. "
           "Follow-up booked at the cardiology clinic for next Tuesday morning.")

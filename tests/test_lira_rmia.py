@@ -6,7 +6,7 @@ from scipy.stats import norm
 
 from privleak.attacks.lira import fit_lira, lira_offline, lira_online, lira_scores, phi_from_nll, shadow_splits
 from privleak.attacks.rmia import log_pr_marginal, rmia_scores
-from privleak.audit.metrics import roc_auc
+from privleak.core.metrics import roc_auc
 
 
 def _world(n=600, n_shadows=16, seed=0, noise_in=0.15, noise_out=0.6):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from privleak.data.loaders import load_corpus
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 TEXTS = ["First note, with a comma.", 'Second "quoted" note', "Third\nspans two lines", "ünïcode ✓"]
 

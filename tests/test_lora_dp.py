@@ -6,7 +6,7 @@ from opacus import GradSampleModule
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from transformers import GPT2LMHeadModel
 
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 from privleak.models import ghost_norms  # noqa: F401  (registers the Conv1D norm sampler)
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import (

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve as sk_roc_curve
 
-from privleak.audit.metrics import mia_metrics, roc_auc, roc_curve, tpr_at_fpr
+from privleak.core.metrics import mia_metrics, roc_auc, roc_curve, tpr_at_fpr
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -1,23 +1,18 @@
 """PHI leak counting: exact full values only, against a non-member floor."""
 
-import math
-
 import pytest
 
 from privleak.attacks.phi_extraction import (
     PRIVAI_PROMPTS,
     CategoryLeak,
     PhiExtractionResult,
-    compare_arms,
     context_prompts,
     count_leaks,
-    find_leaks,
-    newcombe_diff,
-    normalise_value,
     phi_extraction,
     phi_values,
-    wilson,
 )
+from privleak.core.normalise import find_values as find_leaks
+from privleak.core.normalise import normalise_value
 from privleak.data.records import PiiSpan, Record
 
 
@@ -104,28 +99,6 @@ def test_member_vs_non_member_floor_and_low_entropy_apart():
     assert {e["label"] for e in examples} == {"NAME", "SSN"}
     lo, hi = total.excess_ci
     assert lo < total.excess < hi
-
-
-def test_newcombe_and_wilson_match_published_values():
-    # Newcombe (1998) example: 56/70 vs 48/80 -> difference 0.2, CI (0.0524, 0.3339).
-    lo, hi = newcombe_diff(56, 70, 48, 80)
-    assert lo == pytest.approx(0.0524, abs=1e-3) and hi == pytest.approx(0.3339, abs=1e-3)
-    assert wilson(0, 10)[0] == 0.0 and wilson(0, 10)[1] == pytest.approx(0.2775, abs=1e-3)
-
-
-def _result(k: int, n: int) -> PhiExtractionResult:
-    c = CategoryLeak("SSN", n, k, n, 0)
-    t = CategoryLeak("ALL_IDENTIFYING", n, k, n, 0)
-    return PhiExtractionResult([c], t, [], 1, 1, 1, 1, [], {}, 0.0)
-
-
-def test_compare_arms():
-    cmp = compare_arms(_result(40, 100), _result(2, 100))
-    ssn = cmp.category("SSN")
-    assert ssn.p_fisher < 1e-6 and ssn.p_chi2 < 1e-6
-    assert ssn.cohens_h == pytest.approx(2 * math.asin(math.sqrt(0.4)) - 2 * math.asin(math.sqrt(0.02)))
-    same = compare_arms(_result(5, 100), _result(5, 100)).category("ALL_IDENTIFYING")
-    assert same.p_fisher == pytest.approx(1.0) and same.cohens_h == 0.0
 
 
 def test_context_prompts_cut_at_span_starts():

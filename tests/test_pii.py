@@ -19,7 +19,7 @@ from privleak.defenses.pii import (
     resolve_overlaps,
 )
 from privleak.defenses.scrub_quality import evaluate_detections, match_spans
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 EVAL_LABELS = DEFAULT_SCRUB_LABELS + ("BLOOD_PRESSURE", "HEIGHT", "WEIGHT")
 

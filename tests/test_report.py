@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from privleak.audit.masking import PiiMasker, known_pii_values, mask_pii, mask_text_values
-from privleak.audit.report import render_compare, render_report, write_compare, write_report
-from privleak.audit.schema import load_results, results_schema, validate_results
-from privleak.errors import UserError
+from privleak.core.masking import PiiMasker, known_pii_values, mask_pii, mask_text_values
+from privleak.report.html import render_compare, render_report, write_compare, write_report
+from privleak.report.schema import load_results, results_schema, validate_results
+from privleak.core.errors import UserError
 
 REPEATS = (1, 2, 4)
 
@@ -371,7 +371,7 @@ def test_empirical_epsilon_above_accountant_is_flagged() -> None:
 
 
 def test_guard_arm_gets_its_own_verdict_and_is_never_recommended():
-    from privleak.audit.report import arm_verdict, recommend
+    from privleak.report.html import arm_verdict, recommend
 
     res = make_results(["c1"])
     base = res["arms"]["baseline"]
@@ -390,7 +390,7 @@ def test_guard_arm_gets_its_own_verdict_and_is_never_recommended():
 
 
 def test_pii_attack_and_defence_sections_render():
-    from privleak.audit.report import render_report
+    from privleak.report.html import render_report
 
     res = make_results(["c1"])
     res["arms"]["baseline"]["pii_attacks"] = {"inference": {"sizes": [{"size": 10, "total": {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from privleak.audit.report import write_report
+from privleak.report.html import write_report
 
 from test_report import SECTIONS_ALWAYS, SECTIONS_RICH, run_dir  # noqa: F401  (fixture)
 

@@ -9,9 +9,10 @@ import pytest
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import DEFAULT_SCRUB_LABELS, Detection, get_analyzer
-from privleak.defenses.scrub import Pseudonymizer, Scrubber, normalize_value, scrub_corpus
+from privleak.core.normalise import normalise_value as normalize_value
+from privleak.defenses.scrub import Pseudonymizer, Scrubber, scrub_corpus
 from privleak.defenses.scrub_quality import evaluate_scrubber, residual_pii, value_survives
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 
 @pytest.fixture(scope="module")

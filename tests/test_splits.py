@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from privleak.data.records import Record
 from privleak.data.splits import SPLIT_NAMES, normalize_text, split_corpus
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 
 def _recs(texts: list[str]) -> list[Record]:

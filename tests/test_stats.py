@@ -7,14 +7,13 @@ import pytest
 from scipy import stats as st
 from scipy.optimize import brentq
 
-from privleak.audit.metrics import mia_metrics, roc_curve, roc_points
-from privleak.audit.stats import (
+from privleak.core.metrics import mia_metrics, roc_curve, roc_points
+from privleak.audit.epsilon import dp_bound_check, empirical_epsilon
+from privleak.core.stats import (
     chi2_test,
     clopper_pearson,
     cohens_h,
     compare_proportions,
-    dp_bound_check,
-    empirical_epsilon,
     fisher_exact_test,
     newcombe_diff_ci,
     wilson_ci,

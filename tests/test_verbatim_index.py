@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from privleak.attacks.verbatim_index import VerbatimIndex, normalise_ws
+from privleak.core.verbatim_index import VerbatimIndex, normalise_ws
 
 
 _VOCAB_RNG = random.Random(123)

@@ -17,12 +17,12 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-from .errors import UserError
+from .core.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit language models for privacy leakage.")
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic data.")
 app.add_typer(data_app, name="data")
-from .guard.cli import guard_app  # noqa: E402  (the output guard's sub-commands)
+from .cli_guard import guard_app  # noqa: E402  (the output guard's sub-commands)
 app.add_typer(guard_app, name="guard")
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
@@ -75,7 +75,7 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
-    from .audit.table import (attack_table, defence_table, exposure_table, extraction_table, guard_table, pii_attack_table,
+    from .report.console import (attack_table, defence_table, exposure_table, extraction_table, guard_table, pii_attack_table,
                               privacy_table)
     from .config import build_config, read_config_file
     from .pipeline import run_audit
@@ -117,7 +117,7 @@ def run(
     for w in results["warnings"]:
         err.print(f"[yellow]warning:[/yellow] {w}")
     err.print(f"results: {Path(out_dir) / 'results.json'}")
-    from .audit.report import write_report
+    from .report.html import write_report
 
     err.print(f"report: {write_report(out_dir)}")
 
@@ -204,7 +204,7 @@ def report(
     show_pii: bool = typer.Option(False, "--show-pii", help="Show leaked PII unmasked; the page then carries a warning banner. Do not share it."),
 ) -> None:
     """Re-render a run's self-contained HTML report from its results.json."""
-    from .audit.report import write_report
+    from .report.html import write_report
 
     path = write_report(run_dir, show_pii=show_pii, out=out_path)
     if show_pii:
@@ -218,7 +218,7 @@ def compare(
     out_path: Path = typer.Option(Path("compare.html"), "--out", "-o", help="HTML file to write."),
 ) -> None:
     """Compare runs side by side in one self-contained HTML page."""
-    from .audit.report import write_compare
+    from .report.html import write_compare
 
     if len(run_dirs) < 2:
         raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .arms import ArmSpec, dp_arm_name, parse_arm
-from .errors import UserError
+from .core.errors import UserError
 
 __all__ = ["AuditConfig", "build_config", "dp_arm_name", "resolve_delta"]
 

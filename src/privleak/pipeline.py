@@ -22,11 +22,11 @@ from .attacks.exposure import canary_exposure, chance_exposure
 from .attacks.lira import shadow_splits
 from .attacks.scoring import TokenScores, cached_scores, score_texts
 from .audit.extraction_eval import run_extraction
-from .audit.masking import PiiMasker, known_pii_values
+from .core.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
 from .audit.pii_eval import PiiAttackSettings, base_emissions, run_pii_attacks
 from .audit.shadow_attacks import shadow_scores
-from .guard.audit_arm import evaluate_guard
+from .defenses.guard.audit_arm import evaluate_guard
 from .audit.utility import perplexity
 from .arms import ArmSpec, parse_arm
 from .config import AuditConfig, resolve_delta
@@ -35,7 +35,7 @@ from .data.clinical import ClinicalCorpusConfig, generate_corpus
 from .data.loaders import load_corpus
 from .data.records import Record, read_jsonl, write_jsonl
 from .data.splits import split_corpus
-from .errors import UserError
+from .core.errors import UserError
 from .defenses.arm_data import dedup_members, scrub_members
 from .defenses.pii import get_analyzer
 from .models.accounting import epsilons as accountant_epsilons
@@ -507,7 +507,7 @@ def _pii_block(extraction: dict) -> dict | None:
 
 def _between_arm_tests(arms: dict[str, dict]) -> dict[str, dict]:
     """Each arm vs the baseline on the leak counts (Fisher / χ², Cohen's h, Newcombe CI), as source 003 does."""
-    from .audit.stats import compare_proportions
+    from .core.stats import compare_proportions
 
     base = arms.get("baseline", {}).get("extraction")
     if not base:

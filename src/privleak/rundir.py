@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import UserError
+from .core.errors import UserError
 
 
 def stable_hash(*parts: Any) -> str:

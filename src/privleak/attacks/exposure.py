@@ -28,7 +28,7 @@ from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..data.canaries import Canary, sample_candidates
 from ..models.handle import ModelHandle
-from ..progress import progress_bar
+from ..core.progress import progress_bar
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ import numpy as np
 from ..data.canaries import Canary
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from .generation import GenerationSettings, generate, generate_ids
-from .verbatim_index import VerbatimIndex
+from ..models.generation import GenerationSettings, generate, generate_ids
+from ..core.verbatim_index import VerbatimIndex
 
 
 def _unique_texts(records: Sequence[Record]) -> list[Record]:

@@ -24,22 +24,22 @@ emit anyway. Here:
   count as identifying; low-entropy ones (CONDITION, …) are reported
   separately.
 
-Statistics (Wilson, Newcombe, Fisher, χ², Cohen's h) come from
-:mod:`privleak.audit.stats`, wrapped here only to return NaN for empty
-categories.
+Values are normalised and found by :mod:`privleak.core.normalise`, the
+one matching rule every PII count in PrivLeak uses.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ..audit import stats as _stats
+from ..core.normalise import find_values as find_leaks
+from ..core.normalise import normalise_value
+from ..core.stats import diff_ci
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from .generation import GenerationSettings, generate
+from ..models.generation import GenerationSettings, generate
 
 # The 14 attack prompts of PrivAI-Leak (source document 003, ATTACK_PROMPTS).
 PRIVAI_PROMPTS: tuple[str, ...] = (
@@ -61,103 +61,6 @@ PRIVAI_PROMPTS: tuple[str, ...] = (
 
 IDENTIFYING: tuple[str, ...] = ("NAME", "EMAIL", "SSN", "PHONE", "ADDRESS", "DOB", "MRN")
 LOW_ENTROPY: tuple[str, ...] = ("CONDITION", "MEDICATION", "PROCEDURE", "BLOOD_PRESSURE", "HEIGHT", "WEIGHT")
-_DIGIT_LABELS = ("SSN", "PHONE", "MRN")
-
-# ----------------------------------------------------------------------------
-# normalisation and matching
-
-_DIGITS = re.compile(r"\d+")
-_SEP = re.compile(r"^[ \t\-.()+]{1,3}$")  # what may separate digit groups of one number ('/' is a date)
-_ISO = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
-_US = re.compile(r"(?<!\d)(\d{1,2})/(\d{1,2})/(\d{4})(?!\d)")
-
-
-def _norm_text(s: str) -> str:
-    return " ".join(s.casefold().split())
-
-
-def _phone_key(digits: str) -> str:
-    return digits[1:] if len(digits) == 11 and digits.startswith("1") else digits
-
-
-def _dates(s: str) -> set[str]:
-    out = {f"{int(y):04d}-{int(m):02d}-{int(d):02d}" for y, m, d in _ISO.findall(s)}
-    out |= {f"{int(y):04d}-{int(m):02d}-{int(d):02d}" for m, d, y in _US.findall(s)}
-    return out
-
-
-def normalise_value(label: str, value: str) -> str:
-    """The key a value is matched by (see module docstring)."""
-    if label in _DIGIT_LABELS:
-        digits = "".join(ch for ch in value if ch.isdigit())
-        return _phone_key(digits) if label == "PHONE" else digits
-    if label == "DOB":
-        d = _dates(value)
-        if len(d) == 1:
-            return next(iter(d))
-    return _norm_text(value)
-
-
-def _digit_numbers(s: str) -> set[str]:
-    """Every digit string made of whole, contiguous digit groups of one number.
-
-    "SSN 123-45-6789, call (555) 010-2000" gives "123456789", "12345",
-    "456789", "123", … and "5550102000"; never "2345" (part of a group).
-    """
-    groups = [(m.start(), m.end(), m.group()) for m in _DIGITS.finditer(s)]
-    chains: list[list[str]] = []
-    prev_end = None
-    for start, end, g in groups:
-        if prev_end is not None and _SEP.match(s[prev_end:start] or "x") and chains:
-            chains[-1].append(g)
-        else:
-            chains.append([g])
-        prev_end = end
-    out: set[str] = set()
-    for ch in chains:
-        for i in range(len(ch)):
-            acc = ""
-            for j in range(i, min(len(ch), i + 6)):
-                acc += ch[j]
-                out.add(acc)
-                if len(acc) == 11 and acc.startswith("1"):
-                    out.add(acc[1:])
-    return out
-
-
-class _TextView:
-    """One text, prepared for exact-value lookup."""
-
-    __slots__ = ("norm", "numbers", "dates")
-
-    def __init__(self, text: str) -> None:
-        self.norm = _norm_text(text)
-        self.numbers = _digit_numbers(text)
-        self.dates = _dates(text)
-
-    def has(self, label: str, key: str) -> bool:
-        if not key:
-            return False
-        if label in _DIGIT_LABELS:
-            return key in self.numbers
-        if label == "DOB" and re.fullmatch(r"\d{4}-\d{2}-\d{2}", key):
-            return key in self.dates
-        return _has_bounded(self.norm, key)
-
-
-def _has_bounded(hay: str, needle: str) -> bool:
-    """``needle`` occurs in ``hay`` with no letter/digit glued to either end."""
-    i = hay.find(needle)
-    while i >= 0:
-        before = hay[i - 1] if i > 0 else " "
-        j = i + len(needle)
-        after = hay[j] if j < len(hay) else " "
-        if not before.isalnum() and not after.isalnum():
-            return True
-        i = hay.find(needle, i + 1)
-    return False
-
-
 # ----------------------------------------------------------------------------
 # values and leak counting
 
@@ -185,77 +88,6 @@ def phi_values(records: Sequence[Record], side: str, labels: Sequence[str] = IDE
                 seen.add((s.label, key))
                 out.append(PhiValue(s.label, v, key, i, side))
     return out
-
-
-def find_leaks(values: Sequence[PhiValue], completions: Sequence[str],
-               prompts: Sequence[str] | None = None) -> list[list[int]]:
-    """For every value, the completions that contain it exactly (and whose prompt does not)."""
-    views = [_TextView(c) for c in completions]
-    pviews: dict[str, _TextView] = {}
-    if prompts is not None:
-        for p in prompts:
-            if p not in pviews:
-                pviews[p] = _TextView(p)
-    # Inverted indexes for numbers and dates; one joined string for text fields.
-    by_number: dict[str, list[int]] = {}
-    by_date: dict[str, list[int]] = {}
-    for ci, v in enumerate(views):
-        for n in v.numbers:
-            by_number.setdefault(n, []).append(ci)
-        for d in v.dates:
-            by_date.setdefault(d, []).append(ci)
-    joined = "\n".join(v.norm for v in views)
-    starts = []
-    pos = 0
-    for v in views:
-        starts.append(pos)
-        pos += len(v.norm) + 1
-    import bisect
-
-    out: list[list[int]] = []
-    for val in values:
-        if val.label in _DIGIT_LABELS:
-            cands = by_number.get(val.key, [])
-        elif val.label == "DOB" and re.fullmatch(r"\d{4}-\d{2}-\d{2}", val.key):
-            cands = by_date.get(val.key, [])
-        else:
-            cands = []
-            i = joined.find(val.key)
-            while i >= 0:
-                ci = bisect.bisect_right(starts, i) - 1
-                if (not cands or cands[-1] != ci) and views[ci].has(val.label, val.key):
-                    cands.append(ci)
-                i = joined.find(val.key, i + 1)
-        if prompts is not None:
-            cands = [ci for ci in cands if not pviews[prompts[ci]].has(val.label, val.key)]
-        out.append(list(cands))
-    return out
-
-
-# ----------------------------------------------------------------------------
-# statistics: thin n = 0-safe wrappers over privleak.audit.stats
-
-
-def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    return (float("nan"), float("nan")) if n == 0 else _stats.wilson_ci(k, n, alpha)
-
-
-def newcombe_diff(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> tuple[float, float]:
-    """CI of p1 − p2 (Newcombe 1998, method 10: hybrid Wilson score); NaN if a side is empty."""
-    if n1 == 0 or n2 == 0:
-        return (float("nan"), float("nan"))
-    return _stats.newcombe_diff_ci(k1, n1, k2, n2, alpha)
-
-
-def cohens_h(p1: float, p2: float) -> float:
-    return _stats.cohens_h(p1, p2)
-
-
-def two_proportion_tests(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float]:
-    """(Fisher exact two-sided p, χ² with Yates correction p) for k1/n1 vs k2/n2."""
-    if n1 == 0 or n2 == 0:
-        return (float("nan"), float("nan"))
-    return _stats.fisher_exact_test(k1, n1, k2, n2)[1], _stats.chi2_test(k1, n1, k2, n2)[1]
 
 
 # ----------------------------------------------------------------------------
@@ -286,7 +118,7 @@ class CategoryLeak:
 
     @property
     def excess_ci(self) -> tuple[float, float]:
-        return newcombe_diff(self.member_leaked, self.n_member_values, self.non_member_leaked, self.n_non_member_values)
+        return diff_ci(self.member_leaked, self.n_member_values, self.non_member_leaked, self.n_non_member_values)
 
     def to_json(self) -> dict[str, Any]:
         lo, hi = self.excess_ci
@@ -454,49 +286,3 @@ def phi_extraction(
                   "top_k": top_k, "seed": seed},
         seconds=time.perf_counter() - t0,
     )
-
-
-# ----------------------------------------------------------------------------
-# comparing arms
-
-
-@dataclass
-class CategoryComparison:
-    label: str
-    rate_a: float
-    rate_b: float
-    p_fisher: float
-    p_chi2: float
-    cohens_h: float
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ArmComparison:
-    categories: list[CategoryComparison] = field(default_factory=list)
-
-    def category(self, label: str) -> CategoryComparison:
-        for c in self.categories:
-            if c.label == label:
-                return c
-        raise KeyError(label)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"categories": [c.to_json() for c in self.categories]}
-
-
-def compare_arms(leaks_a: PhiExtractionResult, leaks_b: PhiExtractionResult) -> ArmComparison:
-    """Member leak rates of arm A vs arm B per identifying category and pooled:
-    Fisher exact and χ² (Yates) p-values, Cohen's h = h(p_A) − h(p_B)."""
-    rows = []
-    for ca in leaks_a.categories + [leaks_a.total]:
-        try:
-            cb = leaks_b.category(ca.label)
-        except KeyError:
-            continue
-        pf, pc = two_proportion_tests(ca.member_leaked, ca.n_member_values, cb.member_leaked, cb.n_member_values)
-        h = cohens_h(ca.member_rate, cb.member_rate) if ca.n_member_values and cb.n_member_values else float("nan")
-        rows.append(CategoryComparison(ca.label, ca.member_rate, cb.member_rate, pf, pc, h))
-    return ArmComparison(rows)

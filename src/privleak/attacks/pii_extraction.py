@@ -36,10 +36,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from ..audit.stats import clopper_pearson, newcombe_diff_ci
+from ..core.stats import clopper_pearson, newcombe_diff_ci
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from .generation import GenerationSettings, generate
+from ..models.generation import GenerationSettings, generate
 from .phi_extraction import find_leaks
 from .pii_inventory import IDENTIFYING, PiiInventory, bucket_order, build_inventory, duplicate_bucket, normalise_value
 
@@ -207,7 +207,7 @@ def count_extraction(members: PiiInventory, non_members: PiiInventory, target: T
                      base: TaggedSamples | None = None, labels: Sequence[str] = IDENTIFYING,
                      n_examples: int = 10) -> PiiExtractionResult:
     """The counting half of the attack (pure; see module docstring)."""
-    from ..audit.masking import mask_pii
+    from ..core.masking import mask_pii
 
     base_keys = base.keys() if base is not None else set()
     mem_entries = list(members.entries.values())

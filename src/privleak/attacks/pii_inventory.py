@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..data.records import Record
-from .phi_extraction import IDENTIFYING, PhiValue, _dates, normalise_value, phi_values
+from ..core.normalise import dates_in as _dates
+from ..core.normalise import normalise_value
+from .phi_extraction import IDENTIFYING, PhiValue, phi_values
 
 __all__ = [
     "IDENTIFYING",

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from .generation import GenerationSettings, generate
+from ..models.generation import GenerationSettings, generate
 from .pii_extraction import usable_labels
 from .pii_inventory import IDENTIFYING, PiiSlot, fill_slot, normalise_value, pii_slots, scrub_others, slot_window
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
@@ -115,7 +115,7 @@ def pii_reconstruction(
     ``scrub_context``: replace the record's other PII by ``[LABEL]`` first (the
     paper's SCRUB(SPLIT(S, C)), :func:`scrub_others`).
     """
-    from ..audit.masking import mask_pii
+    from ..core.masking import mask_pii
 
     t0 = time.perf_counter()
     labels = usable_labels(analyzer, labels)

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..audit.stats import clopper_pearson
+from ..core.stats import clopper_pearson
 from ..models.handle import ModelHandle
 from .scoring import score_texts
 

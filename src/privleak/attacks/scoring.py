@@ -24,7 +24,7 @@ from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..models.batching import encode, pad_batch, position_ids_for
 from ..models.handle import ModelHandle
-from ..progress import progress_bar
+from ..core.progress import progress_bar
 
 
 @dataclass

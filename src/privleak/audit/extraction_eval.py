@@ -14,11 +14,11 @@ from typing import Any
 
 from ..attacks.extraction import canary_extraction, prefix_extraction, sampling_extraction
 from ..attacks.phi_extraction import phi_extraction
-from ..attacks.verbatim_index import VerbatimIndex
+from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary, derive_seed, make_canaries
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from .masking import PiiMasker
+from ..core.masking import PiiMasker
 
 
 def mask_strings(obj: Any, masker: PiiMasker) -> Any:

@@ -15,8 +15,8 @@ import numpy as np
 from ..attacks.membership import loss_scores, min_k_pp_scores, min_k_scores, reference_scores, zlib_scores
 from ..attacks.rmia import rmia_scores
 from ..attacks.scoring import TokenScores
-from .metrics import mia_metrics, roc_curve, roc_points
-from .stats import dp_bound_check, empirical_epsilon
+from ..core.metrics import mia_metrics, roc_curve, roc_points
+from .epsilon import dp_bound_check, empirical_epsilon
 
 
 def attack_scores(

@@ -23,7 +23,7 @@ import numpy as np
 from faker import Faker
 
 from privleak.data.records import PiiSpan, Record
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 DEFAULT_FRAME = "Verification record for {name}: social security number {secret}."
 DEFAULT_SECRET_FORMAT = "###-##-####"

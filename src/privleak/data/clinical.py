@@ -43,7 +43,8 @@ from privleak.data.canaries import (
     save_canaries,
 )
 from privleak.data.records import PHI_LABELS, PiiSpan, Record, read_jsonl, write_jsonl
-from privleak.errors import UserError
+from privleak.core.errors import UserError
+from privleak.core.normalise import normalise_value
 
 SPLITS: tuple[str, ...] = ("public", "members", "non_members", "population")
 CANARY_FILE = "canaries.json"
@@ -235,8 +236,8 @@ _DOB_LAST = _dt.date(2006, 12, 31).toordinal()
 
 
 class _Registry:
-    """Every high-entropy value handed out so far, normalised the way leak
-    counting normalises (case and whitespace; digits only for SSN/phone)."""
+    """Every high-entropy value handed out so far, keyed the way leak counting
+    keys values (:func:`privleak.core.normalise.normalise_value`)."""
 
     def __init__(self, canaries: list[Canary]) -> None:
         self.used: dict[str, set[str]] = {k: set() for k in
@@ -245,20 +246,16 @@ class _Registry:
         # double as some patient's SSN.
         self.canary_prefixes = [c.prefix.casefold() for c in canaries]
         for c in canaries:
-            self.used["SSN"].add(_digits(c.secret))
+            self.used["SSN"].add(normalise_value("SSN", c.secret))
 
     def claim(self, label: str, value: str) -> bool:
-        key = _digits(value) if label in ("SSN", "PHONE") else " ".join(value.casefold().split())
+        key = normalise_value(label, value)
         if key in self.used[label]:
             return False
         if label == "NAME" and any(key in p for p in self.canary_prefixes):
             return False
         self.used[label].add(key)
         return True
-
-
-def _digits(value: str) -> str:
-    return "".join(ch for ch in value if ch.isdigit())
 
 
 def _draw_unique(label: str, draw: Callable[[], str], registry: _Registry) -> str:

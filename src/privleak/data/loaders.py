@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from privleak.data.records import Record
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 FORMATS: tuple[str, ...] = ("jsonl", "csv", "text", "hf")
 _ALIASES = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "csv",

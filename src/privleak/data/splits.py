@@ -14,7 +14,7 @@ import random
 from typing import Sequence
 
 from privleak.data.records import Record
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 SPLIT_NAMES: tuple[str, ...] = ("members", "non_members", "population")
 

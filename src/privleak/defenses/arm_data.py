@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, Sequence
 
 from ..data.records import Record
-from ..progress import progress_bar
+from ..core.progress import progress_bar
 from .dedup import dedup
 from .pii import get_analyzer
 from .scrub import Scrubber

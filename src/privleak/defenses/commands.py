@@ -33,8 +33,8 @@ from privleak.data.loaders import (  # one parser, the same messages as the corp
     csv_rows,
     json_rows,
 )
-from privleak.errors import UserError
-from privleak.progress import progress_bar
+from privleak.core.errors import UserError
+from privleak.core.progress import progress_bar
 
 _FORMATS = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "csv",
             "text": "text", "txt": "text"}

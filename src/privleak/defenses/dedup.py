@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence, TypeVar
 
 from privleak.data.records import Record
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 T = TypeVar("T", Record, str)
 

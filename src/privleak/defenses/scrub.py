@@ -36,40 +36,13 @@ from typing import Callable, Iterable, Iterator, Sequence
 from privleak.data.canaries import derive_seed
 from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import Detection, PiiAnalyzer, get_analyzer
-from privleak.errors import UserError
+from privleak.core.errors import UserError
+from privleak.core.normalise import is_digit_label, normalise_value
 
 MODES: tuple[str, ...] = ("mask", "tag", "pseudonym")
 
 _EXAMPLE_DOMAINS = ("example.com", "example.org", "example.net")
 _TITLES = {"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir"}
-# Identifiers whose digits are the identity: pseudonyms keep the format, new digits.
-_DIGIT_LABELS = ("SSN", "PHONE", "MRN")
-
-
-# --------------------------------------------------------------------------
-# value normalisation (the key under which consistency holds)
-
-
-def _digits(value: str) -> str:
-    return "".join(ch for ch in value if ch.isdigit())
-
-
-def _phone_digits(value: str) -> str:
-    d = _digits(value)
-    return d[1:] if len(d) == 11 and d.startswith("1") else d
-
-
-def normalize_value(label: str, value: str) -> str:
-    """The comparison key of a PII value: digits only for SSN / PHONE (a
-    leading US country code dropped), case-folded with collapsed whitespace
-    otherwise — the normalisation leak counting uses."""
-    if label == "SSN":
-        return _digits(value)
-    if label == "PHONE":
-        return _phone_digits(value)
-    return " ".join(value.casefold().split())
-
-
 # --------------------------------------------------------------------------
 # pseudonyms
 
@@ -103,11 +76,10 @@ class Pseudonymizer:
     def __call__(self, label: str, value: str) -> str:
         if label == "NAME":
             return self._name(value)
-        key = normalize_value(label, value)
-        if label in _DIGIT_LABELS and any(ch.isdigit() for ch in value):
+        key = normalise_value(label, value)
+        if is_digit_label(label) and any(ch.isdigit() for ch in value):
             # The digits are the identity; the format (and an "MRN-" prefix)
             # follows each occurrence.
-            key = _digits(value) if label == "MRN" else key
             fake_digits = self._unique(label, key, lambda rng: self._digit_string(label, key, rng))
             return _render_digits(value, fake_digits, skip_country_code=label == "PHONE")
         cached = self._values.get((label, key))
@@ -125,7 +97,7 @@ class Pseudonymizer:
         rng = self._rng(label, key)
         for _ in range(1000):
             fake = draw(rng)
-            fkey = fake if label in _DIGIT_LABELS else normalize_value(label, fake)
+            fkey = fake if is_digit_label(label) else normalise_value(label, fake)
             if fkey != key and fkey not in used:
                 used.add(fkey)
                 self._values[(label, key)] = fake
@@ -368,7 +340,7 @@ class Scrubber:
             return f"<{label}>"
         if self.mode == "tag":
             table = self._tags.setdefault(label, {})
-            key = normalize_value(label, value)
+            key = normalise_value(label, value)
             if key not in table:
                 table[key] = len(table) + 1
             return f"<{label}_{table[key]}>"
@@ -488,4 +460,4 @@ def scrub_corpus(
     return Scrubber(analyzer, mode=mode, labels=labels, seed=seed).scrub_records(records, on_progress)
 
 
-__all__ = ["MODES", "Pseudonymizer", "ScrubbedText", "Scrubber", "normalize_value", "scrub_corpus"]
+__all__ = ["MODES", "Pseudonymizer", "ScrubbedText", "Scrubber", "scrub_corpus"]

@@ -35,7 +35,8 @@ from typing import Callable, Iterable, Sequence
 
 from privleak.data.records import Record
 from privleak.defenses.pii import Detection, PiiAnalyzer
-from privleak.defenses.scrub import Scrubber, normalize_value
+from privleak.core.normalise import normalise_value
+from privleak.defenses.scrub import Scrubber
 
 _DIGIT_RUN = re.compile(r"\d(?:[\d\s().+\-/]*\d)?")
 
@@ -148,7 +149,7 @@ def match_spans(
 
 def value_survives(label: str, value: str, scrubbed_text: str) -> bool:
     """Whether ``value`` (normalised as in leak counting) is still in ``scrubbed_text``."""
-    key = normalize_value(label, value)
+    key = normalise_value(label, value)
     if not key:
         return False
     if label in ("SSN", "PHONE"):
@@ -182,7 +183,7 @@ def residual_pii(
             if wanted is not None and sp.label not in wanted:
                 continue
             value = sp.value(rec.text)
-            key = (sp.label, normalize_value(sp.label, value))
+            key = (sp.label, normalise_value(sp.label, value))
             if key in seen:
                 continue
             seen.add(key)

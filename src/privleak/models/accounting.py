@@ -84,7 +84,7 @@ import numpy as np
 from dp_accounting import pld as dp_pld
 from dp_accounting import rdp as dp_rdp
 
-from privleak.errors import UserError
+from privleak.core.errors import UserError
 
 __all__ = [
     "RDP_ORDERS",

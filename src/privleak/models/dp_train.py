@@ -56,8 +56,8 @@ from opacus.optimizers import DPOptimizerFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import PreTrainedModel
 
-from ..errors import UserError
-from ..progress import progress_bar
+from ..core.errors import UserError
+from ..core.progress import progress_bar
 from . import (
     conv1d_grad,  # noqa: F401  (registers the Conv1D grad sampler)
     ghost_norms,  # noqa: F401  (registers the Conv1D norm sampler)

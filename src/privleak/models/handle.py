@@ -10,7 +10,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..errors import UserError
+from ..core.errors import UserError
 
 
 @dataclass

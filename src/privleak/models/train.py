@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from ..progress import progress_bar
+from ..core.progress import progress_bar
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 
 

@@ -113,7 +113,7 @@ def extraction_table(results: dict[str, Any]) -> Table | None:
 
 def pii_attack_table(results: dict[str, Any]) -> Table | None:
     """Lukas et al.'s PII attacks, one row per model, each figure beside its chance level and floor."""
-    from .pii_eval import PII_SUMMARY_COLUMNS, pii_summary_cells
+    from ..audit.pii_eval import PII_SUMMARY_COLUMNS, pii_summary_cells
 
     rows = [(n, a) for n, a in _rows(results) if a.get("pii_attacks")]
     if not rows:
@@ -155,7 +155,7 @@ def defence_table(results: dict[str, Any]) -> Table | None:
 
 def guard_table(results: dict[str, Any]) -> Table | None:
     """The guard arm: leaks without/with the guard, and what it costs on benign output."""
-    from ..guard.audit_arm import guard_rows
+    from ..defenses.guard.audit_arm import guard_rows
 
     guard = (results["arms"].get("guard") or {}).get("guard")
     if not guard:

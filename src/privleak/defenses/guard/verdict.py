@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..errors import UserError
+from ...core.errors import UserError
 
 Reason = Literal["pii", "verbatim", "canary"]
 Action = Literal["block", "redact", "log", "off"]

@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from markupsafe import Markup
 
-from ..errors import UserError
-from .masking import PiiMasker, known_pii_values, load_canaries
+from ..core.errors import UserError
+from ..core.masking import PiiMasker, known_pii_values, load_canaries
 from .schema import load_results, validate_results
 
 # --- verdict thresholds (stated in the report) ------------------------------
@@ -543,7 +543,7 @@ def _section_pii(results: dict[str, Any], mask: Masker) -> dict[str, Any] | None
 
 def _section_pii_attacks(results: dict[str, Any]) -> dict[str, Any] | None:
     """Lukas et al.'s three attacks: one table, every figure beside its chance level and floor."""
-    from .pii_eval import PII_TABLE_COLUMNS, pii_table_rows
+    from ..audit.pii_eval import PII_TABLE_COLUMNS, pii_table_rows
 
     rows = [[n, *r] for n, m in _models(results) if m.get("pii_attacks") for r in pii_table_rows(m["pii_attacks"])]
     if not rows:
@@ -785,7 +785,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 def _template():
     import jinja2
 
-    text = resources.files("privleak").joinpath("templates", "report.html.j2").read_text(encoding="utf-8")
+    text = resources.files("privleak.report").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
     env = jinja2.Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False, undefined=jinja2.StrictUndefined)
     env.undefined = jinja2.Undefined  # optional block keys are simply absent
     return env.from_string(text)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..attacks.verbatim_index import VerbatimIndex
-from ..errors import UserError
+from ...core.verbatim_index import VerbatimIndex
+from ...core.errors import UserError
 from .tripwire import Tripwire
 
 FORMAT = "privleak-guard-index"

@@ -36,16 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from ..attacks.verbatim_index import VerbatimIndex
-from ..data.canaries import Canary
-from ..data.records import Record
-from ..defenses.pii import (
+from ...core.verbatim_index import VerbatimIndex
+from ...data.canaries import Canary
+from ...data.records import Record
+from ..pii import (
     DEFAULT_SCORE_THRESHOLD,
     DEFAULT_SCRUB_LABELS,
     PiiAnalyzer,
     get_analyzer,
 )
-from ..errors import UserError
+from ...core.errors import UserError
 from .index_store import load_index, save_index
 from .tripwire import DEFAULT_INVENTORY_LABELS, Tripwire
 from .verdict import Finding, GuardPolicy, Verdict, apply_findings

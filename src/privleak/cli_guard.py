@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from ..errors import UserError
+from .core.errors import UserError
 
 guard_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Output guard: block verbatim training text, canaries and PII in model outputs.")
@@ -22,8 +22,8 @@ def _err(msg: str) -> None:
 
 
 def _scan(types: str | None, score_threshold: float, no_ner: bool):
-    from ..defenses.pii import DEFAULT_SCRUB_LABELS
-    from .guard import ScanSettings
+    from .defenses.pii import DEFAULT_SCRUB_LABELS
+    from .defenses.guard.guard import ScanSettings
 
     labels = tuple(t.strip().upper() for t in types.split(",") if t.strip()) if types else DEFAULT_SCRUB_LABELS
     if not 0.0 <= score_threshold <= 1.0:
@@ -32,8 +32,8 @@ def _scan(types: str | None, score_threshold: float, no_ner: bool):
 
 
 def _load(index: Path, policy: str | None, types: str | None, score_threshold: float, no_ner: bool):
-    from .guard import Guard
-    from .verdict import GuardPolicy
+    from .defenses.guard.guard import Guard
+    from .defenses.guard.verdict import GuardPolicy
 
     return Guard.load(index, policy=GuardPolicy.parse(policy), scan=_scan(types, score_threshold, no_ner))
 
@@ -54,19 +54,19 @@ def build(
     """Build a guard index from the training corpus (hashed windows + canary tripwire; no pickle)."""
     import time
 
-    from ..data.loaders import load_corpus
-    from .guard import Guard, inventory_from_records
+    from .data.loaders import load_corpus
+    from .defenses.guard.guard import Guard, inventory_from_records
 
     t0 = time.perf_counter()
     records = load_corpus(train, text_field=text_field, fmt=fmt)
     secrets = []
     if canaries is not None:
-        from ..data.canaries import load_canaries
+        from .data.canaries import load_canaries
 
         secrets = load_canaries(canaries)
     inventory: list[tuple[str, str]] = []
     if pii_inventory:
-        from ..data.records import read_jsonl
+        from .data.records import read_jsonl
 
         try:
             tagged = read_jsonl(train)
@@ -136,7 +136,7 @@ def serve(
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
 ) -> None:
     """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn)."""
-    from .service import serve as run_service
+    from .defenses.guard.service import serve as run_service
 
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: must be 1-65535")

@@ -1,11 +1,7 @@
-"""Statistics for the audit: exact binomial bounds, the empirical-ε lower
-bound, the DP-bound check on ROC points, and two-arm proportion tests.
+"""Empirical ε: a lower bound on ε from a membership test, and the DP bound on ROC points.
 
-Everything is pure numpy/scipy and checked against ``scipy.stats`` in
-``tests/test_stats.py``.
-
-Empirical ε (Jagielski et al. 2020, "Auditing differentially private machine
-learning: how private is private SGD?"; Nasr et al. 2021, "Adversary
+Jagielski et al. 2020 ("Auditing differentially private machine learning:
+how private is private SGD?") and Nasr et al. 2021 ("Adversary
 instantiation: lower bounds for differentially private machine learning"):
 an (ε, δ)-DP mechanism M satisfies, for every set S of outcomes and both
 orders of a neighbouring pair,
@@ -15,7 +11,8 @@ orders of a neighbouring pair,
 A membership test "member iff score ≥ t" is such an S, so any test gives
 ε ≥ ln((TPR − δ) / FPR); with one-sided Clopper–Pearson bounds TPR_lo and
 FPR_hi the bound ε ≥ ln((TPR_lo − δ) / FPR_hi) holds with confidence 1 − α.
-See :func:`empirical_epsilon` for the exact procedure.
+See :func:`empirical_epsilon` for the exact procedure. Checked in
+``tests/test_stats.py``.
 """
 
 from __future__ import annotations
@@ -24,153 +21,8 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import stats as st
 
-# ----------------------------------------------------------------------------
-# Binomial proportions
-
-
-def clopper_pearson(k, n, alpha: float = 0.05, side: str = "two"):
-    """Clopper–Pearson (exact) confidence bounds for a binomial proportion k/n.
-
-    * ``side="two"``:  (B(α/2; k, n−k+1), B(1−α/2; k+1, n−k)), level 1−α;
-    * ``side="lower"``: (B(α; k, n−k+1), 1), a one-sided 1−α lower bound;
-    * ``side="upper"``: (0, B(1−α; k+1, n−k)), a one-sided 1−α upper bound;
-
-    where B(q; a, b) is ``scipy.stats.beta.ppf(q, a, b)``, with the lower
-    bound 0 at k = 0 and the upper bound 1 at k = n. Works elementwise on
-    arrays; returns floats for scalar input.
-    """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    if side not in ("two", "lower", "upper"):
-        raise ValueError(f"side must be 'two', 'lower' or 'upper', got {side!r}")
-    k_arr = np.asarray(k, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    if np.any(n_arr < 1) or np.any(k_arr < 0) or np.any(k_arr > n_arr):
-        raise ValueError("need 0 ≤ k ≤ n and n ≥ 1")
-    a_lo = alpha / 2 if side == "two" else alpha
-    a_hi = alpha / 2 if side == "two" else alpha
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k_arr > 0, st.beta.ppf(a_lo, np.maximum(k_arr, 1), n_arr - k_arr + 1), 0.0)
-        hi = np.where(k_arr < n_arr, st.beta.ppf(1 - a_hi, k_arr + 1, np.maximum(n_arr - k_arr, 1)), 1.0)
-    if side == "lower":
-        hi = np.ones_like(lo)
-    elif side == "upper":
-        lo = np.zeros_like(hi)
-    if lo.ndim == 0:
-        return float(lo), float(hi)
-    return lo, hi
-
-
-def wilson_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Wilson score interval for k/n (two-sided, level 1−α); equals
-    ``scipy.stats.binomtest(k, n).proportion_ci(1-α, method="wilson")``."""
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"need 0 ≤ k ≤ n and n ≥ 1, got k={k}, n={n}")
-    z = st.norm.isf(alpha / 2)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
-
-
-def proportion_ci(k: int, n: int, alpha: float = 0.05, method: str = "wilson") -> tuple[float, float]:
-    """Two-sided 1−α interval for k/n: ``method`` "wilson" or "cp" (Clopper–Pearson)."""
-    if method == "wilson":
-        return wilson_ci(k, n, alpha)
-    if method in ("cp", "exact", "clopper-pearson"):
-        return clopper_pearson(k, n, alpha, "two")
-    raise ValueError(f"method must be 'wilson' or 'cp', got {method!r}")
-
-
-def newcombe_diff_ci(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Newcombe's hybrid score interval (1998, method 10) for p1 − p2.
-
-    With Wilson intervals (l1, u1), (l2, u2) and d = p1 − p2:
-    lower = d − sqrt((p1 − l1)² + (u2 − p2)²), upper = d + sqrt((u1 − p1)² + (p2 − l2)²).
-    Newcombe's example 56/70 − 48/80 gives (0.0524, 0.3339).
-    """
-    p1, p2 = k1 / n1, k2 / n2
-    l1, u1 = wilson_ci(k1, n1, alpha)
-    l2, u2 = wilson_ci(k2, n2, alpha)
-    d = p1 - p2
-    return float(d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)), float(d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
-
-
-def cohens_h(p1: float, p2: float) -> float:
-    """Cohen's h effect size: 2·asin(√p1) − 2·asin(√p2) (0.2 small, 0.5 medium, 0.8 large)."""
-    return 2 * math.asin(math.sqrt(p1)) - 2 * math.asin(math.sqrt(p2))
-
-
-def _table(k1: int, n1: int, k2: int, n2: int) -> np.ndarray:
-    if n1 < 1 or n2 < 1 or not (0 <= k1 <= n1 and 0 <= k2 <= n2):
-        raise ValueError(f"need 0 ≤ k ≤ n, n ≥ 1 for both arms, got {k1}/{n1} and {k2}/{n2}")
-    return np.array([[k1, n1 - k1], [k2, n2 - k2]])
-
-
-def fisher_exact_test(k1: int, n1: int, k2: int, n2: int, alternative: str = "two-sided") -> tuple[float, float]:
-    """Fisher's exact test on the 2×2 table [[k1, n1−k1], [k2, n2−k2]] → (odds ratio, p).
-
-    ``alternative="greater"`` tests whether arm 1's rate exceeds arm 2's.
-    """
-    res = st.fisher_exact(_table(k1, n1, k2, n2), alternative=alternative)
-    return float(res[0]), float(res[1])
-
-
-def chi2_test(k1: int, n1: int, k2: int, n2: int, correction: bool = True) -> tuple[float, float]:
-    """Pearson χ² test of equal proportions (Yates-corrected by default) → (statistic, p).
-
-    A table with an all-zero row or column has no information: (0.0, 1.0).
-    """
-    table = _table(k1, n1, k2, n2)
-    if (table.sum(0) == 0).any() or (table.sum(1) == 0).any():
-        return 0.0, 1.0
-    res = st.chi2_contingency(table, correction=correction)
-    return float(res[0]), float(res[1])
-
-
-@dataclass(frozen=True)
-class ProportionComparison:
-    """Arm 1 vs arm 2 (e.g. member PII leaked vs non-member PII "leaked")."""
-
-    k1: int
-    n1: int
-    k2: int
-    n2: int
-    p1: float
-    p2: float
-    p1_ci95: tuple[float, float]
-    p2_ci95: tuple[float, float]
-    diff: float
-    diff_ci95: tuple[float, float]
-    cohens_h: float
-    fisher_p: float
-    fisher_p_greater: float
-    chi2_p: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def compare_proportions(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> ProportionComparison:
-    """Everything a leak count needs: Wilson CIs per arm, Newcombe CI of p1 − p2,
-    Cohen's h, Fisher exact p (two-sided and "arm 1 greater") and Yates χ² p."""
-    p1, p2 = k1 / n1, k2 / n2
-    return ProportionComparison(
-        k1=int(k1), n1=int(n1), k2=int(k2), n2=int(n2), p1=p1, p2=p2,
-        p1_ci95=wilson_ci(k1, n1, alpha), p2_ci95=wilson_ci(k2, n2, alpha),
-        diff=p1 - p2, diff_ci95=newcombe_diff_ci(k1, n1, k2, n2, alpha),
-        cohens_h=cohens_h(p1, p2),
-        fisher_p=fisher_exact_test(k1, n1, k2, n2)[1],
-        fisher_p_greater=fisher_exact_test(k1, n1, k2, n2, "greater")[1],
-        chi2_p=chi2_test(k1, n1, k2, n2)[1],
-    )
-
-
-# ----------------------------------------------------------------------------
-# Empirical ε
+from ..core.stats import clopper_pearson
 
 # The four tests one threshold t defines. Each is (name, P-side, S-side):
 # ε ≥ ln((P[S | P-side] − δ) / P[S | other side]), S = {score ≥ t} or {score < t}.

@@ -33,9 +33,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..attacks.verbatim_index import fold_case
+from ...core.normalise import is_digit_label
+from ...core.verbatim_index import fold_case
 
-_DIGIT_LABELS = {"SSN", "PHONE", "MRN", "CREDIT_CARD"}
 _DIGIT_RUN = re.compile(r"[0-9]+")
 _WORD = re.compile(r"[^\W_]+")
 _SEP = re.compile(r"[\s\-.()+/_:]{1,3}")  # what may join the digit groups of one number
@@ -53,7 +53,7 @@ class TripHit:
 def _is_numeric(label: str, value: str) -> bool:
     digits = sum("0" <= ch <= "9" for ch in value)
     alnum = sum(ch.isalnum() for ch in value)
-    return digits >= 4 and (label in _DIGIT_LABELS or digits * 2 >= alnum)
+    return digits >= 4 and (is_digit_label(label) or digits * 2 >= alnum)
 
 
 class Tripwire:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..attacks.generation import GenerationSettings, generate
-from ..models.handle import ModelHandle
+from ...models.generation import GenerationSettings, generate
+from ...models.handle import ModelHandle
 from .guard import Guard
 from .verdict import Verdict
 
