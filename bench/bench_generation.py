@@ -27,9 +27,9 @@ warnings.filterwarnings("ignore")
 
 import torch
 
-from privleak.models.generation import GenerationSettings, generate
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.models.base import BaseModelSpec, build_model
+from privleak.models.generation import GenerationSettings, generate
 from privleak.models.handle import ModelHandle
 from privleak.models.tokenizer import train_tokenizer
 

@@ -31,7 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus  # noqa: E402
-from privleak.defenses.pii import DEFAULT_SCRUB_LABELS, ENTITY_TO_LABEL, Detection, PiiAnalyzer  # noqa: E402
+from privleak.defenses.pii import (  # noqa: E402
+    DEFAULT_SCRUB_LABELS,
+    ENTITY_TO_LABEL,
+    Detection,
+    PiiAnalyzer,
+)
 from privleak.defenses.scrub import Scrubber  # noqa: E402
 from privleak.defenses.scrub_quality import evaluate_detections  # noqa: E402
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from privleak.core.errors import UserError
 from privleak.data.canaries import (
     Canary,
     canary_records,
@@ -21,7 +22,6 @@ from privleak.data.canaries import (
     save_canaries,
 )
 from privleak.data.records import Record
-from privleak.core.errors import UserError
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from privleak.core.errors import UserError
 from privleak.data import vocab
 from privleak.data.clinical import (
     SPLITS,
@@ -22,7 +23,6 @@ from privleak.data.clinical import (
     write_corpus,
 )
 from privleak.data.records import PHI_LABELS, Record
-from privleak.core.errors import UserError
 
 SMALL = dict(n_public=400, n_members=300, n_non_members=300, n_population=300, phi_fraction=0.3)
 

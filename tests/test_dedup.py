@@ -8,11 +8,18 @@ from collections import Counter
 
 import pytest
 
+from privleak.core.errors import UserError
 from privleak.data.canaries import make_canaries, plant_canaries
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.data.records import Record
-from privleak.defenses.dedup import dedup, dedup_exact, dedup_near, jaccard, normalize_for_dedup, shingles
-from privleak.core.errors import UserError
+from privleak.defenses.dedup import (
+    dedup,
+    dedup_exact,
+    dedup_near,
+    jaccard,
+    normalize_for_dedup,
+    shingles,
+)
 
 
 @pytest.fixture(scope="module")

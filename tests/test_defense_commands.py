@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from privleak.core.errors import UserError
 from privleak.defenses import commands
 from privleak.defenses.commands import dedup_file, scrub_file
 from privleak.defenses.pii import DEFAULT_SCRUB_LABELS, get_analyzer
 from privleak.defenses.scrub import Scrubber
-from privleak.core.errors import UserError
 
 NOTES = [
     "Patient John Smith, DOB 1970-03-04, MRN-123456; phone (555) 234-5678.",

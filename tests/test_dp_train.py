@@ -8,7 +8,12 @@ from opacus import GradSampleModule
 from privleak.models import conv1d_grad  # noqa: F401
 from privleak.models.accounting import epsilon_pld
 from privleak.models.base import BaseModelSpec, build_model
-from privleak.models.batching import encode, pad_batch, per_sequence_nll, position_ids_for
+from privleak.models.batching import (
+    encode,
+    pad_batch,
+    per_sequence_nll,
+    position_ids_for,
+)
 from privleak.models.dp_train import DPSettings, train_dp
 from privleak.models.handle import clone_model
 

@@ -2,7 +2,11 @@
 
 import pytest
 
-from privleak.attacks.extraction import canary_extraction, prefix_extraction, sampling_extraction
+from privleak.attacks.extraction import (
+    canary_extraction,
+    prefix_extraction,
+    sampling_extraction,
+)
 from privleak.core.verbatim_index import VerbatimIndex
 from privleak.data.canaries import make_canaries
 from privleak.data.records import Record

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from privleak.core.verbatim_index import VerbatimIndex, fold_case
 from privleak.core.errors import UserError
+from privleak.core.verbatim_index import VerbatimIndex, fold_case
 from privleak.defenses.guard import Guard, GuardPolicy, ScanSettings, Verdict
 from privleak.defenses.guard.tripwire import Tripwire
 
@@ -106,9 +106,9 @@ def test_pii_policies(corpus):
 
 
 def test_mask_format_matches_scrubber():
+    from privleak.defenses.guard.verdict import mask_token
     from privleak.defenses.pii import get_analyzer
     from privleak.defenses.scrub import Scrubber
-    from privleak.defenses.guard.verdict import mask_token
 
     assert mask_token("PHONE") == Scrubber(get_analyzer(ner=False), mode="mask").replacement("PHONE", "x")
 

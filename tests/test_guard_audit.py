@@ -8,9 +8,8 @@ import math
 import pytest
 
 from privleak.attacks.extraction import canary_extraction
-from privleak.models.generation import GenerationSettings, generate
-from privleak.core.verbatim_index import VerbatimIndex
 from privleak.core.masking import PiiMasker
+from privleak.core.verbatim_index import VerbatimIndex
 from privleak.data.canaries import derive_seed, make_canaries
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.defenses.guard import Guard, ScanSettings, Verdict
@@ -22,6 +21,7 @@ from privleak.defenses.guard.audit_arm import (
     guard_rows,
 )
 from privleak.defenses.guard.verdict import Finding
+from privleak.models.generation import GenerationSettings, generate
 from privleak.models.handle import ModelHandle
 
 SIZES = dict(n_samples=6, phi_records=2, n_benign=8)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from conftest import TINY_TEXTS
 
-from privleak.models.generation import GenerationSettings, generate
 from privleak.defenses.guard import Guard, GuardPolicy, ScanSettings
-from privleak.defenses.guard.generate import GuardedHandle, generate_guarded, guarded_handle
+from privleak.defenses.guard.generate import (
+    GuardedHandle,
+    generate_guarded,
+    guarded_handle,
+)
+from privleak.models.generation import GenerationSettings, generate
 
 PROMPTS = ["Patient Ann", "Patient Bo", "General advice:"]
 

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privleak.attacks.lira import fit_lira, lira_offline, lira_online, lira_scores, phi_from_nll, shadow_splits
+from privleak.attacks.lira import (
+    fit_lira,
+    lira_offline,
+    lira_online,
+    lira_scores,
+    phi_from_nll,
+    shadow_splits,
+)
 from privleak.attacks.rmia import log_pr_marginal, rmia_scores
 from privleak.core.metrics import roc_auc
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from privleak.data.loaders import load_corpus
 from privleak.core.errors import UserError
+from privleak.data.loaders import load_corpus
 
 TEXTS = ["First note, with a comma.", 'Second "quoted" note', "Third\nspans two lines", "ünïcode ✓"]
 

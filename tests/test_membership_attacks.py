@@ -6,6 +6,9 @@ import zlib
 
 import numpy as np
 import pytest
+from hand import (
+    token_stats_by_hand,  # tests/ is on sys.path (pytest default import mode)
+)
 
 from privleak.attacks.membership import (
     k_counts,
@@ -16,8 +19,6 @@ from privleak.attacks.membership import (
     zlib_scores,
 )
 from privleak.attacks.scoring import TokenScores, score_texts
-
-from hand import token_stats_by_hand  # tests/ is on sys.path (pytest default import mode)
 
 TEXTS = [
     "Patient Ann Lee was seen on day 3 for asthma.",

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score, roc_curve as sk_roc_curve
+from sklearn.metrics import roc_auc_score
+from sklearn.metrics import roc_curve as sk_roc_curve
 
 from privleak.core.metrics import mia_metrics, roc_auc, roc_curve, tpr_at_fpr
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_pipeline_e2e import (
+    SMALL,  # tests/ is on sys.path (pytest's default import mode)
+)
 
 from privleak.cli import main
 from privleak.data.canaries import load_canaries
 from privleak.data.records import read_jsonl
-
-from test_pipeline_e2e import SMALL  # tests/ is on sys.path (pytest's default import mode)
 
 IDENTIFYING = {"NAME", "EMAIL", "SSN", "PHONE", "ADDRESS", "DOB", "MRN"}
 

@@ -4,8 +4,6 @@ import pytest
 
 from privleak.attacks.phi_extraction import (
     PRIVAI_PROMPTS,
-    CategoryLeak,
-    PhiExtractionResult,
     context_prompts,
     count_leaks,
     phi_extraction,

@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 
+from privleak.core.errors import UserError
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.defenses.pii import (
     DEFAULT_SCRUB_LABELS,
@@ -19,7 +20,6 @@ from privleak.defenses.pii import (
     resolve_overlaps,
 )
 from privleak.defenses.scrub_quality import evaluate_detections, match_spans
-from privleak.core.errors import UserError
 
 EVAL_LABELS = DEFAULT_SCRUB_LABELS + ("BLOOD_PRESSURE", "HEIGHT", "WEIGHT")
 

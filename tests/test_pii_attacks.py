@@ -14,7 +14,12 @@ import re
 import pytest
 import torch
 
-from privleak.attacks.pii_extraction import TaggedSamples, count_extraction, pii_extraction, tag_texts
+from privleak.attacks.pii_extraction import (
+    TaggedSamples,
+    count_extraction,
+    pii_extraction,
+    tag_texts,
+)
 from privleak.attacks.pii_inference import distractors, pii_inference
 from privleak.attacks.pii_inventory import (
     build_inventory,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
+from test_pipeline_e2e import (
+    SMALL,  # tests/ is on sys.path (pytest's default import mode)
+)
 
 from privleak import pipeline
 from privleak.config import build_config
-
-from test_pipeline_e2e import SMALL  # tests/ is on sys.path (pytest's default import mode)
 
 
 def test_shadow_attacks_run_per_arm_and_resume(tmp_path):

@@ -18,10 +18,20 @@ from typing import Any
 
 import pytest
 
-from privleak.core.masking import PiiMasker, known_pii_values, mask_pii, mask_text_values
-from privleak.report.html import render_compare, render_report, write_compare, write_report
-from privleak.report.schema import load_results, results_schema, validate_results
 from privleak.core.errors import UserError
+from privleak.core.masking import (
+    PiiMasker,
+    known_pii_values,
+    mask_pii,
+    mask_text_values,
+)
+from privleak.report.html import (
+    render_compare,
+    render_report,
+    write_compare,
+    write_report,
+)
+from privleak.report.schema import load_results, results_schema, validate_results
 
 REPEATS = (1, 2, 4)
 
@@ -106,7 +116,11 @@ def make_results(canary_ids: list[str], rich: bool = False, leaked_texts: list[s
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run directory: splits/*.jsonl + canaries.json of a small synthetic corpus and a rich results.json."""
-    from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus, write_corpus
+    from privleak.data.clinical import (
+        ClinicalCorpusConfig,
+        generate_corpus,
+        write_corpus,
+    )
 
     root = tmp_path_factory.mktemp("run")
     corpus = generate_corpus(ClinicalCorpusConfig(n_public=30, n_members=40, n_non_members=30, n_population=20,

@@ -15,10 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_report import SECTIONS_ALWAYS, SECTIONS_RICH, run_dir  # noqa: F401  (fixture)
 
 from privleak.report.html import write_report
-
-from test_report import SECTIONS_ALWAYS, SECTIONS_RICH, run_dir  # noqa: F401  (fixture)
 
 CHROMIUM = os.environ.get("PRIVLEAK_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

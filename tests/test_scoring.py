@@ -5,12 +5,13 @@ import zlib
 
 import numpy as np
 import pytest
+from hand import (
+    token_stats_by_hand,  # tests/ is on sys.path (pytest default import mode)
+)
 
 from privleak.attacks.membership import loss_scores
 from privleak.attacks.scoring import TokenScores, score_texts
 from privleak.audit.utility import perplexity
-
-from hand import token_stats_by_hand  # tests/ is on sys.path (pytest default import mode)
 
 TEXTS = [
     "Patient Ann Lee was seen on day 3 for asthma.",

@@ -6,13 +6,17 @@ import re
 
 import pytest
 
+from privleak.core.errors import UserError
+from privleak.core.normalise import normalise_value as normalize_value
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import DEFAULT_SCRUB_LABELS, Detection, get_analyzer
-from privleak.core.normalise import normalise_value as normalize_value
 from privleak.defenses.scrub import Pseudonymizer, Scrubber, scrub_corpus
-from privleak.defenses.scrub_quality import evaluate_scrubber, residual_pii, value_survives
-from privleak.core.errors import UserError
+from privleak.defenses.scrub_quality import (
+    evaluate_scrubber,
+    residual_pii,
+    value_survives,
+)
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import pytest
 
 from privleak.attacks.lira import shadow_splits
 from privleak.attacks.rmia import log_pr_marginal, rmia_scores
-from privleak.core.metrics import roc_auc
 from privleak.audit.shadow_attacks import shadow_scores
+from privleak.core.metrics import roc_auc
 
 
 def _world(n=400, m=200, S=8, seed=0):

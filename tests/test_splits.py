@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from privleak.core.errors import UserError
 from privleak.data.records import Record
 from privleak.data.splits import SPLIT_NAMES, normalize_text, split_corpus
-from privleak.core.errors import UserError
 
 
 def _recs(texts: list[str]) -> list[Record]:

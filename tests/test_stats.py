@@ -7,8 +7,8 @@ import pytest
 from scipy import stats as st
 from scipy.optimize import brentq
 
-from privleak.core.metrics import mia_metrics, roc_curve, roc_points
 from privleak.audit.epsilon import dp_bound_check, empirical_epsilon
+from privleak.core.metrics import mia_metrics, roc_curve, roc_points
 from privleak.core.stats import (
     chi2_test,
     clopper_pearson,

@@ -8,7 +8,6 @@ import pytest
 
 from privleak.core.verbatim_index import VerbatimIndex, normalise_ws
 
-
 _VOCAB_RNG = random.Random(123)
 _VOCAB = ["".join(_VOCAB_RNG.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_VOCAB_RNG.randint(2, 9)))
           for _ in range(20_000)]

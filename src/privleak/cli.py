@@ -23,6 +23,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit langua
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic data.")
 app.add_typer(data_app, name="data")
 from .cli_guard import guard_app  # noqa: E402  (the output guard's sub-commands)
+
 app.add_typer(guard_app, name="guard")
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
@@ -75,10 +76,17 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
-    from .report.console import (attack_table, defence_table, exposure_table, extraction_table, guard_table, pii_attack_table,
-                              privacy_table)
     from .config import build_config, read_config_file
     from .pipeline import run_audit
+    from .report.console import (
+        attack_table,
+        defence_table,
+        exposure_table,
+        extraction_table,
+        guard_table,
+        pii_attack_table,
+        privacy_table,
+    )
 
     file_data = read_config_file(config) if config else {}
     over: dict[str, Any] = {}

@@ -22,8 +22,8 @@ def _err(msg: str) -> None:
 
 
 def _scan(types: str | None, score_threshold: float, no_ner: bool):
-    from .defenses.pii import DEFAULT_SCRUB_LABELS
     from .defenses.guard.guard import ScanSettings
+    from .defenses.pii import DEFAULT_SCRUB_LABELS
 
     labels = tuple(t.strip().upper() for t in types.split(",") if t.strip()) if types else DEFAULT_SCRUB_LABELS
     if not 0.0 <= score_threshold <= 1.0:

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+import tomllib
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .arms import ArmSpec, dp_arm_name, parse_arm
 from .core.errors import UserError

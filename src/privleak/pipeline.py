@@ -18,31 +18,45 @@ from typing import Callable
 import numpy as np
 
 from . import __version__
+from .arms import ArmSpec, parse_arm
 from .attacks.exposure import canary_exposure, chance_exposure
 from .attacks.lira import shadow_splits
 from .attacks.scoring import TokenScores, cached_scores, score_texts
 from .audit.extraction_eval import run_extraction
-from .core.masking import PiiMasker, known_pii_values
 from .audit.membership_eval import attack_scores, evaluate_membership
 from .audit.pii_eval import PiiAttackSettings, base_emissions, run_pii_attacks
 from .audit.shadow_attacks import shadow_scores
-from .defenses.guard.audit_arm import evaluate_guard
 from .audit.utility import perplexity
-from .arms import ArmSpec, parse_arm
 from .config import AuditConfig, resolve_delta
-from .data.canaries import Canary, derive_seed, load_canaries, make_canaries, plant_canaries, save_canaries
+from .core.errors import UserError
+from .core.io import atomic_path
+from .core.masking import PiiMasker, known_pii_values
+from .data.canaries import (
+    Canary,
+    derive_seed,
+    load_canaries,
+    make_canaries,
+    plant_canaries,
+    save_canaries,
+)
 from .data.clinical import ClinicalCorpusConfig, generate_corpus
 from .data.loaders import load_corpus
 from .data.records import Record, read_jsonl, write_jsonl
 from .data.splits import split_corpus
-from .core.errors import UserError
 from .defenses.arm_data import dedup_members, scrub_members
+from .defenses.guard.audit_arm import evaluate_guard
 from .defenses.pii import get_analyzer
 from .models.accounting import epsilons as accountant_epsilons
 from .models.base import BaseModelSpec, default_base_model
 from .models.batching import encode
 from .models.dp_train import DPSettings, train_dp
-from .models.handle import ModelHandle, check_model_ref, clone_model, load_handle, save_handle
+from .models.handle import (
+    ModelHandle,
+    check_model_ref,
+    clone_model,
+    load_handle,
+    save_handle,
+)
 from .models.train import TrainSettings, train
 from .results import SCHEMA_VERSION, package_versions, write_results
 from .rundir import RunDir, Timer, finite, read_json, stable_hash, write_json
@@ -334,11 +348,8 @@ def _train_shadow(audit: Audit, spec: ArmSpec, settings: dict, k: int, plan: Sha
     # The shadow is scored on the original texts, as the target is.
     nll_x = score_texts(handle, [plan.pool[i].text for i in plan.eval_x], desc=f"score {label}").nll()
     nll_z = score_texts(handle, [r.text for r in splits["population"]], desc=f"score {label} population").nll()
-    path = run.path("arms", spec.name, "shadows", f"{k}.npz")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, nll_x=nll_x, nll_z=nll_z, in_x=plan.in_mask[k][plan.eval_x])
-    os.replace(tmp, path)
+    with atomic_path(run.path("arms", spec.name, "shadows", f"{k}.npz"), suffix=".npz") as tmp:
+        np.savez(tmp, nll_x=nll_x, nll_z=nll_z, in_x=plan.in_mask[k][plan.eval_x])
 
 
 def _load_shadows(run: RunDir, arm: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,53 +10,16 @@ stages it affects.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import os
-import shutil
-import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import ContextManager
 
 from .core.errors import UserError
+from .core.io import finite, read_json, stable_hash, staging_dir, write_json
 
-
-def stable_hash(*parts: Any) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str).encode())
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def finite(obj: Any) -> Any:
-    """NaN/±inf → None, recursively: JSON has no NaN, and an undefined figure
-    (a rate over zero cases, a p-value of an all-zero table) is not a number."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, (list, tuple)):
-        return [finite(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    return obj
-
-
-def write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(finite(obj), fh, indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+__all__ = ["RunDir", "Timer", "finite", "read_json", "stable_hash", "write_json"]
 
 
 @dataclass
@@ -100,18 +63,8 @@ class RunDir:
         self.durations[name] = duration
         write_json(self._marker(name), {"key": key, "duration_s": round(duration, 3)})
 
-    @contextmanager
-    def staging_dir(self, final: Path) -> Iterator[Path]:
-        """A scratch directory renamed to ``final`` only if the block succeeds."""
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
-        try:
-            yield tmp
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    def staging_dir(self, final: Path) -> ContextManager[Path]:
+        return staging_dir(final)
 
 
 class Timer:

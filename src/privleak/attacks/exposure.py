@@ -26,9 +26,9 @@ import torch
 from scipy import stats
 from transformers import GPT2LMHeadModel, PreTrainedModel
 
+from ..core.progress import progress_bar
 from ..data.canaries import Canary, sample_candidates
 from ..models.handle import ModelHandle
-from ..core.progress import progress_bar
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary
 from ..data.records import Record
-from ..models.handle import ModelHandle
 from ..models.generation import GenerationSettings, generate, generate_ids
-from ..core.verbatim_index import VerbatimIndex
+from ..models.handle import ModelHandle
 
 
 def _unique_texts(records: Sequence[Record]) -> list[Record]:

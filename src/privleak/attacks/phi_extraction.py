@@ -38,8 +38,8 @@ from ..core.normalise import find_values as find_leaks
 from ..core.normalise import normalise_value
 from ..core.stats import diff_ci
 from ..data.records import Record
-from ..models.handle import ModelHandle
 from ..models.generation import GenerationSettings, generate
+from ..models.handle import ModelHandle
 
 # The 14 attack prompts of PrivAI-Leak (source document 003, ATTACK_PROMPTS).
 PRIVAI_PROMPTS: tuple[str, ...] = (

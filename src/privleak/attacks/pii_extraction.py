@@ -38,10 +38,17 @@ from typing import Any, Sequence
 
 from ..core.stats import clopper_pearson, newcombe_diff_ci
 from ..data.records import Record
-from ..models.handle import ModelHandle
 from ..models.generation import GenerationSettings, generate
+from ..models.handle import ModelHandle
 from .phi_extraction import find_leaks
-from .pii_inventory import IDENTIFYING, PiiInventory, bucket_order, build_inventory, duplicate_bucket, normalise_value
+from .pii_inventory import (
+    IDENTIFYING,
+    PiiInventory,
+    bucket_order,
+    build_inventory,
+    duplicate_bucket,
+    normalise_value,
+)
 
 
 def usable_labels(analyzer: Any, labels: Sequence[str]) -> tuple[str, ...]:

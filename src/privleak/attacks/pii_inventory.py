@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..data.records import Record
 from ..core.normalise import dates_in as _dates
 from ..core.normalise import normalise_value
+from ..data.records import Record
 from .phi_extraction import IDENTIFYING, PhiValue, phi_values
 
 __all__ = [

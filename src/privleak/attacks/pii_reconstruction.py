@@ -26,10 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..data.records import Record
-from ..models.handle import ModelHandle
 from ..models.generation import GenerationSettings, generate
+from ..models.handle import ModelHandle
 from .pii_extraction import usable_labels
-from .pii_inventory import IDENTIFYING, PiiSlot, fill_slot, normalise_value, pii_slots, scrub_others, slot_window
+from .pii_inventory import (
+    IDENTIFYING,
+    PiiSlot,
+    fill_slot,
+    normalise_value,
+    pii_slots,
+    scrub_others,
+    slot_window,
+)
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
 
 TAG_CONTEXT_CHARS = 32  # prompt tail kept in front of a continuation when tagging it (cue words such as "SSN")

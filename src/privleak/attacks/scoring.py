@@ -22,9 +22,10 @@ import numpy as np
 import torch
 from transformers import GPT2LMHeadModel, PreTrainedModel
 
+from ..core.io import atomic_path
+from ..core.progress import progress_bar
 from ..models.batching import encode, pad_batch, position_ids_for
 from ..models.handle import ModelHandle
-from ..core.progress import progress_bar
 
 
 @dataclass
@@ -50,10 +51,8 @@ class TokenScores:
         return -sums / np.maximum(counts, 1)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, logprob=self.logprob, mu=self.mu, var=self.var, offsets=self.offsets)
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".npz") as tmp:
+            np.savez(tmp, logprob=self.logprob, mu=self.mu, var=self.var, offsets=self.offsets)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "TokenScores":

@@ -12,13 +12,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..attacks.extraction import canary_extraction, prefix_extraction, sampling_extraction
+from ..attacks.extraction import (
+    canary_extraction,
+    prefix_extraction,
+    sampling_extraction,
+)
 from ..attacks.phi_extraction import phi_extraction
+from ..core.masking import PiiMasker
 from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary, derive_seed, make_canaries
 from ..data.records import Record
 from ..models.handle import ModelHandle
-from ..core.masking import PiiMasker
 
 
 def mask_strings(obj: Any, masker: PiiMasker) -> Any:

@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from ..attacks.membership import loss_scores, min_k_pp_scores, min_k_scores, reference_scores, zlib_scores
+from ..attacks.membership import (
+    loss_scores,
+    min_k_pp_scores,
+    min_k_scores,
+    reference_scores,
+    zlib_scores,
+)
 from ..attacks.rmia import rmia_scores
 from ..attacks.scoring import TokenScores
 from ..core.metrics import mia_metrics, roc_curve, roc_points

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats as st
+
 # ----------------------------------------------------------------------------
 # Binomial proportions
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import random
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -22,8 +21,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from faker import Faker
 
-from privleak.data.records import PiiSpan, Record
 from privleak.core.errors import UserError
+from privleak.core.io import atomic_open
+from privleak.data.records import PiiSpan, Record
 
 DEFAULT_FRAME = "Verification record for {name}: social security number {secret}."
 DEFAULT_SECRET_FORMAT = "###-##-####"
@@ -246,18 +246,10 @@ def plant_canaries(members: list[Record], canaries: Iterable[Canary], seed: int)
 
 def save_canaries(path: str | os.PathLike[str], canaries: Iterable[Canary]) -> None:
     """Write canaries as JSON, atomically (same reason as write_jsonl)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"version": 1, "canaries": [asdict(c) for c in canaries]}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, ensure_ascii=False, indent=1)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as fh:
+        json.dump(payload, fh, ensure_ascii=False, indent=1)
+        fh.write("\n")
 
 
 def load_canaries(path: str | os.PathLike[str]) -> list[Canary]:

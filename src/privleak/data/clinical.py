@@ -33,6 +33,8 @@ from typing import Callable
 
 from faker import Faker
 
+from privleak.core.errors import UserError
+from privleak.core.normalise import normalise_value
 from privleak.data import vocab
 from privleak.data.canaries import (
     Canary,
@@ -43,8 +45,6 @@ from privleak.data.canaries import (
     save_canaries,
 )
 from privleak.data.records import PHI_LABELS, PiiSpan, Record, read_jsonl, write_jsonl
-from privleak.core.errors import UserError
-from privleak.core.normalise import normalise_value
 
 SPLITS: tuple[str, ...] = ("public", "members", "non_members", "population")
 CANARY_FILE = "canaries.json"

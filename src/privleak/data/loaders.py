@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from privleak.data.records import Record
 from privleak.core.errors import UserError
+from privleak.data.records import Record
 
 FORMATS: tuple[str, ...] = ("jsonl", "csv", "text", "hf")
 _ALIASES = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "csv",

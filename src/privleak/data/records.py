@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable
+
+from ..core.io import atomic_open
 
 # The 13 PHI fields of the synthetic clinical corpus.
 PHI_LABELS: tuple[str, ...] = (
@@ -82,18 +82,10 @@ class Record:
 
 def write_jsonl(path: str | os.PathLike[str], records: Iterable[Record]) -> None:
     """Write records atomically: a crash never leaves a half-written split."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec.to_json(), ensure_ascii=False))
-                fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as fh:
+        for rec in records:
+            fh.write(json.dumps(rec.to_json(), ensure_ascii=False))
+            fh.write("\n")
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Record]:

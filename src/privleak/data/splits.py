@@ -13,8 +13,8 @@ import math
 import random
 from typing import Sequence
 
-from privleak.data.records import Record
 from privleak.core.errors import UserError
+from privleak.data.records import Record
 
 SPLIT_NAMES: tuple[str, ...] = ("members", "non_members", "population")
 

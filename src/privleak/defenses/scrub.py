@@ -33,11 +33,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Sequence
 
+from privleak.core.errors import UserError
+from privleak.core.normalise import is_digit_label, normalise_value
 from privleak.data.canaries import derive_seed
 from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import Detection, PiiAnalyzer, get_analyzer
-from privleak.core.errors import UserError
-from privleak.core.normalise import is_digit_label, normalise_value
 
 MODES: tuple[str, ...] = ("mask", "tag", "pseudonym")
 

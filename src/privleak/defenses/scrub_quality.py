@@ -33,9 +33,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from privleak.core.normalise import normalise_value
 from privleak.data.records import Record
 from privleak.defenses.pii import Detection, PiiAnalyzer
-from privleak.core.normalise import normalise_value
 from privleak.defenses.scrub import Scrubber
 
 _DIGIT_RUN = re.compile(r"\d(?:[\d\s().+\-/]*\d)?")

@@ -342,7 +342,10 @@ def _prv_grid_points(q: float, sigma: float, steps: int, delta: float, eps_error
     """Size of the grid Opacus's PRVAccountant will allocate: it mirrors
     ``PRVAccountant._get_domain`` (opacus/accountants/prv.py): domain [-L, L]
     from ``compute_safe_domain_size``, mesh ``eps_error / sqrt(T·log(12/δ_err)/2)``."""
-    from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, compute_safe_domain_size
+    from opacus.accountants.analysis.prv import (
+        PoissonSubsampledGaussianPRV,
+        compute_safe_domain_size,
+    )
 
     delta_error = delta / 1000
     with _quiet_rdp(), np.errstate(divide="ignore", over="ignore"):

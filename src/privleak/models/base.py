@@ -13,8 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
+from ..core.io import staging_dir
 from .batching import encode
 from .handle import ModelHandle, load_handle, save_handle
 from .tokenizer import train_tokenizer
@@ -96,13 +95,6 @@ def default_base_model(spec: BaseModelSpec, public_texts: list[str]) -> tuple[Mo
     target = cache_root() / "base" / spec_key(spec, public_texts)
     if not (target / "config.json").exists():
         handle = pretrain_base(spec, public_texts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-        try:
+        with staging_dir(target) as tmp:
             save_handle(handle, tmp)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return load_handle(target, spec.max_length), target

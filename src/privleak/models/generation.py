@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .handle import ModelHandle
 from ..core.progress import progress_bar
+from .handle import ModelHandle
 
 
 @dataclass(frozen=True)

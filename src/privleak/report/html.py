@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 from markupsafe import Markup
 
 from ..core.errors import UserError
+from ..core.io import write_text
 from ..core.masking import PiiMasker, known_pii_values, load_canaries
 from .schema import load_results, validate_results
 
@@ -764,22 +765,6 @@ def _section_other(results: dict[str, Any], mask: Masker) -> dict[str, Any] | No
     return {"id": "other", "title": "Other results", "blocks": blocks}
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 # --- rendering --------------------------------------------------------------
 
 def _template():
@@ -836,7 +821,7 @@ def write_report(run_dir: str | Path, show_pii: bool = False, out: str | Path | 
                          source=str(rd if rd.is_file() else rd / "results.json"))
     target = Path(out) if out is not None else (rd if rd.is_dir() else rd.parent) / "report.html"
     try:
-        write_text_atomic(target, html)
+        write_text(target, html)
     except OSError as exc:
         raise UserError(f"{target}: cannot write the report ({exc.strerror or exc}); choose a writable path with --out") from None
     return target
@@ -927,7 +912,7 @@ def write_compare(run_dirs: Iterable[str | Path], out: str | Path) -> Path:
     html = render_compare(runs, names)
     target = Path(out)
     try:
-        write_text_atomic(target, html)
+        write_text(target, html)
     except OSError as exc:
         raise UserError(f"{target}: cannot write the comparison ({exc.strerror or exc}); choose a writable path with --out") from None
     return target

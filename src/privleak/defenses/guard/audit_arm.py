@@ -32,14 +32,19 @@ from typing import Any
 import numpy as np
 
 from ...attacks.extraction import canary_extraction, sampling_extraction
-from ...models.generation import GenerationSettings, generate
-from ...attacks.phi_extraction import IDENTIFYING, find_leaks, phi_extraction, phi_values
+from ...attacks.phi_extraction import (
+    IDENTIFYING,
+    find_leaks,
+    phi_extraction,
+    phi_values,
+)
 from ...attacks.pii_extraction import pii_extraction
-from ...core.verbatim_index import VerbatimIndex, normalise_ws
 from ...core.masking import PiiMasker
 from ...core.stats import clopper_pearson
+from ...core.verbatim_index import VerbatimIndex, normalise_ws
 from ...data.canaries import Canary, derive_seed, make_canaries
 from ...data.records import Record
+from ...models.generation import GenerationSettings, generate
 from ...models.handle import ModelHandle
 from .generate import guarded_handle
 from .guard import Guard, ScanSettings, inventory_from_records

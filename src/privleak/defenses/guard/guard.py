@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.errors import UserError
 from ...core.verbatim_index import VerbatimIndex
 from ...data.canaries import Canary
 from ...data.records import Record
@@ -45,7 +46,6 @@ from ..pii import (
     PiiAnalyzer,
     get_analyzer,
 )
-from ...core.errors import UserError
 from .index_store import load_index, save_index
 from .tripwire import DEFAULT_INVENTORY_LABELS, Tripwire
 from .verdict import Finding, GuardPolicy, Verdict, apply_findings

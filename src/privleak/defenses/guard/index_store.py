@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...core.verbatim_index import VerbatimIndex
 from ...core.errors import UserError
+from ...core.io import atomic_path, write_json
+from ...core.verbatim_index import VerbatimIndex
 from .tripwire import Tripwire
 
 FORMAT = "privleak-guard-index"
@@ -43,16 +43,9 @@ def save_index(path: str | os.PathLike[str], verbatim: VerbatimIndex, tripwire: 
     if not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory; choose a new path for the index")
     # Write to temporary names, then rename: a crash never leaves a half-written index behind.
-    fd, tmp_npy = tempfile.mkstemp(dir=out, prefix=".verbatim.", suffix=".npy")
-    os.close(fd)
-    verbatim.save(tmp_npy)
-    os.replace(tmp_npy, out / VERBATIM_FILE)
-    payload = {"format": FORMAT, "version": VERSION, **meta, "tripwire": tripwire.to_json()}
-    fd, tmp_json = tempfile.mkstemp(dir=out, prefix=".guard.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp_json, out / META_FILE)
+    with atomic_path(out / VERBATIM_FILE, suffix=".npy") as tmp_npy:
+        verbatim.save(tmp_npy)
+    write_json(out / META_FILE, {"format": FORMAT, "version": VERSION, **meta, "tripwire": tripwire.to_json()}, indent=1)
     return out
 
 
