@@ -185,6 +185,7 @@ _EN: list[tuple[str, str, str]] = [
     ("fi-ach", "finance", "Direct deposit authorization: I, {p1}, authorize {org} to deposit my pay into account number {bank}."),
     ("fi-loan", "finance", "Loan application: applicant {p1}, SSN {ssn}, employer {org}, declared income {amt}."),
     ("fi-wire-us", "finance", "Please wire the deposit to account {bank} at {org}; the account holder is {p1}."),
+    ("fi-id-check", "finance", "Account opening for {p1}: ID verified against {dl_state} driver license {dl} on {date}."),
     ("fi-kyc-us", "finance", "KYC (US person): {p1}, passport {passport}, DOB {p1.dob}, SSN {ssn}."),
     ("fi-pharmacy", "finance", "Remittance for controlled-substance order {inv}: prescriber Dr. {p1} (DEA {p1.dea}), amount {amt}."),
     # -------------------------------------------------------------------- hr
@@ -203,6 +204,7 @@ _EN: list[tuple[str, str, str]] = [
     ("hr-portfolio", "hr", "Applicant portfolio: {url} (contact {p1.email}, {p1.phone})"),
     ("hr-dob", "hr", "{p1} (born {p1.dob}) qualifies for the long-service award at {org}."),
     ("hr-free-names", "hr", "Honestly {p1.first} carried the project, and {p2} should get more credit than {p3.last} gave in the review."),
+    ("hr-fleet", "hr", "Company car assigned to {p1}; licence on file: {dl} ({dl_state}), checked by {p2.first}."),
     ("hr-i9", "hr", "I-9 documents for {p1}: US passport {passport}, expiring {date}."),
     ("hr-travel-profile", "hr", "Travel profile updated for {p1}: passport {passport}, nationality {nat}, home airport {city}."),
     ("hr-background", "hr", "Background check for {p1}: {dl_state} driver license {dl}, DOB {p1.dob}, current address {p1.addr}."),
