@@ -2,8 +2,8 @@
 
 ``mask_pii(value, label)`` masks one value of a known category, keeping just
 enough to recognise the kind of value (``Al**** H***``, ``***-**-1850``);
-:class:`PiiMasker` masks every known PII value of a run (its ground-truth
-spans in ``splits/*.jsonl`` and its canaries) wherever it occurs in a text,
+:class:`PiiMasker` masks every known PII value of a run (value → label,
+:func:`privleak.data.canaries.known_pii`) wherever it occurs in a text,
 then masks SSN-, e-mail-, phone- and MRN-shaped strings it did not know.
 Masking never lengthens or shortens a value, and a masked value never
 contains the original.
@@ -11,10 +11,8 @@ contains the original.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Mapping
 
 MASK = "*"
 
@@ -92,9 +90,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("PHONE", re.compile(r"(?<![\w-])(?:\+1[ .-]?)?\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}\b")),
 ]
 
-# The default canary frame: "Verification record for {name}: social security number {secret}."
-_CANARY_NAME = re.compile(r"\bfor ([A-Z][\w'’]+(?: [A-Z][\w'’-]+)+):")
-
 
 class PiiMasker:
     """Masks every known PII value (longest first) and pattern-shaped PII in a text."""
@@ -128,65 +123,3 @@ class PiiMasker:
 def mask_text_values(text: str, values: Mapping[str, str], patterns: bool = True) -> str:
     """``text`` with every occurrence of a known PII value (value → label) masked."""
     return PiiMasker(values, patterns=patterns).mask(text)
-
-
-def known_pii_values(run_dir: str | Path | None) -> dict[str, str]:
-    """Every ground-truth PII value of a run: value → label.
-
-    Reads the spans of ``splits/*.jsonl`` and the canaries of
-    ``splits/canaries.json`` (secret as SSN, the name in the default frame as
-    NAME). A missing or unreadable run directory gives an empty mapping.
-    """
-    out: dict[str, str] = {}
-    if run_dir is None:
-        return out
-    splits = Path(run_dir) / "splits"
-    if not splits.is_dir():
-        return out
-    for path in sorted(splits.glob("*.jsonl")):
-        try:
-            fh = open(path, encoding="utf-8")
-        except OSError:
-            continue
-        with fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                    text = rec["text"]
-                    for s, e, lab in rec.get("pii") or ():
-                        val = text[int(s) : int(e)]
-                        if val.strip():
-                            out.setdefault(val, str(lab))
-                except (ValueError, KeyError, TypeError):
-                    continue
-    for c in _load_canaries(splits / "canaries.json"):
-        secret = c.get("secret")
-        if isinstance(secret, str) and secret:
-            out.setdefault(secret, "SSN")
-        m = _CANARY_NAME.search(str(c.get("prefix", "")))
-        if m:
-            out.setdefault(m.group(1), "NAME")
-    return out
-
-
-def _load_canaries(path: Path) -> list[dict]:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    items = obj.get("canaries", []) if isinstance(obj, dict) else obj
-    return [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
-
-
-def load_canaries(run_dir: str | Path | None) -> dict[str, dict]:
-    """canary_id → canary dict (prefix, secret, suffix, repeats) of a run, or {}."""
-    if run_dir is None:
-        return {}
-    return {str(c.get("canary_id")): c for c in _load_canaries(Path(run_dir) / "splits" / "canaries.json")}
-
-
-def iter_masked(texts: Iterable[str], masker: PiiMasker) -> list[str]:
-    return [masker.mask(t) for t in texts]

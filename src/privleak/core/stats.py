@@ -145,12 +145,12 @@ class ProportionComparison:
 
 
 def compare_proportions(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> ProportionComparison:
-    """Everything a leak count needs: Wilson CIs per arm, Newcombe CI of p1 − p2,
-    Cohen's h, Fisher exact p (two-sided and "arm 1 greater") and Yates χ² p."""
+    """Everything a leak count needs: Clopper–Pearson CIs per arm (the one rule for a rate),
+    Newcombe's CI of p1 − p2, Cohen's h, Fisher exact p (two-sided and "arm 1 greater") and Yates χ² p."""
     p1, p2 = k1 / n1, k2 / n2
     return ProportionComparison(
         k1=int(k1), n1=int(n1), k2=int(k2), n2=int(n2), p1=p1, p2=p2,
-        p1_ci95=wilson_ci(k1, n1, alpha), p2_ci95=wilson_ci(k2, n2, alpha),
+        p1_ci95=clopper_pearson(k1, n1, alpha), p2_ci95=clopper_pearson(k2, n2, alpha),
         diff=p1 - p2, diff_ci95=newcombe_diff_ci(k1, n1, k2, n2, alpha),
         cohens_h=cohens_h(p1, p2),
         fisher_p=fisher_exact_test(k1, n1, k2, n2)[1],
@@ -178,15 +178,15 @@ def rate(k: int, n: int, alpha: float = 0.05) -> Rate:
     return Rate(k=int(k), n=int(n), rate=k / n, ci95=(lo, hi))
 
 
-def rate_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """The Clopper–Pearson interval of k/n, (NaN, NaN) when n = 0 (JSON writes null)."""
-    return (float("nan"), float("nan")) if n == 0 else clopper_pearson(k, n, alpha)
+def rate_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float] | None:
+    """The Clopper–Pearson interval of k/n; None when n = 0 (no interval, and JSON has no NaN)."""
+    return None if n == 0 else clopper_pearson(k, n, alpha)
 
 
-def diff_ci(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> tuple[float, float]:
-    """Newcombe's interval of k1/n1 − k2/n2, (NaN, NaN) when a side is empty."""
+def diff_ci(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> tuple[float, float] | None:
+    """Newcombe's interval of k1/n1 − k2/n2; None when a side is empty."""
     if n1 == 0 or n2 == 0:
-        return (float("nan"), float("nan"))
+        return None
     return newcombe_diff_ci(k1, n1, k2, n2, alpha)
 
 

@@ -155,6 +155,38 @@ def make_canaries(
     return canaries
 
 
+def canary_name(canary: Canary, frame: str = DEFAULT_FRAME) -> str | None:
+    """The synthetic person a canary of ``frame`` names (it is PII too: masked in reports)."""
+    head = frame.split("{secret}")[0]
+    before, after = head.split("{name}")
+    p = canary.prefix
+    if p.startswith(before) and p.endswith(after) and len(p) > len(before) + len(after):
+        return p[len(before) : len(p) - len(after)]
+    return None
+
+
+def known_pii(splits: Iterable[Iterable[Record]], canaries: Iterable[Canary]) -> dict[str, str]:
+    """Every ground-truth PII value of a corpus: value → label (first label seen wins).
+
+    The records' spans, then each canary's secret (as SSN) and the name in its
+    frame (as NAME): what a report must mask.
+    """
+    out: dict[str, str] = {}
+    for records in splits:
+        for r in records:
+            for s in r.pii or ():
+                value = s.value(r.text)
+                if value.strip():
+                    out.setdefault(value, s.label)
+    for c in canaries:
+        if c.secret:
+            out.setdefault(c.secret, SECRET_LABEL)
+        name = canary_name(c)
+        if name:
+            out.setdefault(name, "NAME")
+    return out
+
+
 def _canary_name(fake: Faker) -> str:
     last1, last2 = fake.last_name(), fake.last_name()
     while last2 == last1:

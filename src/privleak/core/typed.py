@@ -1,0 +1,35 @@
+"""The base of every typed result that lands in ``results.json``.
+
+Results are pydantic models with ``extra="forbid"`` (a hand-edited or
+truncated file is rejected naming the field) whose derived figures (a rate
+from its counts, an excess over a floor) are ``computed_field`` properties:
+written to JSON for readers, never stored twice, and dropped again when a
+file is read back, so a round trip is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+class Typed(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        computed = cls.model_computed_fields
+        if computed and isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in computed}
+        return data
+
+
+def ratio(k: float, n: float) -> float | None:
+    """k / n, or None (JSON null) for an empty denominator."""
+    return k / n if n else None
+
+
+def minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
