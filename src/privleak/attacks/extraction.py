@@ -17,18 +17,27 @@ Three entry points, each returning a typed result with ``to_json()``:
 
 from __future__ import annotations
 
-import time
 import zlib
-from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
+from pydantic import PrivateAttr, computed_field
 
+from ..core.typed import Typed, minus, ratio
 from ..core.verbatim_index import VerbatimIndex
-from ..data.canaries import Canary
+from ..data.canaries import Canary, derive_seed, make_canaries
 from ..data.records import Record
 from ..models.generation import GenerationSettings, generate, generate_ids
 from ..models.handle import ModelHandle
+from .base import (
+    AttackContext,
+    AttackResult,
+    Figure,
+    Finding,
+    LeakCount,
+    Policy,
+    count_finding,
+)
 
 
 def _unique_texts(records: Sequence[Record]) -> list[Record]:
@@ -46,38 +55,46 @@ def _unique_texts(records: Sequence[Record]) -> list[Record]:
 # (a) prefix extraction
 
 
-@dataclass
-class PrefixCell:
+class PrefixCell(Typed):
     k: int
     m: int
     n_members: int  # members long enough (k + m tokens) to qualify
     members_extracted: int
     n_non_members: int
     non_members_extracted: int
-    by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [extracted, qualified] (members)
+    by_kind: dict[str, list[int]] = {}  # kind -> [extracted, qualified] (members)
 
+    @computed_field
     @property
-    def member_rate(self) -> float:
-        return self.members_extracted / self.n_members if self.n_members else float("nan")
+    def member_rate(self) -> float | None:
+        return ratio(self.members_extracted, self.n_members)
 
+    @computed_field
     @property
-    def non_member_rate(self) -> float:
-        return self.non_members_extracted / self.n_non_members if self.n_non_members else float("nan")
+    def non_member_rate(self) -> float | None:
+        return ratio(self.non_members_extracted, self.n_non_members)
 
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "member_rate": self.member_rate, "non_member_rate": self.non_member_rate,
-                "excess": self.member_rate - self.non_member_rate}
+    @computed_field
+    @property
+    def excess(self) -> float | None:
+        return minus(self.member_rate, self.non_member_rate)
 
 
-@dataclass
-class PrefixExtractionResult:
+class PrefixExtractionResult(AttackResult):
+    """Eidetic memorisation: greedy continuations that reproduce a record's next m tokens."""
+
+    kind: Literal["prefix_extraction"] = "prefix_extraction"
+    title: ClassVar[str] = "prefix extraction"
+
     cells: list[PrefixCell]
     n_members_total: int
     n_non_members_total: int
-    seconds: float
-    # per-member-record extracted flags for the largest (k, m) cell is not kept;
-    # ``extracted_members`` maps (k, m) -> indices (into the de-duplicated members) extracted.
-    extracted_members: dict[str, list[int]] = field(default_factory=dict)
+    # ``extracted_members`` maps "k,m" -> indices (into the de-duplicated members) extracted; not serialised.
+    _extracted: dict[str, list[int]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def extracted_members(self) -> dict[str, list[int]]:
+        return self._extracted
 
     def cell(self, k: int, m: int) -> PrefixCell:
         for c in self.cells:
@@ -85,9 +102,30 @@ class PrefixExtractionResult:
                 return c
         raise KeyError((k, m))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"cells": [c.to_json() for c in self.cells], "n_members_total": self.n_members_total,
-                "n_non_members_total": self.n_non_members_total, "seconds": self.seconds}
+    def _head(self) -> PrefixCell | None:
+        """The cell tables show: k = 16 → m = 16 tokens, else the first."""
+        return next((c for c in self.cells if (c.k, c.m) == (16, 16)), self.cells[0] if self.cells else None)
+
+    def headline(self) -> list[Figure]:
+        c = self._head()
+        if c is None:
+            return []
+        return [Figure(f"k={c.k}→{c.m} tokens", c.member_rate, "rate", k=c.members_extracted, n=c.n_members,
+                       floor=c.non_member_rate)]
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        c = self._head()
+        if c is None:
+            return Finding(attack, None, "")
+        ctrl = control.cell(c.k, c.m) if isinstance(control, PrefixExtractionResult) else None
+        return count_finding(attack, f"members reproduced verbatim (k={c.k}→{c.m} tokens)", c.members_extracted,
+                             c.n_members, c.non_members_extracted, c.n_non_members,
+                             (ctrl.members_extracted, ctrl.n_members) if ctrl else None, policy)
+
+    def leaked(self) -> LeakCount | None:
+        c = self._head()
+        return None if c is None else LeakCount(c.members_extracted, c.n_members, "member texts reproduced",
+                                                c.non_members_extracted)
 
 
 def _body_ids(handle: ModelHandle, texts: list[str]) -> list[list[int]]:
@@ -136,7 +174,6 @@ def prefix_extraction(
     cover non-canary members only, the population comparable with the
     non-members; canaries are reported in ``by_kind["canary"]``.
     """
-    t0 = time.perf_counter()
     mem = [r for r in _unique_texts(members) if r.kind != "canary"]
     non = [r for r in _unique_texts(non_members) if r.kind != "canary"]
     if max_records is not None:
@@ -160,16 +197,16 @@ def prefix_extraction(
                                     n_non_members=len(need_n[m]), non_members_extracted=int(sum(flags_n[m])),
                                     by_kind=by_kind))
             extracted[f"{k},{m}"] = [i for i, f in zip(need_m[m], flags_m[m]) if f]
-    return PrefixExtractionResult(cells=cells, n_members_total=sum(r.kind != "canary" for r in mem), n_non_members_total=len(non),
-                                  seconds=time.perf_counter() - t0, extracted_members=extracted)
+    res = PrefixExtractionResult(cells=cells, n_members_total=sum(r.kind != "canary" for r in mem), n_non_members_total=len(non))
+    res._extracted = extracted
+    return res
 
 
 # ----------------------------------------------------------------------------
 # (b) canary extraction
 
 
-@dataclass
-class CanaryExtraction:
+class CanaryExtraction(Typed):
     canary_id: str
     repeats: int
     greedy_extracted: bool
@@ -177,17 +214,26 @@ class CanaryExtraction:
     n_samples: int
     planted: bool = True  # False for control canaries that were never trained on
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+
+class RepeatGroup(Typed):
+    n_canaries: int
+    greedy_fraction: float
+    sample_fraction: float | None
+    any_sample_fraction: float
 
 
-@dataclass
-class CanaryExtractionResult:
+class CanaryExtractionResult(AttackResult):
+    """Greedy and sampled completions of every canary prefix; extracted = the exact secret appears."""
+
+    kind: Literal["canary_extraction"] = "canary_extraction"
+    title: ClassVar[str] = "canary extraction"
+
     canaries: list[CanaryExtraction]
     settings: dict[str, Any]
-    seconds: float
 
-    def by_repeats(self) -> dict[str, dict[str, float]]:
+    @computed_field
+    @property
+    def by_repeats(self) -> dict[str, RepeatGroup]:
         """Per repetition count (controls under "control"): greedy fraction, sample fraction."""
         groups: dict[str, list[CanaryExtraction]] = {}
         for c in self.canaries:
@@ -195,17 +241,36 @@ class CanaryExtractionResult:
         out = {}
         for key, cs in sorted(groups.items(), key=lambda kv: (kv[0] == "control", int(kv[0]) if kv[0].isdigit() else 0)):
             n_s = sum(c.n_samples for c in cs)
-            out[key] = {
-                "n_canaries": len(cs),
-                "greedy_fraction": sum(c.greedy_extracted for c in cs) / len(cs),
-                "sample_fraction": (sum(c.sample_hits for c in cs) / n_s) if n_s else float("nan"),
-                "any_sample_fraction": sum(c.sample_hits > 0 for c in cs) / len(cs),
-            }
+            out[key] = RepeatGroup(n_canaries=len(cs), greedy_fraction=sum(c.greedy_extracted for c in cs) / len(cs),
+                                   sample_fraction=ratio(sum(c.sample_hits for c in cs), n_s),
+                                   any_sample_fraction=sum(c.sample_hits > 0 for c in cs) / len(cs))
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        return {"by_repeats": self.by_repeats(), "canaries": [c.to_json() for c in self.canaries],
-                "settings": self.settings, "seconds": self.seconds}
+    def _counts(self, planted: bool) -> tuple[int, int]:
+        cs = [c for c in self.canaries if c.planted == planted]
+        return sum(c.greedy_extracted or c.sample_hits > 0 for c in cs), len(cs)
+
+    def headline(self) -> list[Figure]:
+        out = [Figure(f"{k}× greedy", g.greedy_fraction, "rate") for k, g in self.by_repeats.items() if k != "control"]
+        (k, n), (ck, cn) = self._counts(True), self._counts(False)
+        out.append(Figure("extracted (greedy or sampled)", ratio(k, n), "rate", k=k, n=n, floor=ratio(ck, cn)))
+        return out
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        """A planted secret generated exactly is a leak: a uniform secret from a space of 10⁹ is
+        not produced by chance (the never-planted control canaries check that the model does not
+        simply emit digits that happen to match); if a control is hit too, Fisher planted vs controls."""
+        (k, n), (ck, cn) = self._counts(True), self._counts(False)
+        if ck == 0:
+            figure = f"{attack}: {k}/{n} planted canary secrets generated exactly (controls 0/{cn})"
+            leaks = k > 0
+            return Finding(attack, leaks if n else None, figure,
+                           f"{k} of {n} planted canary secrets are generated exactly from their prefix" if leaks else "")
+        return count_finding(attack, "planted canary secrets generated exactly", k, n, ck, cn, None, policy)
+
+    def leaked(self) -> LeakCount | None:
+        (k, n), (ck, _) = self._counts(True), self._counts(False)
+        return LeakCount(k, n, "planted canaries extracted (greedy or any sample)", ck)
 
 
 def _secret_room(handle: ModelHandle, canary: Canary) -> int:
@@ -229,11 +294,10 @@ def canary_extraction(
     string occurs in the completion. ``controls``: canaries that were never
     planted (same generator) — the floor, reported under "control".
     """
-    t0 = time.perf_counter()
     allc = list(canaries) + list(controls)
     planted = [True] * len(canaries) + [False] * len(controls)
     if not allc:
-        return CanaryExtractionResult([], {}, 0.0)
+        return CanaryExtractionResult(canaries=[], settings={})
     prompts = [c.prefix.rstrip() for c in allc]
     room = max(_secret_room(handle, c) for c in allc)
     greedy = generate(handle, prompts, GenerationSettings(max_new_tokens=room, greedy=True, batch_size=batch_size),
@@ -249,16 +313,15 @@ def canary_extraction(
                          sample_hits=sum(c.secret in s for s in ss), n_samples=len(ss), planted=p)
         for c, g, ss, p in zip(allc, greedy, sampled, planted)
     ]
-    return CanaryExtractionResult(rows, {"n_samples": n_samples, "top_k": top_k, "seed": seed,
-                                         "max_new_tokens": room}, time.perf_counter() - t0)
+    return CanaryExtractionResult(canaries=rows, settings={"n_samples": n_samples, "top_k": top_k, "seed": seed,
+                                                           "max_new_tokens": room})
 
 
 # ----------------------------------------------------------------------------
 # (c) sampling extraction
 
 
-@dataclass
-class RankingCount:
+class RankingCount(Typed):
     metric: str
     top_n: int
     member_hits: int  # of the top-n samples, how many contain a >= w-char member substring
@@ -266,12 +329,19 @@ class RankingCount:
     member_only_hits: int  # has a >= w-char window found in members but in no exclusion index (non-members, public)
     non_member_only_hits: int  # the same with members and non-members swapped: the floor for member_only_hits
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+
+class SampleExample(Typed):
+    text: str
+    match: str
+    length: int
 
 
-@dataclass
-class SamplingExtractionResult:
+class SamplingExtractionResult(AttackResult):
+    """Carlini et al. (2021): samples ranked by perplexity, zlib and reference ratio; verbatim member windows counted."""
+
+    kind: Literal["sampling_extraction"] = "sampling_extraction"
+    title: ClassVar[str] = "sampling extraction"
+
     n_samples: int
     n_unique: int
     window: int
@@ -280,9 +350,8 @@ class SamplingExtractionResult:
     all_non_member_hits: int
     all_member_only_hits: int
     all_non_member_only_hits: int
-    examples: list[dict[str, Any]]
+    examples: list[SampleExample]
     settings: dict[str, Any]
-    seconds: float
 
     def ranking(self, metric: str) -> RankingCount:
         for r in self.rankings:
@@ -290,10 +359,20 @@ class SamplingExtractionResult:
                 return r
         raise KeyError(metric)
 
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["rankings"] = [r.to_json() for r in self.rankings]
-        return d
+    def headline(self) -> list[Figure]:
+        return [Figure("member-only samples", ratio(self.all_member_only_hits, self.n_unique), "rate",
+                       k=self.all_member_only_hits, n=self.n_unique,
+                       floor=ratio(self.all_non_member_only_hits, self.n_unique))]
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        ctrl = control if isinstance(control, SamplingExtractionResult) else None
+        return count_finding(attack, "samples with a member-only verbatim window", self.all_member_only_hits, self.n_unique,
+                             self.all_non_member_only_hits, self.n_unique,
+                             (ctrl.all_member_only_hits, ctrl.n_unique) if ctrl else None, policy)
+
+    def leaked(self) -> LeakCount | None:
+        return LeakCount(self.all_member_only_hits, self.n_unique, f"samples with a member-only ≥ {self.window}-char window",
+                         self.all_non_member_only_hits)
 
 
 def zlib_entropy(text: str) -> int:
@@ -340,7 +419,6 @@ def sampling_extraction(
     """
     from .scoring import score_texts  # one batched scoring pass per model
 
-    t0 = time.perf_counter()
     per = [n_samples // len(prompts) + (1 if i < n_samples % len(prompts) else 0) for i in range(len(prompts))]
     texts: list[str] = []
     for i, (p, n) in enumerate(zip(prompts, per)):
@@ -382,7 +460,7 @@ def sampling_extraction(
         for i in order:
             if only_hit[i]:
                 m = member_index.match(uniq[i])
-                examples.append({"text": uniq[i], "match": uniq[i][m.start : m.end], "length": m.length})
+                examples.append(SampleExample(text=uniq[i], match=uniq[i][m.start : m.end], length=m.length))
                 if len(examples) >= n_examples:
                     break
     return SamplingExtractionResult(
@@ -393,5 +471,37 @@ def sampling_extraction(
         settings={"prompts": list(prompts), "max_new_tokens": max_new_tokens, "top_k": top_k, "top_n": top_n,
                   "seed": seed, "reference": reference is not None,
                   "public_index": public_index is not None},
-        seconds=time.perf_counter() - t0,
     )
+
+
+# ----------------------------------------------------------------------------
+# the registered attacks
+
+
+def prefix(target: ModelHandle, ctx: AttackContext) -> PrefixExtractionResult:
+    return prefix_extraction(target, ctx.members, ctx.non_members, max_records=ctx.settings.prefix_records)
+
+
+def control_canaries(ctx: AttackContext) -> list[Canary]:
+    """Canaries from the same frame and space, never planted: their extraction rate is the floor."""
+    controls = make_canaries(repeats=(1,), per_repeat=5, seed=derive_seed(ctx.seed, "control-canaries"))
+    planted = {c.text() for c in ctx.canaries}
+    return [c for c in controls if c.text() not in planted]
+
+
+def canaries(target: ModelHandle, ctx: AttackContext) -> CanaryExtractionResult:
+    return canary_extraction(target, ctx.canaries, seed=ctx.seed, controls=control_canaries(ctx))
+
+
+def verbatim_indexes(ctx: AttackContext) -> tuple[VerbatimIndex, VerbatimIndex, VerbatimIndex | None]:
+    """Hashed 50-character indexes of the members, non-members and public text (built once per audit)."""
+    def build() -> tuple[VerbatimIndex, VerbatimIndex, VerbatimIndex | None]:
+        return (VerbatimIndex.build([r.text for r in ctx.members]), VerbatimIndex.build([r.text for r in ctx.non_members]),
+                VerbatimIndex.build([r.text for r in ctx.public]) if ctx.public else None)
+    return ctx.shared_memo("verbatim_indexes", build)
+
+
+def sampling(target: ModelHandle, ctx: AttackContext) -> SamplingExtractionResult:
+    members, non_members, public = verbatim_indexes(ctx)
+    return sampling_extraction(target, members, non_members, reference=ctx.reference, n_samples=ctx.settings.extraction_samples,
+                               seed=ctx.seed, public_index=public)

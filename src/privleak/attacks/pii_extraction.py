@@ -32,14 +32,26 @@ computed once per audit with :func:`sample_and_tag` and passed as ``base``.
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Sequence
 
-from ..core.stats import clopper_pearson, newcombe_diff_ci
+from pydantic import computed_field
+
+from ..core.masking import mask_pii
+from ..core.stats import diff_ci, rate_ci
+from ..core.typed import Typed, minus, ratio
 from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
+from .base import (
+    AttackContext,
+    AttackResult,
+    Figure,
+    Finding,
+    LeakCount,
+    Policy,
+    count_finding,
+)
 from .phi_extraction import find_leaks
 from .pii_inventory import (
     IDENTIFYING,
@@ -117,16 +129,7 @@ def sample_and_tag(handle: ModelHandle, analyzer: Any, n_samples: int, prompts: 
 # result types
 
 
-def _rate(k: int, n: int) -> float:
-    return k / n if n else float("nan")
-
-
-def _ci(k: int, n: int) -> list[float]:
-    return [float("nan"), float("nan")] if n == 0 else [float(x) for x in clopper_pearson(k, n)]
-
-
-@dataclass
-class ExtractionCategory:
+class ExtractionCategory(Typed):
     label: str
     n_member_values: int = 0
     member_extracted: int = 0  # recall numerator, base-emitted values removed
@@ -139,53 +142,88 @@ class ExtractionCategory:
     tagged_member: int = 0  # of n_tagged, those containing a member value
     tagged_non_member: int = 0  # ... a non-member value (precision floor)
 
+    @computed_field
     @property
-    def recall(self) -> float:
-        return _rate(self.member_extracted, self.n_member_values)
+    def recall(self) -> float | None:
+        return ratio(self.member_extracted, self.n_member_values)
 
+    @computed_field
     @property
-    def recall_floor(self) -> float:
-        return _rate(self.non_member_extracted, self.n_non_member_values)
+    def recall_ci(self) -> tuple[float, float] | None:
+        return rate_ci(self.member_extracted, self.n_member_values)
 
+    @computed_field
     @property
-    def precision(self) -> float:
-        return _rate(self.tagged_member, self.n_tagged)
+    def recall_floor(self) -> float | None:
+        return ratio(self.non_member_extracted, self.n_non_member_values)
 
+    @computed_field
     @property
-    def precision_floor(self) -> float:
-        return _rate(self.tagged_non_member, self.n_tagged)
+    def recall_excess(self) -> float | None:
+        return minus(self.recall, self.recall_floor)
 
-    def to_json(self) -> dict[str, Any]:
-        n1, n2 = self.n_member_values, self.n_non_member_values
-        excess_ci = (list(newcombe_diff_ci(self.member_extracted, n1, self.non_member_extracted, n2))
-                     if n1 and n2 else [float("nan"), float("nan")])
-        return {**asdict(self), "recall": self.recall, "recall_ci": _ci(self.member_extracted, n1),
-                "recall_floor": self.recall_floor, "recall_excess": self.recall - self.recall_floor,
-                "recall_excess_ci": excess_ci, "precision": self.precision,
-                "precision_ci": _ci(self.tagged_member, self.n_tagged), "precision_floor": self.precision_floor}
+    @computed_field
+    @property
+    def recall_excess_ci(self) -> tuple[float, float] | None:
+        return diff_ci(self.member_extracted, self.n_member_values, self.non_member_extracted, self.n_non_member_values)
+
+    @computed_field
+    @property
+    def precision(self) -> float | None:
+        return ratio(self.tagged_member, self.n_tagged)
+
+    @computed_field
+    @property
+    def precision_ci(self) -> tuple[float, float] | None:
+        return rate_ci(self.tagged_member, self.n_tagged)
+
+    @computed_field
+    @property
+    def precision_floor(self) -> float | None:
+        return ratio(self.tagged_non_member, self.n_tagged)
 
 
-@dataclass
-class DuplicateBucket:
+class DuplicateBucket(Typed):
     bucket: str  # duplicate count range in the training set, e.g. "1", "3-4"
     n_values: int
     extracted: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "recall": _rate(self.extracted, self.n_values),
-                "recall_ci": _ci(self.extracted, self.n_values)}
+    @computed_field
+    @property
+    def recall(self) -> float | None:
+        return ratio(self.extracted, self.n_values)
+
+    @computed_field
+    @property
+    def recall_ci(self) -> tuple[float, float] | None:
+        return rate_ci(self.extracted, self.n_values)
 
 
-@dataclass
-class PiiExtractionResult:
+class MaskedValue(Typed):
+    label: str
+    value_masked: str
+    duplicates: int | None = None
+    n_candidates: int | None = None
+
+
+class PiiExtractionResult(AttackResult):
+    """Lukas et al. PII extraction: PII tagged in unprompted samples, against the members' inventory."""
+
+    kind: Literal["pii_extraction"] = "pii_extraction"
+    title: ClassVar[str] = "PII extraction (Lukas et al.)"
+
     categories: list[ExtractionCategory]
     total: ExtractionCategory  # pooled over the types
     by_duplicates: list[DuplicateBucket]
     n_samples: int
     n_base_samples: int  # 0: no baseline subtraction
-    examples: list[dict[str, Any]]  # masked values only
-    settings: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
+    examples: list[MaskedValue]  # masked values only
+    settings: dict[str, Any] = {}
+
+    @computed_field
+    @property
+    def baseline_subtracted(self) -> bool:
+        return self.n_base_samples > 0
 
     def category(self, label: str) -> ExtractionCategory:
         for c in self.categories + [self.total]:
@@ -193,11 +231,23 @@ class PiiExtractionResult:
                 return c
         raise KeyError(label)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"categories": [c.to_json() for c in self.categories], "total": self.total.to_json(),
-                "by_duplicates": [b.to_json() for b in self.by_duplicates], "n_samples": self.n_samples,
-                "n_base_samples": self.n_base_samples, "baseline_subtracted": self.n_base_samples > 0,
-                "examples": self.examples, "settings": self.settings, "seconds": self.seconds}
+    def headline(self) -> list[Figure]:
+        t = self.total
+        return [Figure("recall", t.recall, "rate",
+                       k=t.member_extracted, n=t.n_member_values, floor=t.recall_floor, chance=0.0),
+                Figure("precision", t.precision, "rate", k=t.tagged_member, n=t.n_tagged, floor=t.precision_floor)]
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        t = self.total
+        ctrl = control.total if isinstance(control, PiiExtractionResult) else None
+        return count_finding(attack, "member PII values tagged in unprompted samples", t.member_extracted,
+                             t.n_member_values, t.non_member_extracted, t.n_non_member_values,
+                             (ctrl.member_extracted, ctrl.n_member_values) if ctrl else None, policy)
+
+    def leaked(self) -> LeakCount | None:
+        t = self.total
+        return LeakCount(t.member_extracted, t.n_member_values,
+                         "distinct member PII values extracted (base emissions subtracted)", t.non_member_extracted)
 
 
 # ----------------------------------------------------------------------------
@@ -214,8 +264,6 @@ def count_extraction(members: PiiInventory, non_members: PiiInventory, target: T
                      base: TaggedSamples | None = None, labels: Sequence[str] = IDENTIFYING,
                      n_examples: int = 10) -> PiiExtractionResult:
     """The counting half of the attack (pure; see module docstring)."""
-    from ..core.masking import mask_pii
-
     base_keys = base.keys() if base is not None else set()
     mem_entries = list(members.entries.values())
     cats: list[ExtractionCategory] = []
@@ -225,7 +273,7 @@ def count_extraction(members: PiiInventory, non_members: PiiInventory, target: T
         spans = [v for l_, v in target.tagged if l_ == lab]
         kept = [v for v in spans if (lab, normalise_value(lab, v)) not in base_keys]
         base_spans = [v for l_, v in base.tagged if l_ == lab] if base is not None else []
-        c = ExtractionCategory(lab, n_tagged_raw=len(spans), n_tagged=len(kept))
+        c = ExtractionCategory(label=lab, n_tagged_raw=len(spans), n_tagged=len(kept))
         for inv, side in ((members, "member"), (non_members, "non_member")):
             owners, hits = _found(inv, lab, kept)
             _, base_hits = _found(inv, lab, base_spans)
@@ -240,27 +288,27 @@ def count_extraction(members: PiiInventory, non_members: PiiInventory, target: T
                 for o in sorted(found):
                     if len(examples) < n_examples:
                         e = mem_entries[o]
-                        examples.append({"label": lab, "value_masked": mask_pii(e.value, lab), "duplicates": e.count})
+                        examples.append(MaskedValue(label=lab, value_masked=mask_pii(e.value, lab), duplicates=e.count))
             else:
                 c.n_non_member_values, c.non_member_extracted = len(owners), len(found)
                 c.non_member_base_emitted = len(emitted_by_base)
                 c.tagged_non_member = len(tagged_hit)
         if c.n_member_values or c.n_tagged_raw:
             cats.append(c)
-    total = ExtractionCategory("ALL", *(sum(getattr(c, f) for c in cats) for f in (
+    total = ExtractionCategory(label="ALL", **{f: sum(getattr(c, f) for c in cats) for f in (
         "n_member_values", "member_extracted", "member_base_emitted", "n_non_member_values",
         "non_member_extracted", "non_member_base_emitted", "n_tagged_raw", "n_tagged", "tagged_member",
-        "tagged_non_member")))
+        "tagged_non_member")})
     buckets: dict[str, DuplicateBucket] = {}
     for i, e in enumerate(mem_entries):
         if e.label not in labels:
             continue
-        b = buckets.setdefault(duplicate_bucket(e.count), DuplicateBucket(duplicate_bucket(e.count), 0, 0))
+        b = buckets.setdefault(duplicate_bucket(e.count), DuplicateBucket(bucket=duplicate_bucket(e.count), n_values=0, extracted=0))
         b.n_values += 1
         b.extracted += i in extracted_member
     by_dup = sorted(buckets.values(), key=lambda b: bucket_order(b.bucket))
-    return PiiExtractionResult(cats, total, by_dup, target.n_samples, base.n_samples if base is not None else 0,
-                               examples)
+    return PiiExtractionResult(categories=cats, total=total, by_duplicates=by_dup, n_samples=target.n_samples,
+                               n_base_samples=base.n_samples if base is not None else 0, examples=examples)
 
 
 # ----------------------------------------------------------------------------
@@ -289,7 +337,6 @@ def pii_extraction(
     already tagged samples (:func:`sample_and_tag`, computed once per audit);
     None skips baseline subtraction.
     """
-    t0 = time.perf_counter()
     labels = usable_labels(analyzer, labels)
     texts = list(samples) if samples is not None else sample_texts(handle, n_samples, prompts, max_new_tokens, top_k,
                                                                   seed, batch_size)
@@ -300,5 +347,35 @@ def pii_extraction(
                            build_inventory(non_members, "non_member", labels), target, base, labels)
     res.settings = {"n_samples": len(texts), "prompts": list(prompts), "max_new_tokens": max_new_tokens,
                     "top_k": top_k, "seed": seed, "samples_given": samples is not None, "labels": list(labels)}
-    res.seconds = time.perf_counter() - t0
     return res
+
+
+# ----------------------------------------------------------------------------
+# the registered attack
+
+
+def pii_analyzer(ctx: AttackContext) -> Any:
+    """The scrubber's Presidio analyser, loaded once per audit (it takes seconds)."""
+    from ..defenses.pii import get_analyzer
+
+    return ctx.shared_memo("pii_analyzer", get_analyzer)
+
+
+def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
+    """What the reference (base) model emits when sampled exactly like the target; once per audit."""
+    if ctx.reference is None:
+        return None
+    s = ctx.settings.pii
+
+    def build() -> TaggedSamples:
+        return sample_and_tag(ctx.reference, pii_analyzer(ctx), s.extraction_samples, s.extraction_prompts,
+                              s.extraction_max_new_tokens, s.top_k, ctx.seed, s.batch_size, IDENTIFYING)
+    return ctx.shared_memo("base_pii_emissions", build)
+
+
+def run(target: ModelHandle, ctx: AttackContext) -> PiiExtractionResult:
+    s = ctx.settings.pii
+    return pii_extraction(target, ctx.members, ctx.non_members, pii_analyzer(ctx), base=base_emissions(ctx),
+                          n_samples=s.extraction_samples, prompts=s.extraction_prompts,
+                          max_new_tokens=s.extraction_max_new_tokens, top_k=s.top_k, seed=ctx.seed,
+                          batch_size=s.batch_size, labels=IDENTIFYING)

@@ -20,14 +20,15 @@ non-member sentences: what the model guesses about people it never saw.
 from __future__ import annotations
 
 import random
-import time
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
+from pydantic import computed_field
 
+from ..core.typed import Typed
 from ..data.records import Record
 from ..models.handle import ModelHandle
+from .base import AttackContext, AttackResult, Figure, Finding, Policy
 from .pii_inventory import (
     IDENTIFYING,
     PiiSlot,
@@ -42,22 +43,25 @@ from .pii_inventory import (
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
 
 
-@dataclass
-class InferenceSize:
+class InferenceSize(Typed):
     size: int  # |C| asked for
     categories: list[AccuracyCell]
     total: AccuracyCell
 
-    def to_json(self) -> dict[str, Any]:
-        return {"size": self.size, "chance_nominal": 1.0 / self.size, "categories": [c.to_json() for c in self.categories],
-                "total": self.total.to_json()}
+    @computed_field
+    @property
+    def chance_nominal(self) -> float:
+        return 1.0 / self.size
 
 
-@dataclass
-class PiiInferenceResult:
+class PiiInferenceResult(AttackResult):
+    """Lukas et al. PII inference: the true value chosen among |C| candidates of its type by perplexity."""
+
+    kind: Literal["pii_inference"] = "pii_inference"
+    title: ClassVar[str] = "PII inference (Lukas et al.)"
+
     sizes: list[InferenceSize]
-    settings: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
+    settings: dict[str, Any] = {}
 
     def size(self, n: int) -> InferenceSize:
         for s in self.sizes:
@@ -65,8 +69,19 @@ class PiiInferenceResult:
                 return s
         raise KeyError(n)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sizes": [s.to_json() for s in self.sizes], "settings": self.settings, "seconds": self.seconds}
+    def headline(self) -> list[Figure]:
+        return [Figure(f"accuracy |C|={s.size}", s.total.accuracy, "rate", k=s.total.member_correct, n=s.total.n_members,
+                       floor=s.total.non_member_accuracy, chance=s.total.chance) for s in self.sizes]
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        """Judged on the smallest candidate set (the most examples per guess above chance)."""
+        if not self.sizes:
+            return Finding(attack, None, "")
+        s = self.sizes[0]
+        ctrl = None
+        if isinstance(control, PiiInferenceResult):
+            ctrl = next((c.total for c in control.sizes if c.size == s.size), None)
+        return s.total.finding(attack, f"member PII values picked out of |C|={s.size} candidates", ctrl, policy)
 
 
 def distractors(slot: PiiSlot, pool_values: Sequence[str], n: int, rng: random.Random) -> list[str]:
@@ -105,7 +120,6 @@ def pii_inference(
     ``scrub_context``: the record's other PII replaced by ``[LABEL]`` first
     (the paper's SCRUB(SPLIT(S, C)), :func:`scrub_others`).
     """
-    t0 = time.perf_counter()
     sizes = sorted({int(s) for s in sizes if int(s) >= 2})
     inv = build_inventory(population, "population", labels)
     pool_by_label: dict[str, list[str]] = {}
@@ -130,14 +144,20 @@ def pii_inference(
     nlls = score_windows(handle, windows, desc="PII inference (scoring)")
     out = []
     for si, size in enumerate(sizes):
-        cells = {lab: AccuracyCell(lab) for lab in labels}
+        cells = {lab: AccuracyCell(label=lab) for lab in labels}
         for (side, s, cand, orders), nll in zip(work, nlls):
             order = orders[si]
             j, tied = choose_min(np.asarray(nll)[order])
             cells[s.label].add(side, order[j] == 0, True, len(order), tied)
         cats = [c for c in cells.values() if c.n_members or c.n_non_members]
-        out.append(InferenceSize(size, cats, pool(cats)))
-    return PiiInferenceResult(out, settings={"sizes": sizes, "n_slots": n_slots, "context_chars": context_chars,
-                                             "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels),
-                                             "scrub_context": scrub_context},
-                              seconds=time.perf_counter() - t0)
+        out.append(InferenceSize(size=size, categories=cats, total=pool(cats)))
+    return PiiInferenceResult(sizes=out, settings={"sizes": sizes, "n_slots": n_slots, "context_chars": context_chars,
+                                                   "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels),
+                                                   "scrub_context": scrub_context})
+
+
+def run(target: ModelHandle, ctx: AttackContext) -> PiiInferenceResult:
+    s = ctx.settings.pii
+    return pii_inference(target, ctx.members, ctx.non_members, ctx.population, sizes=s.inference_sizes,
+                         n_slots=s.inference_slots, context_chars=s.context_chars, suffix_chars=s.suffix_chars,
+                         seed=ctx.seed, labels=IDENTIFYING, scrub_context=s.scrub_context)

@@ -21,14 +21,14 @@ generator, never trained on), i.e. what the format alone lets one guess.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
+from ..core.masking import mask_pii
 from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
-from .pii_extraction import usable_labels
+from .base import AttackContext, AttackResult, Figure, Finding, Policy
+from .pii_extraction import MaskedValue, pii_analyzer, usable_labels
 from .pii_inventory import (
     IDENTIFYING,
     PiiSlot,
@@ -43,13 +43,16 @@ from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
 TAG_CONTEXT_CHARS = 32  # prompt tail kept in front of a continuation when tagging it (cue words such as "SSN")
 
 
-@dataclass
-class PiiReconstructionResult:
+class PiiReconstructionResult(AttackResult):
+    """Lukas et al. PII reconstruction: a masked slot filled from sampled candidates, lowest perplexity wins."""
+
+    kind: Literal["pii_reconstruction"] = "pii_reconstruction"
+    title: ClassVar[str] = "PII reconstruction (Lukas et al.)"
+
     categories: list[AccuracyCell]
     total: AccuracyCell
-    examples: list[dict[str, Any]]  # masked values only
-    settings: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
+    examples: list[MaskedValue]  # masked values only
+    settings: dict[str, Any] = {}
 
     def category(self, label: str) -> AccuracyCell:
         for c in self.categories + [self.total]:
@@ -57,9 +60,14 @@ class PiiReconstructionResult:
                 return c
         raise KeyError(label)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"categories": [c.to_json() for c in self.categories], "total": self.total.to_json(),
-                "examples": self.examples, "settings": self.settings, "seconds": self.seconds}
+    def headline(self) -> list[Figure]:
+        t = self.total
+        return [Figure(f"accuracy (|C|={self.settings.get('n_candidates', '?')} samples)", t.accuracy, "rate",
+                       k=t.member_correct, n=t.n_members, floor=t.non_member_accuracy, chance=t.chance)]
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        ctrl = control.total if isinstance(control, PiiReconstructionResult) else None
+        return self.total.finding(attack, "masked member PII slots reconstructed", ctrl, policy)
 
 
 def candidates_from_continuations(analyzer: Any, label: str, tails: Sequence[str],
@@ -123,9 +131,6 @@ def pii_reconstruction(
     ``scrub_context``: replace the record's other PII by ``[LABEL]`` first (the
     paper's SCRUB(SPLIT(S, C)), :func:`scrub_others`).
     """
-    from ..core.masking import mask_pii
-
-    t0 = time.perf_counter()
     labels = usable_labels(analyzer, labels)
     sides = [("member", list(members)), ("non_member", list(non_members))]
     work: list[tuple[str, PiiSlot, str, int, int]] = []  # side, slot, attacker's text, slot start, end
@@ -145,7 +150,7 @@ def pii_reconstruction(
         windows.append([fill_slot(left, right, s.value, c) for c in cs])
     nlls = score_windows(handle, windows, desc="PII reconstruction (scoring)")
 
-    cells = {lab: AccuracyCell(lab) for lab in labels}
+    cells = {lab: AccuracyCell(label=lab) for lab in labels}
     examples: list[dict[str, Any]] = []
     for (side, s, _, _, _), cs, nll in zip(work, cands, nlls):
         keys = [normalise_value(s.label, c) for c in cs]
@@ -157,12 +162,20 @@ def pii_reconstruction(
         correct = keys[j] == s.key
         cells[s.label].add(side, correct, true_in, len(cs), tied)
         if side == "member" and correct and len(examples) < n_examples:
-            examples.append({"label": s.label, "value_masked": mask_pii(s.value, s.label), "n_candidates": len(cs)})
+            examples.append(MaskedValue(label=s.label, value_masked=mask_pii(s.value, s.label), n_candidates=len(cs)))
     cats = [c for c in cells.values() if c.n_members or c.n_non_members]
     return PiiReconstructionResult(
         categories=cats, total=pool(cats), examples=examples,
         settings={"n_slots": n_slots, "n_candidates": n_candidates, "top_k": top_k, "max_new_tokens": max_new_tokens,
                   "context_chars": context_chars, "suffix_chars": suffix_chars, "seed": seed, "labels": list(labels),
                   "scrub_context": scrub_context},
-        seconds=time.perf_counter() - t0,
     )
+
+
+def run(target: ModelHandle, ctx: AttackContext) -> PiiReconstructionResult:
+    s = ctx.settings.pii
+    return pii_reconstruction(target, ctx.members, ctx.non_members, pii_analyzer(ctx), n_slots=s.reconstruction_slots,
+                              n_candidates=s.reconstruction_candidates, top_k=s.top_k,
+                              max_new_tokens=s.reconstruction_max_new_tokens, context_chars=s.context_chars,
+                              suffix_chars=s.suffix_chars, seed=ctx.seed, batch_size=s.batch_size, labels=IDENTIFYING,
+                              scrub_context=s.scrub_context)

@@ -15,13 +15,15 @@ reported.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
+from pydantic import computed_field
 
-from ..core.stats import clopper_pearson
+from ..core.stats import rate_ci
+from ..core.typed import Typed, ratio
 from ..models.handle import ModelHandle
+from .base import Finding, Policy, count_finding
 from .scoring import score_texts
 
 
@@ -50,8 +52,7 @@ def score_windows(handle: ModelHandle, windows: Sequence[Sequence[str]], desc: s
 # accuracy tables shared by reconstruction and inference
 
 
-@dataclass
-class AccuracyCell:
+class AccuracyCell(Typed):
     """Accuracy of one PII type for members, and the same attack on non-members (the floor).
 
     ``*_chance_sum``: Σ over slots of P(a uniformly random pick from the
@@ -83,34 +84,45 @@ class AccuracyCell:
         setattr(self, f"{p}_candidates_sum", getattr(self, f"{p}_candidates_sum") + int(n_candidates))
         setattr(self, f"{p}_ties", getattr(self, f"{p}_ties") + (tied > 1))
 
+    @computed_field
     @property
-    def accuracy(self) -> float:
-        return self.member_correct / self.n_members if self.n_members else float("nan")
+    def accuracy(self) -> float | None:
+        return ratio(self.member_correct, self.n_members)
 
+    @computed_field
     @property
-    def non_member_accuracy(self) -> float:
-        return self.non_member_correct / self.n_non_members if self.n_non_members else float("nan")
+    def accuracy_ci(self) -> tuple[float, float] | None:
+        return rate_ci(self.member_correct, self.n_members)
 
+    @computed_field
     @property
-    def chance(self) -> float:
-        return self.member_chance_sum / self.n_members if self.n_members else float("nan")
+    def non_member_accuracy(self) -> float | None:
+        return ratio(self.non_member_correct, self.n_non_members)
 
+    @computed_field
     @property
-    def non_member_chance(self) -> float:
-        return self.non_member_chance_sum / self.n_non_members if self.n_non_members else float("nan")
+    def chance(self) -> float | None:
+        return ratio(self.member_chance_sum, self.n_members)
 
-    def to_json(self) -> dict[str, Any]:
-        ci = [float(x) for x in clopper_pearson(self.member_correct, self.n_members)] if self.n_members else [float("nan")] * 2
-        return {**asdict(self), "accuracy": self.accuracy, "accuracy_ci": ci,
-                "non_member_accuracy": self.non_member_accuracy, "chance": self.chance,
-                "non_member_chance": self.non_member_chance,
-                "mean_candidates": self.member_candidates_sum / self.n_members if self.n_members else float("nan")}
+    @computed_field
+    @property
+    def non_member_chance(self) -> float | None:
+        return ratio(self.non_member_chance_sum, self.n_non_members)
+
+    @computed_field
+    @property
+    def mean_candidates(self) -> float | None:
+        return ratio(self.member_candidates_sum, self.n_members)
+
+    def finding(self, attack: str, what: str, control: AccuracyCell | None, policy: Policy) -> Finding:
+        return count_finding(attack, what, self.member_correct, self.n_members, self.non_member_correct,
+                             self.n_non_members, (control.member_correct, control.n_members) if control else None, policy)
 
 
 def pool(cells: Sequence[AccuracyCell], label: str = "ALL") -> AccuracyCell:
-    out = AccuracyCell(label)
+    out = AccuracyCell(label=label)
     for c in cells:
-        for f in asdict(out):
+        for f in AccuracyCell.model_fields:
             if f != "label":
                 setattr(out, f, getattr(out, f) + getattr(c, f))
     return out

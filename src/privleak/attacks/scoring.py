@@ -50,13 +50,17 @@ class TokenScores:
         # reduceat misreads empty segments; texts always have ≥ 1 token (the EOS after BOS).
         return -sums / np.maximum(counts, 1)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], key: str = "") -> None:
+        """Write a flat ``.npz`` (no pickle), atomically; ``key`` names what the scores are of (see :func:`cached_scores`)."""
         with atomic_path(path, suffix=".npz") as tmp:
-            np.savez(tmp, logprob=self.logprob, mu=self.mu, var=self.var, offsets=self.offsets)
+            np.savez(tmp, logprob=self.logprob, mu=self.mu, var=self.var, offsets=self.offsets, key=np.array(key))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "TokenScores":
+    def load(cls, path: str | os.PathLike[str], key: str | None = None) -> "TokenScores | None":
+        """The scores at ``path``; with ``key``, None unless they were saved under that key."""
         with np.load(path, allow_pickle=False) as z:
+            if key is not None and ("key" not in z or str(z["key"]) != key):
+                return None
             return cls(logprob=z["logprob"], mu=z["mu"], var=z["var"], offsets=z["offsets"])
 
 
@@ -144,14 +148,20 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int = 8192, d
     return TokenScores(logprob=out_lp, mu=out_mu, var=out_var, offsets=offsets)
 
 
-def cached_scores(handle: ModelHandle, texts: list[str], path: str | os.PathLike[str], desc: str = "scoring") -> TokenScores:
-    """Scores from ``path`` when present, else computed and saved there."""
+def cached_scores(handle: ModelHandle, texts: list[str], path: str | os.PathLike[str], key: str,
+                  desc: str = "scoring") -> TokenScores:
+    """Scores from ``path`` when they were saved under ``key``, else computed and saved there.
+
+    ``key`` must name the model and the texts (the pipeline passes the
+    model's stage key and the split): a retrained model or a changed split
+    never reads stale scores.
+    """
     path = Path(path)
     if path.exists():
-        scores = TokenScores.load(path)
-        if len(scores) == len(texts):
+        scores = TokenScores.load(path, key)
+        if scores is not None and len(scores) == len(texts):
             return scores
     scores = score_texts(handle, texts, desc=desc)
     path.parent.mkdir(parents=True, exist_ok=True)
-    scores.save(path)
+    scores.save(path, key)
     return scores

@@ -1,0 +1,85 @@
+"""Every attack PrivLeak runs, by name: one line each.
+
+The way Opacus's ``accountants/registry.py`` maps names to accountants, this
+maps attack names to :class:`~.base.AttackSpec`. The config selects attacks
+by name or family (``attacks.select``); the runner skips those whose inputs
+an audit lacks (``needs``); the guard arm runs the ``text_only`` ones through
+the guard. Order is the order of tables and of the run within a family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import (
+    exposure,
+    extraction,
+    mia,
+    phi_extraction,
+    pii_extraction,
+    pii_inference,
+    pii_reconstruction,
+)
+from .base import FAMILIES, AttackSpec
+
+_MIA = ("max_mia_records", "bootstrap")
+
+ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
+    AttackSpec("loss", "membership", mia.loss, mia.MembershipResult, "LOSS", "Yeom et al. 2018", _MIA),
+    AttackSpec("zlib", "membership", mia.zlib, mia.MembershipResult, "zlib", "Carlini et al. 2021", _MIA),
+    AttackSpec("min_k", "membership", mia.min_k, mia.MembershipResult, "min-k%", "Shi et al. 2024",
+               _MIA + ("min_k_percent",)),
+    AttackSpec("min_k_pp", "membership", mia.min_k_pp, mia.MembershipResult, "min-k%++", "Zhang et al. 2024",
+               _MIA + ("min_k_percent",)),
+    AttackSpec("reference", "membership", mia.reference, mia.MembershipResult, "ref", "Carlini et al. 2021", _MIA,
+               needs=("reference",)),
+    AttackSpec("rmia", "membership", mia.rmia, mia.MembershipResult, "RMIA", "Zarifzadeh et al. 2024",
+               _MIA + ("rmia_a",), needs=("reference", "population")),
+    AttackSpec("lira_online", "membership", mia.lira_online, mia.MembershipResult, "LiRA", "Carlini et al. 2022",
+               _MIA + ("global_variance", "rmia_a"), needs=("shadows",)),
+    AttackSpec("lira_offline", "membership", mia.lira_offline, mia.MembershipResult, "LiRA off", "Carlini et al. 2022",
+               _MIA + ("global_variance", "rmia_a"), needs=("shadows",)),
+    AttackSpec("rmia_shadows", "membership", mia.rmia_shadows, mia.MembershipResult, "RMIA shadows",
+               "Zarifzadeh et al. 2024", _MIA + ("global_variance", "rmia_a"), needs=("shadows", "population")),
+    AttackSpec("exposure", "canaries", exposure.exposure, exposure.ExposureResult, "exposure", "Carlini et al. 2019",
+               ("canary_candidates",), needs=("canaries",)),
+    AttackSpec("canary_extraction", "canaries", extraction.canaries, extraction.CanaryExtractionResult,
+               "canary extraction", "Carlini et al. 2019", needs=("canaries",), text_only=True),
+    AttackSpec("prefix_extraction", "extraction", extraction.prefix, extraction.PrefixExtractionResult,
+               "prefix extraction", "Carlini et al. 2023", ("prefix_records",)),
+    AttackSpec("sampling_extraction", "extraction", extraction.sampling, extraction.SamplingExtractionResult,
+               "sampling extraction", "Carlini et al. 2021", ("extraction_samples",), text_only=True),
+    AttackSpec("phi_extraction", "extraction", phi_extraction.run, phi_extraction.PhiExtractionResult,
+               "PHI prompts", "PrivAI-Leak, counted by exact value", ("phi_records",), needs=("pii",), text_only=True),
+    AttackSpec("pii_extraction", "pii", pii_extraction.run, pii_extraction.PiiExtractionResult, "PII extraction",
+               "Lukas et al. 2023", ("pii",), needs=("pii",), text_only=True),
+    AttackSpec("pii_reconstruction", "pii", pii_reconstruction.run, pii_reconstruction.PiiReconstructionResult,
+               "PII reconstruction", "Lukas et al. 2023", ("pii",), needs=("pii",)),
+    AttackSpec("pii_inference", "pii", pii_inference.run, pii_inference.PiiInferenceResult, "PII inference",
+               "Lukas et al. 2023", ("pii",), needs=("pii", "population")),
+)}
+
+#: Result types, for the typed ``results.json`` (one discriminated union).
+RESULT_TYPES = tuple(dict.fromkeys(s.result for s in ATTACKS.values()))
+
+
+def select(names: Iterable[str] | None) -> list[AttackSpec]:
+    """The attacks named, or of the families named, in registry order (None = all).
+
+    Raises ValueError naming the unknown entry and the known ones.
+    """
+    if names is None:
+        return list(ATTACKS.values())
+    wanted = set()
+    for n in names:
+        if n in ATTACKS:
+            wanted.add(n)
+        elif n in FAMILIES:
+            wanted.update(s.name for s in ATTACKS.values() if s.family == n)
+        else:
+            raise ValueError(f"unknown attack or family '{n}'; known: {', '.join(FAMILIES)}, {', '.join(ATTACKS)}")
+    return [s for s in ATTACKS.values() if s.name in wanted]
+
+
+def family(name: str) -> list[AttackSpec]:
+    return [s for s in ATTACKS.values() if s.family == name]
