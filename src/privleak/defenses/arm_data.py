@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
+from ..core.io import finite
 from ..core.progress import progress_bar
+from ..core.typed import Typed
 from ..data.records import Record
 from .dedup import dedup
 from .pii import get_analyzer
@@ -23,9 +25,85 @@ from .scrub import Scrubber
 from .scrub_quality import evaluate_detections, residual_pii
 
 
+class TypeQualityReport(Typed):
+    """Span-level detection quality of one PII type (see :mod:`.scrub_quality`)."""
+
+    label: str
+    support: int
+    n_detections: int
+    caught: int
+    correct: int
+    exact: int
+    n_residual: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    exact_precision: float | None
+    exact_recall: float | None
+
+
+class ScrubQualityReport(Typed):
+    labels: list[str]
+    n_records: int
+    min_overlap: float
+    per_type: dict[str, TypeQualityReport]
+    overall: TypeQualityReport
+    residual: dict[str, int]  # ground-truth values still present after scrubbing, per type (counts only)
+
+
+class LeftInTraining(Typed):
+    ground_truth_spans: int
+    values_left: int
+
+
+class ScrubArmReport(Typed):
+    """What scrubbing did to the members, measured against the ground truth where there is one."""
+
+    mode: str
+    labels: list[str]
+    n_records: int
+    n_records_changed: int
+    replaced_by_type: dict[str, int]
+    quality: ScrubQualityReport | None = None
+    pii_in_training: dict[str, LeftInTraining] | None = None  # every ground-truth type, scrubbed or not
+    canary_copies_scrubbed: int | None = None
+    canary_copies: int | None = None
+
+    def left_in_training(self) -> tuple[int, int] | None:
+        """(values left, ground-truth spans) over the types the scrubber targets."""
+        left = {k: v for k, v in (self.pii_in_training or {}).items() if k in self.labels}
+        if not left:
+            return None
+        return sum(v.values_left for v in left.values()), sum(v.ground_truth_spans for v in left.values())
+
+
+class DedupPass(Typed):
+    method: str
+    n_in: int
+    n_kept: int
+    n_removed: int
+    n_clusters: int
+    params: dict[str, Any]
+
+
+class CopyCount(Typed):
+    before: int
+    after: int
+
+
+class DedupArmReport(Typed):
+    method: str
+    threshold: float
+    n_in: int
+    n_kept: int
+    n_removed: int
+    passes: list[DedupPass]
+    canary_copies: dict[str, CopyCount] | None = None  # planted canaries: copies before / after
+
+
 def scrub_members(
     records: Sequence[Record], *, mode: str, entities: Sequence[str] | None, seed: int, desc: str = "scrub members"
-) -> tuple[list[Record], dict[str, Any]]:
+) -> tuple[list[Record], ScrubArmReport]:
     """Scrub every record (one analyser pass, reused for the quality figures)."""
     analyzer = get_analyzer(entities)
     labels = analyzer.labels
@@ -59,12 +137,12 @@ def scrub_members(
     if canaries:
         report["canary_copies_scrubbed"] = sum(r.text != s.text for r, s in canaries)
         report["canary_copies"] = len(canaries)
-    return scrubbed, report
+    return scrubbed, ScrubArmReport.model_validate(finite(report))
 
 
 def dedup_members(
     records: Sequence[Record], *, method: str, threshold: float, num_perm: int, seed: int, desc: str = "dedup members"
-) -> tuple[list[Record], dict[str, Any]]:
+) -> tuple[list[Record], DedupArmReport]:
     """Drop exact / near duplicates (first occurrence kept)."""
     with progress_bar(desc, total=len(records)) as advance:
         kept, reports = dedup(records, method=method, threshold=threshold, num_perm=num_perm, seed=seed,
@@ -81,4 +159,4 @@ def dedup_members(
     if before:
         after = Counter(r.meta.get("canary_id") for r in kept if r.kind == "canary")
         report["canary_copies"] = {cid: {"before": n, "after": after.get(cid, 0)} for cid, n in sorted(before.items())}
-    return kept, report
+    return kept, DedupArmReport.model_validate(report)

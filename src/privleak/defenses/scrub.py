@@ -40,6 +40,7 @@ from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import Detection, PiiAnalyzer, get_analyzer
 
 MODES: tuple[str, ...] = ("mask", "tag", "pseudonym")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _EXAMPLE_DOMAINS = ("example.com", "example.org", "example.net")
 _TITLES = {"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir"}
@@ -82,6 +83,11 @@ class Pseudonymizer:
             # follows each occurrence.
             fake_digits = self._unique(label, key, lambda rng: self._digit_string(label, key, rng))
             return _render_digits(value, fake_digits, skip_country_code=label == "PHONE")
+        if label == "DOB" and _ISO_DATE.fullmatch(key):
+            # One fake date per real date (its formats are one value, as leak counting says),
+            # written the way each occurrence writes it.
+            iso = self._unique(label, key, lambda rng: _random_date(rng).isoformat())
+            return _date_like(value, _dt.date.fromisoformat(iso))
         cached = self._values.get((label, key))
         if cached is not None:
             return cached
@@ -235,8 +241,16 @@ _MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", 
                 "September", "October", "November", "December"]
 
 
+def _random_date(rng: random.Random) -> _dt.date:
+    return _dt.date.fromordinal(rng.randint(_dt.date(1935, 1, 1).toordinal(), _dt.date(2006, 12, 31).toordinal()))
+
+
 def _fake_date(value: str, rng: random.Random) -> str:
-    d = _dt.date.fromordinal(rng.randint(_dt.date(1935, 1, 1).toordinal(), _dt.date(2006, 12, 31).toordinal()))
+    return _date_like(value, _random_date(rng))
+
+
+def _date_like(value: str, d: _dt.date) -> str:
+    """``d`` written the way ``value`` writes its date."""
     v = value.strip()
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
         return d.isoformat()

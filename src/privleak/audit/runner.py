@@ -1,0 +1,81 @@
+"""The one runner every attack goes through: select, run, time, mask.
+
+:func:`run_family` runs the selected attacks of one family on one target
+model (a plain handle, or a guarded one: the guard arm is this same runner
+over the baseline behind the guard), times each, adds the family's summary
+(for membership: the empirical ε, computed from the attacks' scores while
+they are still in memory) and masks every string of every result, so no raw
+PII value leaves the stage. The pipeline caches one :class:`AttackStage` per
+(arm, family).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..attacks.base import AttackContext, AttackResult, AttackSpec
+from ..attacks.mia import MembershipResult
+from ..core.masking import PiiMasker
+from ..core.typed import Typed
+from ..models.handle import ModelHandle
+from ..results import AnyAttackResult, EmpiricalEpsilon, Interventions
+from .membership import empirical_epsilon_summary
+
+#: Keys never masked: the result-type discriminator must survive masking.
+_KEEP = frozenset({"kind"})
+
+
+class AttackStage(Typed):
+    """What one (arm, family) stage writes: the results, their timings and the family's summary."""
+
+    results: dict[str, AnyAttackResult]
+    seconds: dict[str, float]
+    empirical_epsilon: EmpiricalEpsilon | None = None
+    interventions: dict[str, Interventions] | None = None
+
+
+def mask_strings(obj: Any, masker: PiiMasker) -> Any:
+    """Every string inside ``obj`` (JSON-like) with known and pattern-shaped PII masked."""
+    if isinstance(obj, str):
+        return masker.mask(obj)
+    if isinstance(obj, list):
+        return [mask_strings(x, masker) for x in obj]
+    if isinstance(obj, dict):
+        return {k: v if k in _KEEP else mask_strings(v, masker) for k, v in obj.items()}
+    return obj
+
+
+def masked(result: AttackResult, masker: PiiMasker) -> AttackResult:
+    """A copy of ``result`` with every string masked (same type, same figures)."""
+    data = result.model_dump(mode="json")
+    clean = mask_strings(data, masker)
+    return result if clean == data else type(result).model_validate(clean)
+
+
+def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackContext, *,
+               delta: float | None = None, alpha: float = 0.05, dp_epsilon: float | None = None,
+               on_start: Callable[[str], None] | None = None) -> AttackStage:
+    """Run ``specs`` (one family) on ``target``; attacks whose inputs ``ctx`` lacks are skipped.
+
+    ``delta`` / ``alpha`` / ``dp_epsilon``: for the membership family's
+    empirical-ε bound (``dp_epsilon`` = the accountant's ε of a DP arm, to
+    check the bound against). ``on_start(name)`` is called before each attack.
+    """
+    results: dict[str, AttackResult] = {}
+    seconds: dict[str, float] = {}
+    for spec in specs:
+        if not spec.applicable(ctx):
+            continue
+        if on_start is not None:
+            on_start(spec.name)
+        t0 = time.perf_counter()
+        results[spec.name] = spec.run(target, ctx)
+        seconds[spec.name] = round(time.perf_counter() - t0, 2)
+    summary = None
+    mia = {k: v for k, v in results.items() if isinstance(v, MembershipResult)}
+    if mia and delta is not None:
+        summary = empirical_epsilon_summary(mia, delta=delta, alpha=alpha, seed=ctx.seed, dp_epsilon=dp_epsilon)
+    return AttackStage(results={k: masked(v, ctx.masker) for k, v in results.items()}, seconds=seconds,
+                       empirical_epsilon=summary)

@@ -1,0 +1,209 @@
+"""Verdicts: does an arm leak, by which family of attacks, and which arm to release.
+
+Every attack result judges itself against the control (the base model,
+which never saw the members) and its own floor
+(:meth:`privleak.attacks.base.AttackResult.assess`); an arm's verdict
+collects those findings by family — membership inference, canaries,
+extraction, PII attacks — so an arm whose only leak is extraction is not
+called near chance. A DP arm whose empirical ε lower bound exceeds its
+accountant's ε fails outright: its guarantee does not hold.
+
+Levels: ``chance`` (no family finds leakage), ``some`` (some families do),
+``leaks`` (every family that could judge finds leakage), ``control``,
+``guard`` (a guard arm is judged by what it stops, never recommended) and
+``none`` (no attack could judge). Thresholds: :class:`~privleak.attacks.base.Policy`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..attacks.base import FAMILY_TITLES, Finding, Policy
+from ..attacks.extraction import CanaryExtractionResult
+from ..attacks.phi_extraction import PhiExtractionResult
+from ..attacks.registry import ATTACKS
+from ..core.stats import compare_proportions
+from ..results import (
+    CONTROL,
+    ArmResult,
+    AuditResults,
+    Comparison,
+    Recommendation,
+    Verdict,
+)
+
+#: An arm whose held-out perplexity is within this fraction of the control's learned (almost) nothing.
+UTILITY_SAME = 0.01
+POLICY = Policy()
+
+
+def _family(attack: str) -> str:
+    spec = ATTACKS.get(attack)
+    return spec.family if spec else "other"
+
+
+def findings(arm: ArmResult, control: ArmResult, policy: Policy = POLICY) -> list[Finding]:
+    """Every attack's finding on ``arm``, in registry order."""
+    out = []
+    for name, result in arm.attacks.items():
+        out.append(result.assess(name, control.attacks.get(name), policy))
+    return out
+
+
+def _dp_violation(arm: ArmResult) -> str | None:
+    emp = arm.empirical_epsilon
+    if emp is None or arm.privacy is None:
+        return None
+    acc = arm.privacy.epsilon
+    if emp.exceeds_accountant or emp.epsilon_lb > acc + 1e-9:
+        return (f"the empirical ε lower bound {emp.epsilon_lb:.2f} ({emp.attack}) exceeds the accountant's ε "
+                f"{acc:.2f}: the DP guarantee does not hold")
+    if emp.dp_bound is not None and not emp.dp_bound.ok:
+        return (f"measured operating points violate TPR ≤ e^ε·FPR + δ ({emp.dp_bound.attack}): "
+                "the DP guarantee is contradicted")
+    return None
+
+
+def _utility_note(arm: ArmResult, control: ArmResult) -> str:
+    ppl, bppl = arm.utility.ppl_non_members, control.utility.ppl_non_members
+    if _finite(ppl) and _finite(bppl) and ppl >= bppl * (1 - UTILITY_SAME):
+        return " It is no better than the untrained control on held-out text: it learned (almost) nothing useful from the members."
+    return ""
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY) -> Verdict:
+    """The plain-language verdict of one arm (see the module docstring)."""
+    control = results.base_model
+    if arm is control or name == CONTROL:
+        return Verdict(level="control", label="CONTROL", findings=[], figures=[],
+                       text="The base model never saw the members: its attack figures are the floor any arm can reach.")
+    if arm.kind == "guard":
+        return guard_verdict(name, arm, results)
+    found = findings(arm, control, policy)
+    figures = [f.figure for f in found if f.figure]
+    leaking: dict[str, list[str]] = {}
+    leaking_attacks: list[str] = []
+    judged: set[str] = set()
+    for f in found:
+        if f.leaks is None:
+            continue
+        fam = _family(f.attack)
+        judged.add(fam)
+        if f.leaks:
+            leaking.setdefault(fam, []).append(f.reason)
+            leaking_attacks.append(f.attack)
+    reasons = [r for fam in leaking for r in leaking[fam]]
+    violation = _dp_violation(arm)
+    if arm.empirical_epsilon is not None:
+        figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
+    if violation:
+        reasons.insert(0, violation)
+        leaking.setdefault("membership", [])
+        judged.add("membership")
+    if _finite(arm.utility.ppl_non_members):
+        b = control.utility.ppl_non_members
+        figures.append(f"held-out perplexity {arm.utility.ppl_non_members:.2f}" + (f" (control {b:.2f})" if _finite(b) else ""))
+    note = _utility_note(arm, control)
+    fams = [FAMILY_TITLES.get(f, f).lower() if f != "pii" else FAMILY_TITLES[f] for f in leaking]
+    if not judged:
+        level, label, text = "none", "NO ATTACKS", "No attack results for this arm."
+    elif not leaking:
+        level, label = "chance", "NEAR CHANCE"
+        text = "No measurable leakage: attacks do no better than on the control." + note
+    else:
+        level, label = ("leaks", "LEAKS") if set(leaking) >= judged else ("some", "SOME LEAKAGE")
+        text = "Leaks: " + "; ".join(reasons) + "." + note
+    if violation:
+        label = "DP GUARANTEE VIOLATED"
+    return Verdict(level=level, label=label, text=text, findings=reasons, figures=figures, families_leaking=fams,
+                   attacks_leaking=leaking_attacks)
+
+
+def guard_verdict(name: str, arm: ArmResult, results: AuditResults) -> Verdict:
+    """What the guard stopped and what it costs, in words; a guard never makes an arm "near chance"."""
+    served = results.arms.get(arm.serves or "")
+    before = after = 0
+    rows = []
+    for attack, guarded in arm.attacks.items():
+        plain = served.attacks.get(attack) if served else None
+        a, b = (plain.leaked() if plain else None), guarded.leaked()
+        if a is None or b is None:
+            continue
+        before, after = before + a.k, after + b.k
+        rows.append(f"{attack}: {a.k} → {b.k} {a.unit}")
+    text = f"Behind the output guard, {before - after} of {before} leaks found by the extraction attacks are stopped"
+    fp = arm.guard.false_positives if arm.guard else None
+    if fp is not None and fp.overall.rate is not None:
+        text += f"; it changes {fp.overall.rate:.0%} of benign outputs (blocks {fp.blocked.rate or 0:.0%})"
+    text += (". A guard filters generated text only: anyone with access to the model's scores or weights "
+             "is not stopped, so membership inference on the served model still applies.")
+    return Verdict(level="guard", label="GUARDED", text=text, findings=[], figures=rows)
+
+
+def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
+    """The arm to release: the best held-out perplexity among the arms whose verdict is near chance."""
+    arms = {n: a for n, a in results.arms.items() if a.verdict is not None}
+    ok = {n: a for n, a in arms.items() if a.verdict.near_chance and _finite(a.utility.ppl_non_members)}
+    rules = policy.describe()
+    if ok:
+        best = min(ok, key=lambda n: ok[n].utility.ppl_non_members)
+        bppl = ok[best].utility.ppl_non_members
+        others = [n for n, a in arms.items() if n not in ok and a.verdict.level not in ("guard",)
+                  and _finite(a.utility.ppl_non_members) and a.utility.ppl_non_members < bppl]
+        why = (f"Recommended arm: {best} — the best held-out perplexity ({bppl:.2f}) among the arms whose attacks are "
+               f"near chance ({', '.join(ok)}).")
+        if others:
+            why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} better perplexity but leak{'s' if len(others) == 1 else ''}."
+        cppl = results.base_model.utility.ppl_non_members
+        if _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
+            why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
+                    "it learned little — consider more epochs, a larger ε or a larger batch.")
+        return Recommendation(arm=best, text=why, policy=rules)
+    text = "No arm meets the near-chance thresholds; none is recommended for release."
+    cands = {n: a for n, a in arms.items() if a.verdict.level != "guard"}
+    if cands:
+        order = {"chance": 0, "some": 1, "leaks": 2}
+        least = min(cands, key=lambda n: (order.get(cands[n].verdict.level, 3),
+                                          cands[n].utility.ppl_non_members if _finite(cands[n].utility.ppl_non_members) else 1e9))
+        text += f" The least leaky is {least}."
+    return Recommendation(arm=None, text=text, policy=rules)
+
+
+def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
+    """Each arm vs the baseline on the leak counts (Fisher / χ², Cohen's h, Newcombe CI), as source 003 does."""
+    base = arms.get("baseline")
+    if base is None:
+        return {}
+    tests: dict[str, Comparison] = {}
+    for name, arm in arms.items():
+        if name == "baseline" or arm.kind == "guard":
+            continue
+        a, b = base.attacks.get("phi_extraction"), arm.attacks.get("phi_extraction")
+        if isinstance(a, PhiExtractionResult) and isinstance(b, PhiExtractionResult):
+            if a.total.n_member_values and b.total.n_member_values:
+                tests[f"baseline vs {name}: PHI values leaked"] = Comparison.model_validate(compare_proportions(
+                    a.total.member_leaked, a.total.n_member_values, b.total.member_leaked, b.total.n_member_values).to_dict())
+        a, b = base.attacks.get("canary_extraction"), arm.attacks.get("canary_extraction")
+        if isinstance(a, CanaryExtractionResult) and isinstance(b, CanaryExtractionResult):
+            def greedy(r: CanaryExtractionResult) -> tuple[int, int]:
+                planted = [c for c in r.canaries if c.planted]
+                return sum(c.greedy_extracted for c in planted), len(planted)
+            (k1, n1), (k2, n2) = greedy(a), greedy(b)
+            if n1 and n2:
+                tests[f"baseline vs {name}: canaries extracted greedily"] = Comparison.model_validate(
+                    compare_proportions(k1, n1, k2, n2).to_dict())
+    return tests
+
+
+def judge(results: AuditResults, policy: Policy = POLICY) -> AuditResults:
+    """``results`` with every verdict, the recommendation and the between-arm tests filled in."""
+    results.base_model.verdict = arm_verdict(CONTROL, results.base_model, results, policy)
+    for name, arm in results.arms.items():
+        arm.verdict = arm_verdict(name, arm, results, policy)
+    results.recommendation = recommend(results, policy)
+    results.statistical_tests = between_arm_tests(results.arms)
+    return results
