@@ -78,15 +78,7 @@ def run(
     """Run (or resume) a privacy audit and write results.json."""
     from .config import build_config, read_config_file
     from .pipeline import run_audit
-    from .report.console import (
-        attack_table,
-        defence_table,
-        exposure_table,
-        extraction_table,
-        guard_table,
-        pii_attack_table,
-        privacy_table,
-    )
+    from .report.console import all_tables, verdict_lines
 
     file_data = read_config_file(config) if config else {}
     over: dict[str, Any] = {}
@@ -116,13 +108,11 @@ def run(
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
     results = run_audit(cfg, out_dir, notify=err.print)
-    out.print(privacy_table(results))
-    out.print(attack_table(results))
-    for table in (exposure_table(results), extraction_table(results), pii_attack_table(results), defence_table(results),
-                  guard_table(results)):
-        if table is not None:
-            out.print(table)
-    for w in results["warnings"]:
+    for table in all_tables(results):
+        out.print(table)
+    for line in verdict_lines(results):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    for w in results.warnings:
         err.print(f"[yellow]warning:[/yellow] {w}")
     err.print(f"results: {Path(out_dir) / 'results.json'}")
     from .report.html import write_report
@@ -226,7 +216,7 @@ def compare(
     out_path: Path = typer.Option(Path("compare.html"), "--out", "-o", help="HTML file to write."),
 ) -> None:
     """Compare runs side by side in one self-contained HTML page."""
-    from .report.html import write_compare
+    from .report.compare import write_compare
 
     if len(run_dirs) < 2:
         raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")

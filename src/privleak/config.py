@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from .arms import ArmSpec, dp_arm_name, parse_arm
+from .attacks.settings import AttackSettings, PiiSizes
 from .core.errors import UserError
 
 __all__ = ["AuditConfig", "build_config", "dp_arm_name", "resolve_delta"]
@@ -194,6 +195,20 @@ class AttackConfig(_Strict):
     prefix_records: int = Field(250, ge=1)  # prefix extraction: records per side
     phi_records: int = Field(40, ge=1)  # PHI prompt extraction: records per side
     pii: bool = True  # Lukas et al. PII extraction / reconstruction / inference (sizes follow the profile)
+    # Attacks by name or family (see `privleak.attacks.registry`); None = all. The two switches
+    # above still turn a whole family off.
+    select: tuple[str, ...] | None = None
+
+    @field_validator("select")
+    @classmethod
+    def _known(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None:
+            from .attacks.registry import select
+
+            if not v:
+                raise ValueError("name at least one attack or family, or leave attacks.select unset")
+            select(v)  # ValueError naming the unknown entry
+        return v
 
     @field_validator("min_k_percent")
     @classmethod
@@ -255,6 +270,26 @@ class AuditConfig(_Strict):
 
     def arm_names(self) -> list[str]:
         return [s.name for s in self.arm_specs()]
+
+    def attack_settings(self) -> AttackSettings:
+        """What the attacks read, from this config (:mod:`privleak.attacks.settings`)."""
+        a = self.attacks
+        return AttackSettings(max_mia_records=a.max_mia_records, bootstrap=a.bootstrap, min_k_percent=a.min_k_percent,
+                              rmia_a=a.rmia_a, global_variance=self.shadows.global_variance,
+                              canary_candidates=self.canaries.candidates, extraction_samples=a.extraction_samples,
+                              prefix_records=a.prefix_records, phi_records=a.phi_records,
+                              pii=PiiSizes.full() if self.profile == "full" else PiiSizes.quick())
+
+    def selected_attacks(self) -> list[str]:
+        """Names of the attacks this audit runs: ``attacks.select`` minus the families switched off."""
+        from .attacks.registry import select
+
+        off: set[str] = set()
+        if not self.attacks.extraction:  # every generation attack but the PII ones (canary extraction too)
+            off |= {"extraction", "canary_extraction"}
+        if not self.attacks.pii:
+            off.add("pii")
+        return [s.name for s in select(self.attacks.select) if s.family not in off and s.name not in off]
 
     def fingerprint(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)

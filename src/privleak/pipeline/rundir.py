@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ContextManager
 
-from .core.errors import UserError
-from .core.io import finite, read_json, stable_hash, staging_dir, write_json
+from ..core.errors import UserError
+from ..core.io import finite, read_json, stable_hash, staging_dir, write_json
 
 __all__ = ["RunDir", "Timer", "finite", "read_json", "stable_hash", "write_json"]
 

@@ -1,0 +1,60 @@
+"""What the stages of one run share: the config, the run directory, loaded splits and models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..config import AuditConfig
+from ..core.io import read_json
+from ..data.canaries import Canary, load_canaries
+from ..data.records import Record, read_jsonl
+from ..models.handle import ModelHandle, load_handle
+from .rundir import RunDir, Timer
+
+SPLITS = ("public", "members", "non_members", "population")
+
+
+@dataclass
+class Audit:
+    """One run in progress. ``shared`` memoises what stages of this process reuse (never persisted)."""
+
+    cfg: AuditConfig
+    run: RunDir
+    notify: Callable[[str], None]
+    warnings: list[str] = field(default_factory=list)
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        if key not in self.shared:
+            self.shared[key] = build()
+        return self.shared[key]
+
+    def splits(self) -> dict[str, list[Record]]:
+        return self.memo("splits", lambda: {n: read_jsonl(self.run.path("splits", f"{n}.jsonl")) for n in SPLITS})
+
+    def canaries(self) -> list[Canary]:
+        return self.memo("canaries", lambda: load_canaries(self.run.path("splits", "canaries.json")))
+
+    def base_dir(self) -> str:
+        return read_json(self.run.path("base_model.json"))["path"]
+
+    def base(self) -> ModelHandle:
+        """The base model (loaded once per process)."""
+        return self.memo("base_handle", lambda: load_handle(self.base_dir(), self.cfg.model.max_length))
+
+    def stage(self, name: str, key: str, body: Callable[[], None]) -> None:
+        """Run ``body`` unless the stage is done with the same key; mark it done after."""
+        if self.run.done(name, key):
+            self.notify(f"[dim]✓ {name} (cached)[/dim]")
+            return
+        self.notify(f"▶ {name}")
+        with Timer() as t:
+            body()
+        self.run.mark(name, key, t.elapsed)
+        self.notify(f"[green]✓ {name}[/green] ({t.elapsed:.1f} s)")
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+        self.notify(f"[yellow]warning:[/yellow] {message}")

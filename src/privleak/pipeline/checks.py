@@ -1,0 +1,59 @@
+"""Checks that need no work: they run before any stage, so bad input costs nothing."""
+
+from __future__ import annotations
+
+import os
+
+from ..config import AuditConfig
+from ..core.errors import UserError
+from ..data.loaders import load_corpus
+from ..data.splits import split_corpus
+from ..models.handle import check_model_ref
+from .data import MIN_PER_SPLIT
+
+# Rough resident bytes per unit of work, measured on the embedded model with
+# generous headroom: a generated sample (text, ids, per-token scores, index
+# hits) and an exposure candidate (string, ids, log-likelihood).
+_BYTES_PER_SAMPLE = 64 * 1024
+_BYTES_PER_CANDIDATE = 2 * 1024
+
+
+def _available_memory() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: AuditConfig, available: int | None = None) -> None:
+    """Refuse sample counts that cannot fit in memory, before any work starts."""
+    available = _available_memory() if available is None else available
+    if available is None:
+        return
+    gib = 1024**3
+    need = cfg.attacks.extraction_samples * _BYTES_PER_SAMPLE
+    if cfg.attacks.extraction and need > 0.5 * available:
+        raise UserError(
+            f"attacks.extraction_samples = {cfg.attacks.extraction_samples} needs about {need / gib:.1f} GiB but only "
+            f"{available / gib:.1f} GiB is free; use at most {int(0.5 * available / _BYTES_PER_SAMPLE)} samples"
+        )
+    need = cfg.canaries.candidates * _BYTES_PER_CANDIDATE
+    if need > 0.5 * available:
+        raise UserError(
+            f"canaries.candidates = {cfg.canaries.candidates} needs about {need / gib:.1f} GiB but only "
+            f"{available / gib:.1f} GiB is free; use at most {int(0.5 * available / _BYTES_PER_CANDIDATE)} candidates"
+        )
+
+
+def preflight(cfg: AuditConfig) -> None:
+    """Fail on bad input before any output or work: the user's corpus must load
+    and split, a ``--model`` reference must be a model directory or hub id, and
+    the attack sizes must fit in memory."""
+    check_memory(cfg)
+    if cfg.data.path is not None:
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
+    if cfg.model.base is not None:
+        check_model_ref(cfg.model.base)
+
+

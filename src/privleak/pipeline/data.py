@@ -1,0 +1,104 @@
+"""The data and base-model stages: splits, canaries, the model fine-tuning starts from."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict
+from pathlib import Path
+
+from ..config import AuditConfig
+from ..core.io import stable_hash, staging_dir, write_json
+from ..data.canaries import make_canaries, plant_canaries, save_canaries
+from ..data.clinical import ClinicalCorpusConfig, generate_corpus
+from ..data.loaders import load_corpus
+from ..data.records import Record, write_jsonl
+from ..data.splits import split_corpus
+from ..models.base import BaseModelSpec, default_base_model
+from ..models.handle import load_handle
+from .audit import SPLITS, Audit
+
+# Fewer records than this per split and no membership figure means anything.
+MIN_PER_SPLIT = 5
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def data_key(cfg: AuditConfig) -> str:
+    """What determines the splits: the data config, the canaries, the seed and the user's file content."""
+    source = None
+    if cfg.data.path is not None:
+        p = Path(cfg.data.path).expanduser()
+        source = _file_digest(p) if p.exists() else str(p)
+    return stable_hash("data", cfg.seed, cfg.data.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), source,
+                       cfg.model.base is None)
+
+
+def synthetic_config(cfg: AuditConfig, **over: object) -> ClinicalCorpusConfig:
+    s = cfg.data.synthetic
+    kw = dict(n_public=s.n_public, n_members=s.n_members, n_non_members=s.n_non_members, n_population=s.n_population,
+              phi_fraction=s.phi_fraction, public_phi_fraction=s.public_phi_fraction, repeat_fraction=s.repeat_fraction,
+              repeat_visits=tuple(s.repeat_visits), canary_repeats=tuple(cfg.canaries.repeats),
+              canaries_per_repeat=cfg.canaries.per_repeat, seed=cfg.seed)
+    kw.update(over)
+    return ClinicalCorpusConfig(**kw)
+
+
+def make_data(audit: Audit) -> None:
+    """Write ``splits/`` (the four splits and the canaries) for the synthetic corpus or the user's file."""
+    cfg, run = audit.cfg, audit.run
+    if cfg.data.path is None:
+        corpus = generate_corpus(synthetic_config(cfg))
+        splits, canaries = corpus.splits, corpus.canaries
+    else:
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
+        canaries = []
+        if cfg.data.plant_canaries:
+            canaries = make_canaries(repeats=tuple(cfg.canaries.repeats), per_repeat=cfg.canaries.per_repeat, seed=cfg.seed)
+            splits["members"] = plant_canaries(splits["members"], canaries, seed=cfg.seed)
+        if cfg.model.base is None:
+            # The embedded base model still needs public text to learn from:
+            # the synthetic public split, which shares nothing with the user's data.
+            public_cfg = synthetic_config(cfg, n_members=0, n_non_members=0, n_population=0, canary_repeats=())
+            splits["public"] = generate_corpus(public_cfg).splits["public"]
+        else:
+            splits["public"] = []
+    with staging_dir(run.path("splits")) as tmp:
+        for name in SPLITS:
+            write_jsonl(tmp / f"{name}.jsonl", splits.get(name, []))
+        save_canaries(tmp / "canaries.json", canaries)
+    audit.shared.pop("splits", None)
+    audit.shared.pop("canaries", None)
+
+
+def base_spec(cfg: AuditConfig) -> BaseModelSpec:
+    e = cfg.model.embedded
+    return BaseModelSpec(vocab_size=e.vocab_size, n_layer=e.n_layer, n_embd=e.n_embd, n_head=e.n_head,
+                         max_length=cfg.model.max_length, epochs=e.epochs, batch_size=e.batch_size, lr=e.lr, seed=cfg.seed)
+
+
+def base_key(cfg: AuditConfig, data: str) -> str:
+    return stable_hash("base", data, cfg.model.model_dump(mode="json"), cfg.seed)
+
+
+def resolve_base(audit: Audit, public: list[Record]) -> None:
+    """``base_model.json``: the embedded model (pre-trained on the public split, cached) or the user's."""
+    cfg = audit.cfg
+    if cfg.model.base is None:
+        _, path = default_base_model(base_spec(cfg), [r.text for r in public])
+        info = {"kind": "embedded", "path": str(path), "spec": asdict(base_spec(cfg))}
+    else:
+        handle = load_handle(cfg.model.base, cfg.model.max_length)
+        info = {"kind": "user", "ref": cfg.model.base, "path": cfg.model.base,
+                "n_params": int(sum(p.numel() for p in handle.model.parameters()))}
+    write_json(audit.run.path("base_model.json"), info)
+    audit.shared.pop("base_handle", None)

@@ -1,0 +1,167 @@
+"""Evaluation stages: utility, and one attack stage per (model, family).
+
+:class:`Target` names a model the audit evaluates — the base control, a
+trained arm, or the guard arm (the served arm's model behind the output
+guard) — with the key of the stage that produced it. :func:`context`
+builds the :class:`~privleak.attacks.base.AttackContext` every attack of
+that model reads; :func:`attack_stage` runs one family through the runner
+and writes ``arms/<model>/attacks/<family>.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..attacks.base import AttackContext, AttackSpec, ScoringPasses, ShadowData
+from ..attacks.registry import select
+from ..attacks.scoring import cached_scores
+from ..audit.guard import Tally, benign_false_positives, guard_target
+from ..audit.membership import mia_subsets
+from ..audit.runner import AttackStage, run_family
+from ..audit.utility import perplexity
+from ..config import resolve_delta
+from ..core.io import read_json, stable_hash, write_json
+from ..core.masking import PiiMasker
+from ..data.canaries import known_pii
+from ..models.handle import ModelHandle, load_handle
+from ..results import Utility
+from .audit import Audit
+from .train import load_shadows
+
+SCORED_SPLITS = ("members", "non_members", "population")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model the audit evaluates. ``name``: "base", an arm, or "guard"; ``key``: the key of the stage that made it."""
+
+    name: str
+    key: str
+    model_dir: str
+    reference: bool  # whether the base model serves as its reference (every model but the base itself)
+    serves: str | None = None  # the guard arm: the arm whose model it serves
+
+
+def model_handle(audit: Audit, target: Target) -> ModelHandle:
+    handle = load_handle(target.model_dir, audit.cfg.model.max_length)
+    handle.name = target.name
+    return handle
+
+
+def masker(audit: Audit) -> PiiMasker:
+    """Masks every ground-truth PII value of the run (and PII-shaped strings) in whatever an attack returns."""
+    def build() -> PiiMasker:
+        splits = audit.splits()
+        return PiiMasker(known_pii([splits[s] for s in ("members", "non_members", "population", "public")],
+                                   audit.canaries()))
+    return audit.memo("masker", build)
+
+
+def scored_texts(audit: Audit) -> dict[str, list[str]]:
+    s = audit.splits()
+    return audit.memo("scored_texts", lambda: {
+        "members": [r.text for r in s["members"] if r.kind != "canary"],
+        "non_members": [r.text for r in s["non_members"]],
+        "population": [r.text for r in s["population"]],
+    })
+
+
+def _passes(audit: Audit, target: Target, handle: ModelHandle, base_key: str) -> ScoringPasses:
+    texts = scored_texts(audit)
+
+    def target_pass(split: str):
+        return cached_scores(handle, texts[split], audit.run.path("arms", target.name, f"scores_{split}.npz"),
+                             key=stable_hash(target.key, split), desc=f"score {target.name} {split}")
+
+    def reference_pass(split: str):
+        return cached_scores(audit.base(), texts[split], audit.run.path("arms", "base", f"scores_{split}.npz"),
+                             key=stable_hash(base_key, split), desc=f"score base {split}")
+
+    return ScoringPasses(texts=texts, target_pass=target_pass, reference_pass=reference_pass if target.reference else None)
+
+
+def evaluation_subsets(audit: Audit) -> tuple[np.ndarray, np.ndarray]:
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        s = audit.splits()
+        members = [r for r in s["members"] if r.kind != "canary"]
+        return mia_subsets(members, s["non_members"], audit.cfg.attacks.max_mia_records, audit.cfg.seed)
+    return audit.memo("mia_subsets", build)
+
+
+def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, shadows: bool = False) -> AttackContext:
+    s = audit.splits()
+    mi, ni = evaluation_subsets(audit)
+    shadow = None
+    if shadows:
+        x, z, ins = load_shadows(audit, target.name)
+        shadow = ShadowData(nll_x=x, nll_z=z, in_x=ins)
+    return AttackContext(
+        members=s["members"], non_members=s["non_members"], population=s["population"], public=s["public"],
+        canaries=audit.canaries(), settings=audit.cfg.attack_settings(), seed=audit.cfg.seed, masker=masker(audit),
+        scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
+        reference=audit.base() if target.reference else None, shadows=shadow,
+        shared=audit.memo("attack_shared", dict))
+
+
+def family_specs(audit: Audit, family: str, target: Target) -> list[AttackSpec]:
+    """The selected attacks of ``family`` for ``target`` (the guard arm: those that read text only)."""
+    specs = [s for s in select(audit.cfg.selected_attacks()) if s.family == family]
+    return [s for s in specs if s.text_only] if target.serves else specs
+
+
+def attack_key(audit: Audit, family: str, target: Target, base_key: str, shadow_key: str | None) -> str:
+    settings = audit.cfg.attack_settings()
+    used = {s.name: {u: getattr(settings, u) for u in s.uses} for s in family_specs(audit, family, target)}
+    alpha = audit.cfg.attacks.alpha if family == "membership" else None
+    return stable_hash("attacks", family, target.key, base_key if target.reference else None, used, audit.cfg.seed,
+                       alpha, shadow_key, target.serves)
+
+
+def _delta(audit: Audit, target: Target) -> tuple[float, float | None]:
+    """(δ, accountant ε) for an arm's empirical-ε bound: a DP arm's own δ, the default δ for the others,
+    so every arm is held to the same δ."""
+    if target.name != "base" and not target.serves:
+        privacy = read_json(audit.run.path("arms", target.name, "train.json"))["privacy"]
+        if privacy:
+            return float(privacy["delta"]), float(privacy["epsilon"])
+    return resolve_delta(audit.cfg, len(audit.splits()["members"]))[0], None
+
+
+def stage_path(audit: Audit, model: str, family: str) -> Path:
+    return audit.run.path("arms", model, "attacks", f"{family}.json")
+
+
+def attack_stage(audit: Audit, family: str, target: Target, base_key: str, shadows: bool = False) -> None:
+    served = model_handle(audit, target)
+    ctx = context(audit, target, served, base_key, shadows)
+    specs = family_specs(audit, family, target)
+    delta, dp_eps = _delta(audit, target)
+    if target.serves:
+        tally = Tally()
+        out = run_family(specs, guard_target(served, ctx, tally), ctx, on_start=tally.start)
+        out.interventions = tally.counts
+    else:
+        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps)
+    write_json(stage_path(audit, target.name, family), out.model_dump(mode="json"))
+
+
+def read_stage(audit: Audit, model: str, family: str) -> AttackStage | None:
+    path = stage_path(audit, model, family)
+    return AttackStage.model_validate(read_json(path)) if path.exists() else None
+
+
+def utility_stage(audit: Audit, target: Target, base_key: str) -> None:
+    handle = model_handle(audit, target)
+    passes = _passes(audit, target, handle, base_key)
+    write_json(audit.run.path("arms", target.name, "utility.json"),
+               Utility(ppl_members=perplexity(passes.target("members")),
+                       ppl_non_members=perplexity(passes.target("non_members"))).model_dump(mode="json"))
+
+
+def guard_cost_stage(audit: Audit, target: Target, base_key: str) -> None:
+    served = model_handle(audit, target)
+    ctx = context(audit, target, served, base_key)
+    write_json(audit.run.path("arms", target.name, "guard.json"), benign_false_positives(served, ctx).model_dump(mode="json"))

@@ -1,0 +1,209 @@
+"""Training stages: data defences, one model per arm, shadow models.
+
+:func:`arm_settings` translates the config into everything that determines
+an arm's model (its cache key); :data:`TRAINERS` maps an arm's training kind
+to the function that fits it (the way the attack registry maps names to
+attacks), so a new kind of arm is one trainer and one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..arms import ArmSpec
+from ..attacks.lira import shadow_splits
+from ..attacks.scoring import score_texts
+from ..audit.membership import mia_subsets
+from ..config import AuditConfig, resolve_delta
+from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_json
+from ..data.canaries import derive_seed
+from ..data.records import Record, read_jsonl, write_jsonl
+from ..defenses.arm_data import dedup_members, scrub_members
+from ..models.accounting import epsilons as accountant_epsilons
+from ..models.batching import Encoded, encode
+from ..models.dp_train import DPSettings, train_dp
+from ..models.handle import ModelHandle, clone_model, save_handle
+from ..models.train import TrainSettings, train
+from .audit import Audit
+
+# ---------------------------------------------------------------- settings
+
+def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    """Everything that determines an arm's model (its stage-cache key)."""
+    data = {
+        "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
+        "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
+    }
+    if spec.dp_epsilon is None:
+        return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
+    delta, _ = resolve_delta(cfg, n_members)
+    lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets"}
+    settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
+                **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"} | (set() if spec.lora else lora)),
+                "seed": cfg.seed, "data_defences": data}
+    if spec.lora:
+        settings["lr"] = settings.pop("lora_lr")
+    return settings
+
+
+# ---------------------------------------------------------------- data defences
+
+def defence_keys(cfg: AuditConfig, data_key: str) -> dict[str, str]:
+    return {
+        "scrub": stable_hash("scrub", data_key, cfg.defences.scrub.model_dump(mode="json"), cfg.seed),
+        "dedup": stable_hash("dedup", data_key, cfg.defences.dedup.model_dump(mode="json"), cfg.seed),
+    }
+
+
+def scrub_stage(audit: Audit) -> None:
+    s = audit.cfg.defences.scrub
+    scrubbed, report = scrub_members(audit.splits()["members"], mode=s.mode, entities=s.entities, seed=audit.cfg.seed)
+    write_jsonl(audit.run.path("defences", "scrub", "members.jsonl"), scrubbed)
+    write_json(audit.run.path("defences", "scrub", "report.json"), report.model_dump(mode="json"))
+
+
+def dedup_stage(audit: Audit) -> None:
+    d = audit.cfg.defences.dedup
+    members = audit.splits()["members"]
+    kept, report = dedup_members(members, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=audit.cfg.seed)
+    kept_ids = {id(r) for r in kept}  # dedup returns the very objects it keeps
+    write_json(audit.run.path("defences", "dedup", "kept.json"), [i for i, r in enumerate(members) if id(r) in kept_ids])
+    write_json(audit.run.path("defences", "dedup", "report.json"), report.model_dump(mode="json"))
+
+
+def training_records(audit: Audit, spec: ArmSpec) -> list[Record]:
+    """The members as the arm trains on them: deduplicated and/or scrubbed."""
+    out = audit.splits()["members"]
+    if spec.scrub:
+        out = read_jsonl(audit.run.path("defences", "scrub", "members.jsonl"))
+    if spec.dedup:
+        out = [out[i] for i in read_json(audit.run.path("defences", "dedup", "kept.json"))]
+    return out
+
+
+# ---------------------------------------------------------------- trainers
+
+Trainer = Callable[[Any, Encoded, dict[str, Any], int, int, int, str], tuple[Any, dict[str, Any]]]
+
+
+def fit_plain(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
+              label: str) -> tuple[Any, dict[str, Any]]:
+    tlog = train(model, data, TrainSettings(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
+                                            weight_decay=s["weight_decay"], seed=seed), pad, desc=f"train {label}")
+    return model, {"kind": "baseline", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None}
+
+
+def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
+           label: str) -> tuple[Any, dict[str, Any]]:
+    dps = DPSettings(
+        target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
+        expected_batch_size=s["batch_size"], lr=s["lr"], seed=seed, accountant=s["accountant"],
+        train_embeddings=s["train_embeddings"], micro_batch_tokens=s["micro_batch_tokens"],
+        grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
+        **({"lora_alpha": s["lora_alpha"], "lora_targets": tuple(s["lora_targets"])} if s["lora"] else {}),
+    )
+    model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
+    cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
+    privacy = {"target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,
+               "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
+               "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp, "epsilon_pld": cross.epsilon_pld,
+               "epsilon_prv": cross.epsilon_prv, "empty_batches": tlog.empty_batches}
+    return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy}
+
+
+#: Arm training kind (``arm_settings(...)["kind"]``) → trainer.
+TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "dp": fit_dp}
+
+
+def fit(audit: Audit, label: str, settings: dict[str, Any], records: list[Record]) -> tuple[Any, dict[str, Any]]:
+    """A fresh copy of the base model trained on ``records`` as ``settings`` say; (model, training record)."""
+    cfg, base = audit.cfg, audit.base()
+    data = encode(base.tokenizer, [r.text for r in records], cfg.model.max_length)
+    model, record = TRAINERS[settings["kind"]](clone_model(base.model), data, settings, base.pad_id,
+                                               cfg.model.max_length, cfg.seed, label)
+    return model, {**record, "settings": settings, "n_train_records": len(records)}
+
+
+def train_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
+    """Train one arm: ``arms/<arm>/model`` (safetensors) and ``arms/<arm>/train.json``."""
+    base = audit.base()
+    model, record = fit(audit, spec.name, settings, training_records(audit, spec))
+    with staging_dir(audit.run.path("arms", spec.name, "model")) as tmp:
+        save_handle(ModelHandle(model=model, tokenizer=base.tokenizer, max_length=audit.cfg.model.max_length), tmp)
+    write_json(audit.run.path("arms", spec.name, "train.json"), record)
+
+
+# ---------------------------------------------------------------- shadows
+
+@dataclass
+class ShadowPlan:
+    """LiRA's candidate pool and who trains on what.
+
+    Pool = the non-canary members + the non-members. The evaluated members
+    *and* non-members must each be IN for half the shadows (otherwise the
+    online Gaussians of one class would come from the fallback, a different
+    model, and LiRA would score the label rather than the example), so the
+    pool holds both; the population stays out of every shadow and serves as
+    RMIA's z. Each shadow trains on half the pool, about as many records as
+    the arm itself.
+    """
+
+    pool: list[Record]
+    in_mask: np.ndarray  # (S, len(pool)), True = IN
+    eval_x: np.ndarray  # pool indices of the evaluated members then non-members
+
+
+def shadow_plan(cfg: AuditConfig, splits: dict[str, list[Record]]) -> ShadowPlan:
+    members = [r for r in splits["members"] if r.kind != "canary"]
+    mi, ni = mia_subsets(members, splits["non_members"], cfg.attacks.max_mia_records, cfg.seed)
+    pool = members + splits["non_members"]
+    in_mask = shadow_splits(len(pool), cfg.shadows.n_shadows, seed=derive_seed(cfg.seed, "shadows"))
+    return ShadowPlan(pool=pool, in_mask=in_mask, eval_x=np.concatenate([mi, len(members) + ni]))
+
+
+def shadow_arms(cfg: AuditConfig) -> list[str]:
+    if not cfg.shadows.enabled:
+        return []
+    trained = [s.name for s in cfg.arm_specs() if s.trained]
+    return [a for a in trained if cfg.shadows.arms is None or a in cfg.shadows.arms]
+
+
+def scrub_pool_stage(audit: Audit) -> None:
+    s = audit.cfg.defences.scrub
+    scrubbed, _ = scrub_members(audit.splits()["non_members"], mode=s.mode, entities=s.entities, seed=audit.cfg.seed,
+                                desc="scrub non-members (shadow pool)")
+    write_jsonl(audit.run.path("defences", "scrub", "non_members.jsonl"), scrubbed)
+
+
+def train_shadow(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int, plan: ShadowPlan) -> None:
+    """Shadow k of an arm: trained like the arm on its half of the pool; keeps only NLLs."""
+    cfg, run = audit.cfg, audit.run
+    pool = plan.pool
+    if spec.scrub:
+        scrubbed_members = [r for r in read_jsonl(run.path("defences", "scrub", "members.jsonl")) if r.kind != "canary"]
+        pool = scrubbed_members + read_jsonl(run.path("defences", "scrub", "non_members.jsonl"))
+    records = [pool[i] for i in np.flatnonzero(plan.in_mask[k])]
+    if spec.dedup:
+        d = cfg.defences.dedup
+        records, _ = dedup_members(records, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=cfg.seed)
+    base = audit.base()
+    label = f"{spec.name} shadow {k + 1}/{cfg.shadows.n_shadows}"
+    model, _ = fit(audit, label, settings, records)
+    handle = ModelHandle(model=model, tokenizer=base.tokenizer, max_length=cfg.model.max_length)
+    # The shadow is scored on the original texts, as the target is.
+    nll_x = score_texts(handle, [plan.pool[i].text for i in plan.eval_x], desc=f"score {label}").nll()
+    nll_z = score_texts(handle, [r.text for r in audit.splits()["population"]], desc=f"score {label} population").nll()
+    with atomic_path(run.path("arms", spec.name, "shadows", f"{k}.npz"), suffix=".npz") as tmp:
+        np.savez(tmp, nll_x=nll_x, nll_z=nll_z, in_x=plan.in_mask[k][plan.eval_x])
+
+
+def load_shadows(audit: Audit, arm: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    xs, zs, ins = [], [], []
+    for k in range(audit.cfg.shadows.n_shadows):
+        with np.load(audit.run.path("arms", arm, "shadows", f"{k}.npz"), allow_pickle=False) as z:
+            xs.append(z["nll_x"]), zs.append(z["nll_z"]), ins.append(z["in_x"])
+    return np.stack(xs), np.stack(zs), np.stack(ins)
