@@ -1,136 +1,104 @@
-"""The console tables comparing arms (the short form of ``results.json``)."""
+"""The console tables of ``privleak run``: the short form of ``results.json``, read from its typed fields."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
-
 from rich.table import Table
 
-ATTACK_LABELS = {"loss": "LOSS", "zlib": "zlib", "min_k": "min-k%", "min_k_pp": "min-k%++", "reference": "ref", "rmia": "RMIA",
-                 "lira_online": "LiRA", "lira_offline": "LiRA off", "rmia_shadows": "RMIA shadows"}
+from ..attacks.base import FAMILIES, FAMILY_TITLES
+from ..attacks.exposure import ExposureResult
+from ..attacks.registry import ATTACKS
+from ..results import AuditResults
+from . import fmt
 
 
-def _fmt(x: Any, spec: str = ".3f") -> str:
-    return "—" if x is None else format(x, spec)
+def _specs(results: AuditResults, family: str, exclude: tuple[str, ...] = ()) -> list[str]:
+    """Attacks of ``family`` present in any model, in registry order."""
+    present = {a for _, m in results.models() for a in m.attacks}
+    return [s.name for s in ATTACKS.values() if s.family == family and s.name in present and s.name not in exclude]
 
 
-def exposure_by_repeats(canaries: list[dict[str, Any]]) -> dict[int, float]:
-    """Mean exposure per repetition count."""
-    groups: dict[int, list[float]] = defaultdict(list)
-    for c in canaries:
-        groups[int(c["repeats"])].append(float(c["exposure"]))
-    return {r: sum(v) / len(v) for r, v in sorted(groups.items())}
-
-
-def _rows(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [("base (control)", results["base_model"])] + list(results["arms"].items())
-
-
-def privacy_table(results: dict[str, Any]) -> Table:
+def privacy_table(results: AuditResults) -> Table:
     t = Table(title="Privacy parameters and utility")
-    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε empirical ≥", "σ", "q", "steps", "δ", "ppl members", "ppl held-out"):
+    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε empirical ≥", "σ", "q", "steps", "δ", "ppl members",
+                "ppl held-out"):
         t.add_column(col, justify="left" if col == "arm" else "right")
-    for name, arm in _rows(results):
-        p = arm.get("privacy") or {}
-        emp = arm.get("empirical_epsilon") or {}
-        t.add_row(
-            name,
-            _fmt(p.get("target_epsilon"), "g"),
-            _fmt(p.get("epsilon"), ".3f"),
-            _fmt(p.get("epsilon_pld"), ".3f"),
-            _fmt(p.get("epsilon_rdp"), ".3f"),
-            _fmt(emp.get("epsilon_lb"), ".2f"),
-            _fmt(p.get("sigma"), ".3f"),
-            _fmt(p.get("sample_rate"), ".4f"),
-            _fmt(p.get("steps"), "d") if p.get("steps") is not None else "—",
-            _fmt(p.get("delta"), ".1e"),
-            _fmt(arm["utility"]["ppl_members"], ".2f"),
-            _fmt(arm["utility"]["ppl_non_members"], ".2f"),
-        )
+    for name, arm in results.models():
+        p, emp = arm.privacy, arm.empirical_epsilon
+        steps = p.steps if p else (arm.training.steps if arm.training else None)
+        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), fmt.num(p.epsilon if p else None),
+                  fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
+                  fmt.num(emp.epsilon_lb if emp else None, ".2f"), fmt.num(p.sigma if p else None),
+                  fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
+                  fmt.num(arm.utility.ppl_members, ".2f"), fmt.num(arm.utility.ppl_non_members, ".2f"))
     return t
 
 
-def attack_table(results: dict[str, Any]) -> Table:
-    rows = _rows(results)
-    names = [a for a in ATTACK_LABELS if any(a in arm["attacks"] for _, arm in rows)]
-    data = results["data"]
-    t = Table(title=f"Membership inference — AUC (TPR at 1 % FPR) on {data['mia_records_per_side']} members vs as many non-members")
+def membership_table(results: AuditResults) -> Table | None:
+    names = _specs(results, "membership")
+    if not names:
+        return None
+    t = Table(title=f"Membership inference — AUC (TPR at 1 % FPR) on {results.data.mia_records_per_side} members vs "
+                    "as many non-members")
     t.add_column("arm")
     for a in names:
-        t.add_column(ATTACK_LABELS[a], justify="right")
-    for name, arm in rows:
+        t.add_column(ATTACKS[a].title, justify="right")
+    for name, arm in results.models():
+        mia = arm.membership()
+        if not mia:
+            continue
+        t.add_row(name, *["—" if a not in mia else f"{mia[a].auc:.3f} ({mia[a].tpr_at_1pct_fpr:.2f})" for a in names])
+    return t
+
+
+def exposure_table(results: AuditResults) -> Table | None:
+    rows = [(n, m.attacks["exposure"]) for n, m in results.models() if isinstance(m.attacks.get("exposure"), ExposureResult)]
+    rows = [(n, e) for n, e in rows if e.canaries]
+    if not rows:
+        return None
+    repeats = sorted({c.repeats for _, e in rows for c in e.canaries})
+    first = rows[0][1]
+    t = Table(title=f"Canary exposure in bits by repetition count (max {first.canaries[0].max_exposure:.1f}, "
+                    f"chance ≈ {first.chance_exposure:.1f}); secrets ranked first of {first.canaries[0].n_candidates:,}")
+    t.add_column("arm")
+    for r in repeats:
+        t.add_column(f"{r}×", justify="right")
+    t.add_column("ranked first", justify="right")
+    for name, e in rows:
+        by = e.by_repeats()
+        t.add_row(name, *[fmt.num(by.get(r), ".1f") for r in repeats], f"{e.n_ranked_first}/{len(e.canaries)}")
+    return t
+
+
+def family_table(results: AuditResults, family: str) -> Table | None:
+    """One row per model, one column per headline figure of each attack of ``family``: every attack renders
+    itself from its result model, each figure beside its chance level and non-member floor."""
+    names = _specs(results, family, exclude=("exposure",) if family == "canaries" else ())
+    if family == "membership" or not names:
+        return None
+    cols: list[tuple[str, str]] = []
+    for a in names:
+        for _, m in results.models():
+            r = m.attacks.get(a)
+            if r is not None:
+                cols += [(a, f.label) for f in r.headline() if (a, f.label) not in cols]
+    t = Table(title=f"{FAMILY_TITLES[family]} — result (chance · non-member floor)")
+    t.add_column("arm")
+    for a, label in cols:
+        t.add_column(f"{ATTACKS[a].title}: {label}", justify="right")
+    for name, m in results.models():
+        if not any(a in m.attacks for a in names):
+            continue
         cells = []
-        for a in names:
-            m = arm["attacks"].get(a)
-            cells.append("—" if m is None else f"{m['auc']:.3f} ({m['tpr_at_1pct_fpr']:.2f})")
+        for a, label in cols:
+            r = m.attacks.get(a)
+            f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
+            cells.append("—" if f is None else fmt.figure(f))
         t.add_row(name, *cells)
     return t
 
 
-def exposure_table(results: dict[str, Any]) -> Table | None:
-    rows = _rows(results)
-    repeats = sorted({int(c["repeats"]) for _, arm in rows for c in arm.get("canaries", [])})
-    if not repeats:
-        return None
-    first = next(c for _, arm in rows for c in arm.get("canaries", []))
-    chance = results["data"].get("canary_chance_exposure")
-    t = Table(title=f"Canary exposure in bits by repetition count (max {first['max_exposure']:.1f}, chance ≈ {_fmt(chance, '.1f')})")
-    t.add_column("arm")
-    for r in repeats:
-        t.add_column(f"{r}×", justify="right")
-    for name, arm in rows:
-        exp = exposure_by_repeats(arm.get("canaries", []))
-        t.add_row(name, *[_fmt(exp.get(r), ".1f") for r in repeats])
-    return t
-
-
-def extraction_table(results: dict[str, Any]) -> Table | None:
-    rows = [(n, a) for n, a in _rows(results) if a.get("extraction")]
-    if not rows:
-        return None
-    t = Table(title="Extraction — each figure beside its floor (never-trained values or texts)")
-    for col in ("arm", "canaries extracted greedily (by repeats; control)", "PHI values leaked: members vs non-members",
-                "sampling top-100 (ref. ratio): member-only vs floor", "prefix k=16→16 tokens: members vs non-members"):
-        t.add_column(col, justify="left" if col == "arm" else "right")
-    for name, arm in rows:
-        ex = arm["extraction"]
-        can = ex.get("canaries", {}).get("by_repeats", {})
-        can_s = " ".join(f"{k}×:{v['greedy_fraction']:.0%}" if k != "control" else f"ctl:{v['greedy_fraction']:.0%}"
-                         for k, v in can.items()) or "—"
-        phi = ex.get("phi_prompts", {}).get("total")
-        phi_s = "—" if not phi else (f"{phi['member_leaked']}/{phi['n_member_values']} vs "
-                                     f"{phi['non_member_leaked']}/{phi['n_non_member_values']}")
-        ref = next((r for r in ex.get("sampling", {}).get("rankings", []) if r.get("metric") == "reference"), None)
-        ref = ref or next(iter(ex.get("sampling", {}).get("rankings", [])), None)
-        samp_s = "—" if not ref else f"{ref.get('member_only_hits')} vs {ref.get('non_member_only_hits')}"
-        cell = next((c for c in ex.get("prefix", {}).get("cells", []) if c.get("k") == 16 and c.get("m") == 16), None)
-        pre_s = "—" if not cell else (f"{cell['members_extracted']}/{cell['n_members']} vs "
-                                      f"{cell['non_members_extracted']}/{cell['n_non_members']}")
-        t.add_row(name, can_s, phi_s, samp_s, pre_s)
-    return t
-
-
-def pii_attack_table(results: dict[str, Any]) -> Table | None:
-    """Lukas et al.'s PII attacks, one row per model, each figure beside its chance level and floor."""
-    from ..audit.pii_eval import PII_SUMMARY_COLUMNS, pii_summary_cells
-
-    rows = [(n, a) for n, a in _rows(results) if a.get("pii_attacks")]
-    if not rows:
-        return None
-    t = Table(title="PII attacks (Lukas et al.) — result (chance · non-member floor)")
-    t.add_column("arm")
-    for col in PII_SUMMARY_COLUMNS:
-        t.add_column(col, justify="right")
-    for name, arm in rows:
-        cells = pii_summary_cells(arm["pii_attacks"])
-        t.add_row(name, *[cells[c] for c in PII_SUMMARY_COLUMNS])
-    return t
-
-
-def defence_table(results: dict[str, Any]) -> Table | None:
-    """What the data defences did: scrubber recall/precision, PII left in training, records removed."""
-    rows = [(n, a["defences"]) for n, a in results["arms"].items() if a.get("defences")]
+def defence_table(results: AuditResults) -> Table | None:
+    rows = [(n, a.defences) for n, a in results.arms.items() if a.defences is not None]
     if not rows:
         return None
     t = Table(title="Data defences — measured against the ground truth")
@@ -138,37 +106,56 @@ def defence_table(results: dict[str, Any]) -> Table | None:
                 "canary copies after dedup"):
         t.add_column(col, justify="left" if col == "arm" else "right")
     for name, d in rows:
-        scrub, dd = d.get("scrub") or {}, d.get("dedup") or {}
-        q = (scrub.get("quality") or {}).get("overall")
-        rec = "—" if not q else f"{q['recall']:.3f} / {q['precision']:.3f}"
-        # Only the types the scrubber targets; the others (vitals, conditions) are in results.json.
-        left = {k: v for k, v in (scrub.get("pii_in_training") or {}).items() if k in scrub.get("labels", ())}
-        left_s = "—" if not left else (f"{sum(v['values_left'] for v in left.values())} of "
-                                       f"{sum(v['ground_truth_spans'] for v in left.values())}")
-        removed = "—" if not dd else f"{dd['n_removed']} of {dd['n_in']}"
-        copies = dd.get("canary_copies") or {}
-        cop = "—" if not copies else (f"{sum(v['after'] for v in copies.values())} of "
-                                      f"{sum(v['before'] for v in copies.values())}")
-        t.add_row(name, rec, left_s, removed, cop)
+        q = d.scrub.quality.overall if d.scrub and d.scrub.quality else None
+        left = d.scrub.left_in_training() if d.scrub else None
+        copies = (d.dedup.canary_copies or {}) if d.dedup else {}
+        t.add_row(name, "—" if q is None else f"{fmt.num(q.recall)} / {fmt.num(q.precision)}",
+                  "—" if left is None else f"{left[0]} of {left[1]}",
+                  "—" if d.dedup is None else f"{d.dedup.n_removed} of {d.dedup.n_in}",
+                  "—" if not copies else f"{sum(c.after for c in copies.values())} of {sum(c.before for c in copies.values())}")
     return t
 
 
-def guard_table(results: dict[str, Any]) -> Table | None:
-    """The guard arm: leaks without/with the guard, and what it costs on benign output."""
-    from ..defenses.guard.audit_arm import guard_rows
+def guard_rows(results: AuditResults, name: str) -> list[tuple[str, str, int, int, float | None]]:
+    """(attack, unit, leaks without the guard, with it, fraction stopped) for a guard arm."""
+    arm = results.arms[name]
+    served = results.arms.get(arm.serves or "")
+    out = []
+    for attack, guarded in arm.attacks.items():
+        plain = served.attacks.get(attack) if served else None
+        a, b = (plain.leaked() if plain else None), guarded.leaked()
+        if a is not None and b is not None:
+            out.append((attack, a.unit, a.k, b.k, (a.k - b.k) / a.k if a.k else None))
+    return out
 
-    guard = (results["arms"].get("guard") or {}).get("guard")
-    if not guard:
+
+def guard_table(results: AuditResults) -> Table | None:
+    name = next((n for n, a in results.arms.items() if a.kind == "guard" and a.guard), None)
+    if name is None:
         return None
-    t = Table(title="Output guard (baseline model behind the guard) — leaks stopped, and false positives on benign output")
+    arm = results.arms[name]
+    t = Table(title=f"Output guard ({arm.serves} model behind the guard) — leaks stopped, and false positives on benign output")
     for col in ("measure", "without guard", "with guard", "stopped / rate [95% CI]"):
         t.add_column(col, justify="left" if col == "measure" else "right")
-    for row in guard_rows(guard):
-        if "without_guard" in row:
-            stopped = row["stopped"]
-            t.add_row(row["measure"], str(row["without_guard"]),
-                      str(row["with_guard"]), "—" if stopped is None else f"{stopped:.0%}")
-        else:
-            lo, hi = row["ci95"]
-            t.add_row(row["measure"], "", f"{row['k']}/{row['n']}", f"{row['rate']:.1%} [{lo:.1%}, {hi:.1%}]")
+    for attack, _unit, before, after, stopped in guard_rows(results, name):
+        t.add_row(ATTACKS[attack].title if attack in ATTACKS else attack, str(before), str(after), fmt.pct(stopped))
+    fp = arm.guard.false_positives
+    for label, r in [("false positives (any)", fp.overall), ("false positives (blocked)", fp.blocked),
+                     *[(f"false positives ({k})", v) for k, v in fp.by_reason.items()]]:
+        t.add_row(label, "", f"{r.k}/{r.n}", f"{fmt.pct(r.rate)} [{fmt.pct(r.ci95[0]) if r.ci95 else '—'}, "
+                                             f"{fmt.pct(r.ci95[1]) if r.ci95 else '—'}]")
     return t
+
+
+def verdict_lines(results: AuditResults) -> list[str]:
+    out = [f"{name}: {arm.verdict.label}" for name, arm in results.arms.items() if arm.verdict]
+    if results.recommendation is not None:
+        out.append(results.recommendation.text)
+    return out
+
+
+def all_tables(results: AuditResults) -> list[Table]:
+    tables = [privacy_table(results), membership_table(results), exposure_table(results)]
+    tables += [family_table(results, f) for f in FAMILIES]
+    tables += [defence_table(results), guard_table(results)]
+    return [t for t in tables if t is not None]

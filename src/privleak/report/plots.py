@@ -161,10 +161,20 @@ def roc_curves(models: dict[str, dict[str, tuple[Sequence[float], Sequence[float
             ax.set_ylabel("true positive rate")
         if k >= n - ncols:
             ax.set_xlabel("false positive rate")
-        ax.legend(loc="lower right")
+    # One legend below the panels: inside a panel it covers the low-FPR corner the log axes are there to show.
+    handles: dict[str, Any] = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    legend_rows = math.ceil(len(handles) / 5)
     # fixed margins (in inches, converted): tight_layout would cost a full extra draw
     w, h = fig.get_size_inches()
-    fig.subplots_adjust(left=0.75 / w, right=1 - 0.3 / w, bottom=0.6 / h, top=1 - 0.3 / h, wspace=0.38, hspace=0.42)
+    bottom = 0.6 + 0.22 * legend_rows + 0.15
+    fig.set_size_inches(w, h + 0.22 * legend_rows + 0.15)
+    w, h = fig.get_size_inches()
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(5, len(handles)),
+               bbox_to_anchor=(0.5, 0.0))
+    fig.subplots_adjust(left=0.75 / w, right=1 - 0.3 / w, bottom=bottom / h, top=1 - 0.3 / h, wspace=0.38, hspace=0.42)
     return to_svg(fig, "ROC curves per arm", tight_bbox=False)
 
 

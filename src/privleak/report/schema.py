@@ -1,154 +1,71 @@
-"""Validate ``results.json`` against the JSON Schema shipped with the package.
+"""Reading ``results.json`` back: the typed results, or one line naming what is wrong.
 
-The schema (``privleak/results.schema.json``, draft 2020-12) is the contract
-between ``privleak run`` and the readers (``report``, ``compare``, other
-tools). It is checked here by a small validator covering the keywords the
-schema uses (type, enum, required, properties, additionalProperties,
-items, min/maxItems, minProperties, minimum/maximum, $ref into $defs), so
-no extra dependency is needed; any file it rejects is named with the path of
-the first bad field, on one line, as a :class:`~privleak.errors.UserError`.
+Validation is :class:`privleak.results.AuditResults` itself (pydantic, with
+``extra="forbid"`` everywhere), so a truncated or hand-edited file is
+rejected naming the first bad field, and a file of an older schema version
+is refused with one line that says so, before anything else is checked.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..core.errors import UserError
-
-SCHEMA_FILE = "results.schema.json"
-
-
-@lru_cache(maxsize=1)
-def results_schema() -> dict[str, Any]:
-    """The JSON Schema of ``results.json`` (a dict; do not modify)."""
-    return json.loads(resources.files("privleak").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+from ..results import SCHEMA_VERSION, AuditResults
 
 
-def _type_name(x: Any) -> str:
-    if x is None:
-        return "null"
-    if isinstance(x, bool):
-        return "boolean"
-    if isinstance(x, int):
-        return "integer"
-    if isinstance(x, float):
-        return "number"
-    if isinstance(x, str):
-        return "string"
-    if isinstance(x, list):
-        return "array"
-    if isinstance(x, dict):
-        return "object"
-    return type(x).__name__
-
-
-def _is_type(x: Any, t: str) -> bool:
-    name = _type_name(x)
-    if t == "number":
-        return name in ("integer", "number")
-    if t == "integer":
-        return name == "integer" or (name == "number" and math.isfinite(x) and float(x).is_integer())
-    return name == t
-
-
-def _show(x: Any) -> str:
-    s = json.dumps(x, ensure_ascii=False) if not isinstance(x, float) or math.isfinite(x) else str(x)
-    return s if len(s) <= 40 else s[:37] + "..."
-
-
-def _path(parts: list[str | int]) -> str:
+def _path(loc: tuple[Any, ...]) -> str:
     out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (("." if out else "") + p)
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (("." if out else "") + str(p))
     return out or "(top level)"
 
 
-class SchemaError(Exception):
-    def __init__(self, path: list[str | int], message: str) -> None:
-        self.path = list(path)
-        self.message = message
-        super().__init__(f"{_path(path)}: {message}")
+def _loc_in_file(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """The error location as a path in the file: pydantic adds the union tag (e.g. ``membership``) as a step."""
+    out, node = [], data
+    for p in loc:
+        if isinstance(node, dict) and p in node:
+            out.append(p)
+            node = node[p]
+        elif isinstance(node, list) and isinstance(p, int) and p < len(node):
+            out.append(p)
+            node = node[p]
+        elif isinstance(node, dict) and node.get("kind") == p:
+            continue  # the discriminator step
+        else:
+            out.append(p)
+            node = None
+    return tuple(out)
 
 
-def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
-    if not ref.startswith("#/"):
-        raise ValueError(f"unsupported $ref {ref}")
-    node: Any = root
-    for part in ref[2:].split("/"):
-        node = node[part]
-    return node
-
-
-def _check(x: Any, schema: dict[str, Any], root: dict[str, Any], path: list[str | int]) -> None:
-    if "$ref" in schema:
-        _check(x, _resolve(schema["$ref"], root), root, path)
-    types = schema.get("type")
-    if types is not None:
-        tl = [types] if isinstance(types, str) else list(types)
-        if not any(_is_type(x, t) for t in tl):
-            raise SchemaError(path, f"expected {' or '.join(tl)}, got {_type_name(x)} {_show(x)}")
-    if "enum" in schema and x not in schema["enum"]:
-        allowed = ", ".join(_show(v) for v in schema["enum"])
-        raise SchemaError(path, f"got {_show(x)}, expected one of {allowed}")
-    if _type_name(x) in ("integer", "number"):
-        if "minimum" in schema and x < schema["minimum"]:
-            raise SchemaError(path, f"{_show(x)} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and x > schema["maximum"]:
-            raise SchemaError(path, f"{_show(x)} is above the maximum {schema['maximum']}")
-    if isinstance(x, dict):
-        for key in schema.get("required", ()):
-            if key not in x:
-                raise SchemaError(path + [key], "required field is missing")
-        if "minProperties" in schema and len(x) < schema["minProperties"]:
-            raise SchemaError(path, f"needs at least {schema['minProperties']} entr{'y' if schema['minProperties'] == 1 else 'ies'}, got {len(x)}")
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for key, val in x.items():
-            if key in props:
-                _check(val, props[key], root, path + [key])
-            elif extra is False:
-                raise SchemaError(path + [key], "unexpected field")
-            elif isinstance(extra, dict):
-                _check(val, extra, root, path + [key])
-    if isinstance(x, list):
-        if "minItems" in schema and len(x) < schema["minItems"]:
-            raise SchemaError(path, f"needs at least {schema['minItems']} items, got {len(x)}")
-        if "maxItems" in schema and len(x) > schema["maxItems"]:
-            raise SchemaError(path, f"needs at most {schema['maxItems']} items, got {len(x)}")
-        if "items" in schema:
-            for i, val in enumerate(x):
-                _check(val, schema["items"], root, path + [i])
-
-
-def _semantic_checks(results: dict[str, Any]) -> None:
-    """What a schema cannot say: ROC arrays of equal length."""
-    for arm_name, arm in [("base_model", results["base_model"])] + [(f"arms.{k}", v) for k, v in results["arms"].items()]:
-        for att, entry in arm.get("attacks", {}).items():
-            roc = entry.get("roc") if isinstance(entry, dict) else None
-            if isinstance(roc, dict) and len(roc.get("fpr", [])) != len(roc.get("tpr", [])):
-                raise SchemaError(arm_name.split(".") + ["attacks", att, "roc"],
-                                  f"fpr has {len(roc['fpr'])} points but tpr has {len(roc['tpr'])}")
-
-
-def validate_results(results: Any, source: str = "results.json") -> dict[str, Any]:
-    """``results`` itself if it matches the schema; else a one-line UserError naming the field."""
+def validate_results(data: Any, source: str = "results.json") -> AuditResults:
+    """The typed results of ``data`` (a parsed results.json), or a one-line UserError."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: not a privleak results file (the top level is not an object); rerun `privleak run`")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise UserError(f"{source}: schema version {version!r}, but this privleak reads version {SCHEMA_VERSION}; "
+                        "rerun `privleak run` with this version to regenerate it")
     try:
-        _check(results, results_schema(), results_schema(), [])
-        _semantic_checks(results)
-    except SchemaError as exc:
-        raise UserError(
-            f"{source}: field {_path(exc.path)}: {exc.message} — not a privleak results file of schema "
-            f"version 1; rerun `privleak run` to regenerate it"
-        ) from None
-    return results
+        return AuditResults.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = _path(_loc_in_file(tuple(e["loc"]), data))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unexpected field"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        raise UserError(f"{source}: field {where}: {msg} — not a privleak results file of schema version {SCHEMA_VERSION}; "
+                        "rerun `privleak run` to regenerate it") from None
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
+def load_results(path: str | Path) -> AuditResults:
     """Read and validate a ``results.json`` (or the one inside a run directory)."""
     p = Path(path).expanduser()
     if p.is_dir():
@@ -167,5 +84,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         at_end = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith(("}", "]"))
         what = "truncated (it ends in the middle of the JSON)" if at_end else "not valid JSON"
-        raise UserError(f"{p}: {what} at line {exc.lineno} column {exc.colno}: {exc.msg}; rerun `privleak run` to regenerate it") from None
+        raise UserError(f"{p}: {what} at line {exc.lineno} column {exc.colno}: {exc.msg}; rerun `privleak run` to "
+                        "regenerate it") from None
     return validate_results(obj, source=str(p))
