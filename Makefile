@@ -26,6 +26,7 @@ run: $(STAMP)
 	$(VENV)/bin/privleak run --out $(OUT)
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -46,3 +46,53 @@ def tiny_handle(tiny_model_dir: Path):
     from privleak.models.handle import load_handle
 
     return load_handle(tiny_model_dir)
+
+
+# A small real audit: the same tiny config every end-to-end test builds on.
+SMALL = {
+    "seed": 7,
+    "arms": ["baseline", "dp-4"],
+    "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "phi_fraction": 0.5}},
+    "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
+    "model": {"max_length": 160, "embedded": {"n_layer": 1, "n_embd": 32, "n_head": 2, "epochs": 1, "vocab_size": 400}},
+    "train": {"epochs": 2, "batch_size": 16},
+    "dp": {"epsilons": [4], "epochs": 1, "batch_size": 24},
+    "attacks": {"bootstrap": 10},
+}
+# Every kind of arm, and a baseline trained long enough to memorise its canaries (so extraction finds leaks).
+ALL_ARMS = {**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"],
+            "canaries": {"repeats": [1, 16], "per_repeat": 1, "candidates": 200},
+            "train": {"epochs": 30, "batch_size": 16, "lr": 0.01}}
+
+
+class AuditedRun:
+    """A real audit run through the command line: its directory, console output and typed results."""
+
+    def __init__(self, out: Path, console: str) -> None:
+        from privleak.report.schema import load_results
+
+        self.out = out
+        self.console = console
+        self.results = load_results(out)
+
+
+@pytest.fixture(scope="session")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> AuditedRun:
+    """``privleak run`` on the ALL_ARMS config (once per test session), console captured."""
+    import contextlib
+    import io
+
+    import yaml
+
+    from privleak.cli import main
+
+    tmp = tmp_path_factory.mktemp("audited")
+    cfg = tmp / "small.yaml"
+    cfg.write_text(yaml.safe_dump(ALL_ARMS))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        try:
+            main(["run", "--config", str(cfg), "--out", str(tmp / "run")])
+        except SystemExit as exc:
+            assert exc.code in (0, None), buf.getvalue()[-2000:]
+    return AuditedRun(tmp / "run", buf.getvalue())

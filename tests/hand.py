@@ -16,3 +16,35 @@ def token_stats_by_hand(handle, text):
     mu = (p * logp).sum(-1)
     var = (p * logp**2).sum(-1) - mu**2
     return tok.numpy(), mu.numpy(), var.numpy()
+
+
+def make_context(members, non_members, population=(), public=(), canaries=(), settings=None, reference=None,
+                 seed=0, shared=None, masker=None, max_mia_records=2000, target=None):
+    """An AttackContext over hand-made splits, scoring ``target`` (and ``reference``) directly (no run directory)."""
+    import numpy as np
+
+    from privleak.attacks.base import AttackContext, ScoringPasses
+    from privleak.attacks.scoring import score_texts
+    from privleak.attacks.settings import AttackSettings
+    from privleak.audit.membership import mia_subsets
+    from privleak.core.masking import PiiMasker
+    from privleak.data.canaries import known_pii
+
+    members, non_members, population = list(members), list(non_members), list(population)
+    texts = {"members": [r.text for r in members if r.kind != "canary"], "non_members": [r.text for r in non_members],
+             "population": [r.text for r in population]}
+    def target_pass(split):
+        return score_texts(target, texts[split])
+
+    def reference_pass(split):
+        return score_texts(reference, texts[split])
+
+    mi, ni = mia_subsets([r for r in members if r.kind != "canary"], non_members, max_mia_records, seed)
+    ctx = AttackContext(
+        members=members, non_members=non_members, population=population, public=list(public), canaries=list(canaries),
+        settings=settings or AttackSettings(), seed=seed,
+        masker=masker or PiiMasker(known_pii([members, non_members, population, list(public)], canaries)),
+        scoring=ScoringPasses(texts=texts, target_pass=target_pass,
+                              reference_pass=reference_pass if reference is not None else None),
+        mia_members=np.asarray(mi), mia_non_members=np.asarray(ni), reference=reference, shared=dict(shared or {}))
+    return ctx

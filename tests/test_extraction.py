@@ -2,6 +2,7 @@
 
 import pytest
 
+from privleak.attacks.base import Policy
 from privleak.attacks.extraction import (
     canary_extraction,
     prefix_extraction,
@@ -47,8 +48,13 @@ def test_prefix_extraction_memorised_vs_fresh(memorised, tiny_handle):
     assert cell.n_non_members == 1 and cell.non_members_extracted == 0  # the floor: unseen note
     fresh = prefix_extraction(tiny_handle, mem, non, ks=(8,), ms=(16,)).cell(8, 16)
     assert fresh.members_extracted == 0
-    j = res.to_json()
+    j = res.model_dump(mode="json")
     assert j["cells"][0]["excess"] == pytest.approx(1.0)
+    assert type(res).model_validate(j).model_dump(mode="json") == j  # computed fields are written, and dropped again on reading
+    # Judged against its floor and the control (the fresh model): a leak.
+    finding = res.assess("prefix_extraction", prefix_extraction(tiny_handle, mem, non, ks=(8,), ms=(16,)), Policy())
+    assert finding.leaks is False  # 1 of 1 cannot be significant at α = 0.05 ...
+    assert res.leaked().k == 1 and res.leaked().n == 1
 
 
 def test_canary_extraction_seen_vs_unseen(memorised, tiny_handle, canaries):
@@ -58,11 +64,15 @@ def test_canary_extraction_seen_vs_unseen(memorised, tiny_handle, canaries):
     assert rows[seen.canary_id].greedy_extracted
     assert rows[seen.canary_id].sample_hits >= 1
     assert not rows[unseen.canary_id].greedy_extracted and rows[unseen.canary_id].sample_hits == 0
-    by = res.by_repeats()
-    assert by["1"]["greedy_fraction"] == 1.0 and by["control"]["greedy_fraction"] == 0.0
+    by = res.by_repeats
+    assert by["1"].greedy_fraction == 1.0 and by["control"].greedy_fraction == 0.0
     fresh = canary_extraction(tiny_handle, [seen], n_samples=4)
     assert not fresh.canaries[0].greedy_extracted
-    assert res.to_json()["by_repeats"]["1"]["n_canaries"] == 1
+    assert res.model_dump(mode="json")["by_repeats"]["1"]["n_canaries"] == 1
+    # An exact planted secret from a 10⁹ space is a leak on its own; the never-planted control stays clean.
+    assert res.assess("canary_extraction", fresh, Policy()).leaks is True
+    assert fresh.assess("canary_extraction", None, Policy()).leaks is False
+    assert res.leaked().k == 1 and res.leaked().floor == 0
 
 
 def test_sampling_extraction_end_to_end(memorised, tiny_handle, canaries):
@@ -81,7 +91,7 @@ def test_sampling_extraction_end_to_end(memorised, tiny_handle, canaries):
     assert res.all_member_hits >= 1 and res.ranking("perplexity").member_hits >= 1
     assert res.ranking("reference").member_only_hits >= 1
     assert res.ranking("reference").member_only_hits > res.ranking("reference").non_member_only_hits
-    assert all(len(e["match"]) >= 50 for e in res.examples)
+    assert all(len(e.match) >= 50 for e in res.examples)
     again = sampling_extraction(memorised, mi, ni, n_samples=16, max_new_tokens=32, top_n=10, seed=1)
     assert again.all_member_hits == res.all_member_hits  # seeded
     assert "reference" not in [r.metric for r in again.rankings]

@@ -1,87 +1,104 @@
-"""The audit's guard arm on a tiny model: shape, baseline equality, masking, false-positive accounting."""
+"""The guard arm: the attack runner over a model behind the guard, and the guard's cost on benign output.
+
+The model here has memorised its training notes and two repeated canaries,
+so the attacks find leaks without the guard, and the guard has something to
+stop (on an untrained model "with ≤ without" would read 0 ≤ 0).
+"""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
+from hand import make_context
 
-from privleak.attacks.extraction import canary_extraction
+from privleak.attacks.registry import ATTACKS
+from privleak.audit.guard import Tally, _benign, _reaching, guard_target
+from privleak.audit.runner import run_family
 from privleak.core.masking import PiiMasker
 from privleak.core.verbatim_index import VerbatimIndex
-from privleak.data.canaries import derive_seed, make_canaries
+from privleak.data.canaries import make_canaries, plant_canaries
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.defenses.guard import Guard, ScanSettings, Verdict
-from privleak.defenses.guard.audit_arm import (
-    _benign,
-    _canary_leaks,
-    _ReplayModel,
-    evaluate_guard,
-    guard_rows,
-)
+from privleak.defenses.guard.guard import inventory_from_records
 from privleak.defenses.guard.verdict import Finding
-from privleak.models.generation import GenerationSettings, generate
-from privleak.models.handle import ModelHandle
+from privleak.models.batching import encode
+from privleak.models.handle import ModelHandle, clone_model
+from privleak.models.train import TrainSettings, train
 
-SIZES = dict(n_samples=6, phi_records=2, n_benign=8)
+TEXT_ONLY = [s for s in ATTACKS.values() if s.text_only and s.name in ("canary_extraction", "sampling_extraction",
+                                                                         "phi_extraction")]
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return generate_corpus(ClinicalCorpusConfig(n_public=30, n_members=30, n_non_members=30, n_population=10,
-                                                phi_fraction=0.5, seed=2))
+    c = generate_corpus(ClinicalCorpusConfig(n_public=30, n_members=12, n_non_members=12, n_population=10,
+                                             phi_fraction=1.0, canary_repeats=(), seed=2))
+    canaries = make_canaries(repeats=(24,), per_repeat=2, seed=5)
+    members = plant_canaries(c.splits["members"], canaries, seed=5)
+    return {**c.splits, "members": members}, canaries
 
 
 @pytest.fixture(scope="module")
-def result(tiny_handle, corpus):
-    return evaluate_guard(tiny_handle, corpus.splits, corpus.canaries[:2], seed=0, scan=ScanSettings(ner=False), **SIZES)
+def memorised(tiny_handle, corpus):
+    splits, _ = corpus
+    model = clone_model(tiny_handle.model)
+    data = encode(tiny_handle.tokenizer, [r.text for r in splits["members"]], tiny_handle.max_length)
+    train(model, data, TrainSettings(epochs=40, batch_size=8, lr=1e-2), pad_id=tiny_handle.pad_id)
+    model.eval()
+    return ModelHandle(model=model, tokenizer=tiny_handle.tokenizer, max_length=tiny_handle.max_length, name="memorised")
 
 
-def test_result_shape_and_json(result):
-    res = result["results"]
-    assert set(res["attacks"]) == {"canaries", "phi_prompts", "sampling"}
-    for a in res["attacks"].values():
-        assert a["with_guard"] <= a["without_guard"]
-        assert a["fraction_stopped"] is None or 0.0 <= a["fraction_stopped"] <= 1.0
-        assert a["outputs_checked"] > 0
-    fp = res["false_positives"]
-    assert fp["n_generated"] == SIZES["n_benign"] and set(fp["by_reason"]) == {"pii", "verbatim", "canary"}
-    for cell in [fp["overall"], fp["blocked"], *fp["by_reason"].values()]:
-        if cell["n"]:
-            lo, hi = cell["ci95"]
-            assert 0.0 <= lo <= cell["rate"] <= hi <= 1.0
-    json.dumps(result, allow_nan=False)
-    rows = guard_rows(result)
-    assert [r["measure"] for r in rows[:3]] == ["canary extraction", "PHI prompt extraction", "sampling extraction"]
-    assert any(r["measure"] == "false positives (pii)" for r in rows)
+@pytest.fixture(scope="module")
+def runs(memorised, tiny_handle, corpus):
+    from privleak.attacks.settings import AttackSettings
+
+    splits, canaries = corpus
+    settings = AttackSettings(extraction_samples=24, phi_records=6)
+    # NER off: the regex recognizers are enough here, and the guard is built in a second instead of ten.
+    guard = Guard.build([r.text for r in splits["members"]], canaries=canaries,
+                        inventory=inventory_from_records(splits["members"]), scan=ScanSettings(ner=False),
+                        allow_texts=[r.text for r in splits["public"]])
+
+    def ctx():
+        return make_context(splits["members"], splits["non_members"], splits["population"], splits["public"], canaries,
+                            settings=settings, reference=tiny_handle, shared={"guard": guard}, target=memorised)
+
+    plain = run_family(TEXT_ONLY, memorised, ctx())
+    c, tally = ctx(), Tally()
+    guarded = run_family(TEXT_ONLY, guard_target(memorised, c, tally), c, on_start=tally.start)
+    return plain, guarded, tally
 
 
-def test_no_raw_pii_in_result(result, corpus):
-    dumped = json.dumps(result)
-    for c in corpus.canaries:
+def test_guard_stops_what_the_attacks_extract(runs):
+    plain, guarded, _ = runs
+    assert set(plain.results) == set(guarded.results) == {s.name for s in TEXT_ONLY}
+    before = {k: r.leaked().k for k, r in plain.results.items()}
+    after = {k: r.leaked().k for k, r in guarded.results.items()}
+    assert before["canary_extraction"] >= 1  # the memorised canaries come out without the guard ...
+    assert after["canary_extraction"] == 0  # ... and never through the tripwire
+    assert all(after[k] <= before[k] for k in before)
+    assert sum(before.values()) > sum(after.values())
+
+
+def test_interventions_are_counted_per_attack(runs):
+    _, guarded, tally = runs
+    assert set(tally.counts) == set(guarded.results)
+    for iv in tally.counts.values():
+        assert 0 <= iv.outputs_blocked <= iv.outputs_intervened <= iv.outputs_checked and iv.outputs_checked > 0
+    assert tally.counts["canary_extraction"].outputs_intervened >= 1
+
+
+def test_no_raw_pii_in_the_guarded_results(runs, corpus):
+    splits, canaries = corpus
+    dumped = " ".join(r.model_dump_json() for run in runs[:2] for r in run.results.values())
+    for c in canaries:
         assert c.secret not in dumped
-    for r in corpus.splits["members"] + corpus.splits["non_members"]:
+    for r in splits["members"] + splits["non_members"]:
         for s in r.pii or []:
             v = s.value(r.text)
             if len(v) >= 6 and s.label in ("NAME", "SSN", "PHONE", "EMAIL", "MRN", "ADDRESS"):
                 assert v not in dumped, s.label
-
-
-def test_unguarded_run_equals_baseline(tiny_handle, corpus, result):
-    controls = make_canaries(repeats=(1,), per_repeat=5, seed=derive_seed(0, "control-canaries"))
-    planted = {c.text() for c in corpus.canaries[:2]}
-    base = canary_extraction(tiny_handle, corpus.canaries[:2], seed=0, controls=[c for c in controls if c.text() not in planted])
-    assert result["results"]["attacks"]["canaries"]["without_guard"] == _canary_leaks(base)
-
-
-def test_replay_model_is_transparent(tiny_handle):
-    replay = ModelHandle(_ReplayModel(tiny_handle.model), tiny_handle.tokenizer, tiny_handle.max_length)
-    s = GenerationSettings(max_new_tokens=8, greedy=False, num_return_sequences=2, seed=5)
-    prompts = ["Patient Ann", "General"]
-    want = generate(tiny_handle, prompts, s)
-    assert generate(replay, prompts, s) == want and generate(replay, prompts, s) == want
-    assert len(replay.model._cache) >= 1
 
 
 class _RedactEverything(Guard):
@@ -92,19 +109,18 @@ class _RedactEverything(Guard):
 
 
 def test_redact_everything_guard_scores_full_false_positives(tiny_handle, corpus):
-    members = corpus.splits["members"]
+    splits, _ = corpus
+    members = splits["members"]
     g = Guard.build([r.text for r in members], scan=ScanSettings(ner=False))
     useless = _RedactEverything(g.index, g.tripwire, g.policy, g.scan)
     idx = VerbatimIndex.build([r.text for r in members])
-    fp, examples = _benign(tiny_handle, useless, members, corpus.splits["non_members"], corpus.splits["public"], idx,
+    fp, examples = _benign(tiny_handle, useless, members, splits["non_members"], splits["public"], idx,
                            None, None, 0, 10, PiiMasker({}), 2)
-    assert fp["n_benign"] > 0 and math.isclose(fp["overall"]["rate"], 1.0) and fp["by_reason"]["pii"]["rate"] == 1.0
-    assert fp["blocked"]["rate"] == 0.0 and len(examples) == 2
+    assert fp.n_benign > 0 and math.isclose(fp.overall.rate, 1.0) and fp.by_reason["pii"].rate == 1.0
+    assert fp.blocked.rate == 0.0 and len(examples) == 2
 
 
 def test_reaching_counts_only_windows_into_the_output():
-    from privleak.defenses.guard.audit_arm import _reaching
-
     text = "member text that is long enough to make at least a few windows of fifty characters"
     idx = VerbatimIndex.build([text])
     assert _reaching(idx, text + " tail", len(text) + 1).sum() == 0  # every window ends in the prompt part

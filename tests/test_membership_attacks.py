@@ -1,7 +1,6 @@
 """zlib, min-k%, min-k%++ and reference scores against hand computation on a tiny model."""
 
 import math
-import time
 import zlib
 
 import numpy as np
@@ -108,7 +107,7 @@ def test_zero_variance_is_guarded():
     assert np.isfinite(out).all() and out[0] < -1e5 and out[1] == 0.0
 
 
-def test_vectorised_scores_are_fast_and_match_a_loop():
+def test_vectorised_scores_match_a_loop():
     rng = np.random.default_rng(1)
     lengths = rng.integers(1, 200, 3000)
     offsets = np.r_[0, np.cumsum(lengths)]
@@ -119,10 +118,8 @@ def test_vectorised_scores_are_fast_and_match_a_loop():
         var=rng.exponential(1, n).astype(np.float32),
         offsets=offsets,
     )
-    t0 = time.perf_counter()
-    mk = min_k_scores(s, 0.2)
+    mk = min_k_scores(s, 0.2)  # speed against the loop: bench/bench_primitives.py
     mpp = min_k_pp_scores(s, 0.2)
-    assert time.perf_counter() - t0 < 1.0
     for i in rng.choice(3000, 50, replace=False):
         sl = s.tokens(i)
         assert mk[i] == pytest.approx(_lowest_mean(s.logprob[sl].astype(np.float64), 0.2), rel=1e-9)

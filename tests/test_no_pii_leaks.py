@@ -6,12 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-import yaml
-from test_pipeline_e2e import (
-    SMALL,  # tests/ is on sys.path (pytest's default import mode)
-)
-
 from privleak.cli import main
 from privleak.data.canaries import load_canaries
 from privleak.data.records import read_jsonl
@@ -29,60 +23,49 @@ def _values(run: Path) -> set[str]:
     return {v for v in values if len(v) >= 6}
 
 
-def _run_cli(argv: list[str]) -> None:
-    try:
-        main(argv)
-    except SystemExit as exc:
-        assert exc.code in (0, None), exc.code
-
-
-@pytest.fixture(scope="module")
-def audited(tmp_path_factory) -> tuple[Path, str]:
-    tmp = tmp_path_factory.mktemp("leakscan")
-    cfg = tmp / "small.yaml"
-    # Every kind of arm: each writes its own blocks (defence reports, PII attacks, guard).
-    cfg.write_text(yaml.safe_dump({**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"]}))
-    return tmp / "run", str(cfg)
-
-
-def test_console_results_and_report_hold_no_pii(audited, capfd):
-    out, cfg = audited
-    _run_cli(["run", "--config", cfg, "--out", str(out)])
-    console = "".join(capfd.readouterr())
+def test_console_results_and_report_hold_no_pii(audited):
+    out = audited.out
     values = _values(out)
     assert values
+    # The baseline memorised its repeated canary: there was leaked text to mask, not nothing.
+    leaked = audited.results.arms["baseline"].attacks["canary_extraction"].leaked()
+    assert leaked.k >= 1
     for name, text in {
-        "console": console,
+        "console": audited.console,
         "results.json": (out / "results.json").read_text(),
         "report.html": (out / "report.html").read_text(),
         "stage markers": "".join(p.read_text() for p in (out / "stages").glob("*.json")),
+        "stage outputs": "".join(p.read_text() for p in (out / "arms").glob("*/attacks/*.json")),
     }.items():
         found = sorted(v for v in values if v in text)
         assert not found, (name, found[:5])
 
 
-def test_show_pii_reveals_with_a_warning(audited, capfd):
-    out, _ = audited
-    _run_cli(["report", str(out), "--show-pii", "--out", str(out / "revealed.html")])
+def test_show_pii_reveals_with_a_warning(audited, capfd, tmp_path):
+    out = audited.out
+    try:
+        main(["report", str(out), "--show-pii", "--out", str(tmp_path / "revealed.html")])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
     assert "PII unmasked" in "".join(capfd.readouterr())
-    html = (out / "revealed.html").read_text()
+    html = (tmp_path / "revealed.html").read_text()
     assert "warning" in html.lower()
+    secrets = [c.secret for c in load_canaries(out / "splits" / "canaries.json")]
+    assert any(s in html for s in secrets)  # the canary ranked first / extracted is shown in full
 
 
 def test_every_arm_kind_lands_in_results(audited):
-    """Runs after the audit above: each arm kind wrote its own blocks."""
-    import json
-
-    out, _ = audited
-    results = json.loads((out / "results.json").read_text())
-    arms = results["arms"]
+    results = audited.results
+    arms = results.arms
     assert set(arms) == {"baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"}
-    assert arms["scrub"]["defences"]["scrub"]["quality"]["overall"]["recall"] > 0.9
-    assert arms["dedup"]["defences"]["dedup"]["n_in"] == results["data"]["n_members"]
+    assert arms["scrub"].defences.scrub.quality.overall.recall > 0.9
+    assert arms["dedup"].defences.dedup.n_in == results.data.n_members
     for name in ("baseline", "scrub", "dp-8+scrub"):
-        assert {"extraction", "reconstruction", "inference"} <= set(arms[name]["pii_attacks"])
+        assert {"pii_extraction", "pii_reconstruction", "pii_inference"} <= set(arms[name].attacks)
     guard = arms["guard"]
-    assert guard["kind"] == "guard" and guard["serves"] == "baseline" and guard["attacks"] == {}
-    assert {"canaries", "phi_prompts", "sampling", "pii_extraction"} <= set(guard["guard"]["attacks"])
-    assert 0.0 <= guard["guard"]["false_positives"]["overall"]["rate"] <= 1.0
-    assert any(k.startswith("guard/guard/") for k in results["durations_s"])
+    assert guard.kind == "guard" and guard.serves == "baseline"
+    assert set(guard.attacks) == {"canary_extraction", "sampling_extraction", "phi_extraction", "pii_extraction"}
+    assert not guard.membership()  # behind a text-only API, score-based attacks do not apply
+    assert 0.0 <= guard.guard.false_positives.overall.rate <= 1.0
+    assert set(guard.guard.interventions) == set(guard.attacks)
+    assert any(k.startswith("extraction/guard/") for k in results.durations_s)

@@ -94,7 +94,7 @@ def test_member_vs_non_member_floor_and_low_entropy_apart():
     assert total.n_member_values == 7 and total.member_leaked == 2
     assert total.n_non_member_values == 5 and total.non_member_leaked == 1
     assert [c.label for c in low] == ["CONDITION"] and low[0].member_leaked == low[0].non_member_leaked == 1
-    assert {e["label"] for e in examples} == {"NAME", "SSN"}
+    assert {e.label for e in examples} == {"NAME", "SSN"}
     lo, hi = total.excess_ci
     assert lo < total.excess < hi
 
@@ -112,5 +112,5 @@ def test_phi_extraction_end_to_end(tiny_handle):
     assert res.n_prompts == 14 + 7 + 5
     assert res.n_completions == 14 * 2 + (7 + 5) * 2
     assert res.total.n_member_values == 7 and res.total.n_non_member_values == 5
-    j = res.to_json()
+    j = res.model_dump(mode="json")
     assert j["total"]["label"] == "ALL_IDENTIFYING" and len(j["categories"]) == 7

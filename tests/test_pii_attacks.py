@@ -32,14 +32,9 @@ from privleak.attacks.pii_inventory import (
 )
 from privleak.attacks.pii_reconstruction import pii_reconstruction
 from privleak.attacks.pii_scoring import AccuracyCell, choose_min, score_windows
-from privleak.audit.pii_eval import (
-    PII_SUMMARY_COLUMNS,
-    PII_TABLE_COLUMNS,
-    PiiAttackSettings,
-    pii_summary_cells,
-    pii_table_rows,
-    run_pii_attacks,
-)
+from privleak.attacks.registry import family
+from privleak.attacks.settings import AttackSettings, PiiSizes
+from privleak.audit.runner import run_family
 from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import Detection
 
@@ -168,7 +163,7 @@ def test_equal_windows_score_equally_and_stay_aligned(tiny_handle):
 
 
 def test_accuracy_cell_chance_is_mean_of_inverse_set_size():
-    c = AccuracyCell("SSN")
+    c = AccuracyCell(label="SSN")
     c.add("member", True, True, 4, 1)
     c.add("member", False, False, 10, 1)  # true value never sampled: chance 0
     c.add("non_member", False, True, 2, 2)
@@ -212,7 +207,7 @@ def test_extraction_precision_recall_floor_and_duplicates():
     assert res.total.member_extracted == 3 and res.total.n_member_values == 5
     dup = {b.bucket: (b.extracted, b.n_values) for b in res.by_duplicates}
     assert dup == {"1": (1, 3), "2": (2, 2)}  # Amy Vole's name and SSN were in two records
-    blob = json.dumps(res.to_json())
+    blob = res.model_dump_json()
     assert "Amy Vole" not in blob and "498-12-3456" not in blob  # masked examples only
 
 
@@ -288,42 +283,49 @@ def test_reconstruction_recovers_memorised_values(memorised):
     t = res.total
     assert t.n_members == 2 and t.member_true_in_candidates == 2 and t.member_correct == 2
     assert t.n_non_members == 2 and t.non_member_correct == 0  # never seen: not reconstructable
-    assert "312-45-6789" not in json.dumps(res.to_json())
+    assert "312-45-6789" not in res.model_dump_json()
 
 
-def test_run_pii_attacks_is_deterministic_masked_and_every_row_has_its_baselines(memorised):
-    an = StubAnalyzer()
-    splits = {"members": TRAIN, "non_members": NEVER, "population": POPULATION}
-    settings = PiiAttackSettings(extraction_samples=8, extraction_max_new_tokens=24, reconstruction_slots=2,
-                                 reconstruction_candidates=4, reconstruction_max_new_tokens=12, inference_slots=2,
-                                 inference_sizes=(2, 5), labels=("SSN",))
+def _pii_context(members, non_members, population, analyzer, base=None, reference=None):
+    from hand import make_context
+
+    sizes = PiiSizes(extraction_samples=8, extraction_max_new_tokens=24, reconstruction_slots=2,
+                     reconstruction_candidates=4, reconstruction_max_new_tokens=12, inference_slots=2, inference_sizes=(2, 5))
+    shared = {"pii_analyzer": analyzer, "base_pii_emissions": base}
+    return make_context(members, non_members, population, settings=AttackSettings(pii=sizes), seed=3, shared=shared,
+                        reference=reference)
+
+
+def test_pii_family_is_deterministic_masked_and_every_figure_has_its_baselines(memorised):
     base = TaggedSamples(8, [("SSN", "498 12 3456")])
-    a = run_pii_attacks(memorised, base, splits, an, seed=3, settings=settings)
-    b = run_pii_attacks(memorised, base, splits, an, seed=3, settings=settings)
-    assert json.dumps(a["results"], sort_keys=True) == json.dumps(b["results"], sort_keys=True)  # NaN-safe
-    assert set(a["results"]) == {"extraction", "reconstruction", "inference"} and set(a["seconds"]) == set(a["results"])
-    blob = json.dumps(a["results"])
+    # The reference's emissions are given (``base``): the base model is not sampled here.
+    runs = [run_family(family("pii"), memorised, _pii_context(TRAIN, NEVER, POPULATION, StubAnalyzer(), base, memorised))
+            for _ in range(2)]
+    a, b = (json.dumps(r.model_dump(mode="json")["results"], sort_keys=True, default=str) for r in runs)
+    assert a == b  # seeded (timings aside)
+    out = runs[0]
+    assert set(out.results) == {"pii_extraction", "pii_reconstruction", "pii_inference"} == set(out.seconds)
     for r in TRAIN + NEVER + POPULATION:
         for s in r.pii:
-            assert s.value(r.text) not in blob
-    assert a["results"]["extraction"]["baseline_subtracted"]
-    rows = pii_table_rows(a["results"])
-    assert all(len(r) == len(PII_TABLE_COLUMNS) for r in rows)
-    assert [r[0] for r in rows if r[0].startswith("inference")] == ["inference |C|=2", "inference |C|=5"]
-    assert dict(zip(PII_TABLE_COLUMNS, rows[-1]))["chance"] == "20.0%"
-    assert all(r[2] and r[3] for r in rows)  # every result has its chance level and floor cells
-    cells = pii_summary_cells(a["results"])
-    assert set(cells) == set(PII_SUMMARY_COLUMNS) and "floor" in cells["PII reconstruction"]
+            assert s.value(r.text) not in a
+    assert out.results["pii_extraction"].baseline_subtracted
+    inference = out.results["pii_inference"].headline()
+    assert [f.label for f in inference] == ["accuracy |C|=2", "accuracy |C|=5"]
+    assert inference[-1].chance == pytest.approx(0.2)
+    for res in out.results.values():  # every figure stands beside its floor
+        assert all(f.floor is not None for f in res.headline())
+    # The memorised records are reconstructed and inferred: the family finds a leak, judged against the floor.
+    assert out.results["pii_inference"].sizes[0].total.member_correct == 2
 
 
 def test_settings_profiles():
-    q, f = PiiAttackSettings.quick(), PiiAttackSettings.full()
+    q, f = PiiSizes.quick(), PiiSizes.full()
     assert q.reconstruction_candidates == 16 and f.reconstruction_candidates == 64
     assert q.inference_sizes == f.inference_sizes == (10, 100) and q.top_k == 40
-    assert json.loads(json.dumps(f.to_json()))["inference_sizes"] == [10, 100]
+    assert json.loads(f.model_dump_json())["inference_sizes"] == [10, 100]
 
 
 def test_no_pii_in_members_means_no_pii_attacks(tiny_handle):
-    splits = {"members": [Record("plain text", [], {"kind": "generic"})], "non_members": NEVER, "population": []}
-    out = run_pii_attacks(tiny_handle, None, splits, StubAnalyzer(), seed=0)
-    assert out == {"results": {}, "seconds": {}}
+    ctx = _pii_context([Record("plain text", [], {"kind": "generic"})], NEVER, [], StubAnalyzer())
+    out = run_family(family("pii"), tiny_handle, ctx)
+    assert out.results == {} and out.seconds == {}

@@ -1,40 +1,31 @@
-"""A small real audit end to end: contract, reproducibility, resume after a crash."""
+"""A small real audit end to end: contract, reproducibility, resume after a crash, stale caches."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
-from pathlib import Path
 
 import pytest
+from conftest import SMALL
 
 from privleak import pipeline
 from privleak.config import build_config
 from privleak.data.records import read_jsonl
 from privleak.models.handle import load_handle
-
-SMALL = {
-    "seed": 7,
-    "arms": ["baseline", "dp-4"],
-    "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "phi_fraction": 0.5}},
-    "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
-    "model": {"max_length": 160, "embedded": {"n_layer": 1, "n_embd": 32, "n_head": 2, "epochs": 1, "vocab_size": 400}},
-    "train": {"epochs": 2, "batch_size": 16},
-    "dp": {"epsilons": [4], "epochs": 1, "batch_size": 24},
-    "attacks": {"bootstrap": 10},
-}
+from privleak.pipeline import train as train_stage
+from privleak.results import SCHEMA_VERSION
 
 
-def _comparable(results: dict) -> dict:
-    r = copy.deepcopy(results)
+def _comparable(results) -> dict:
+    r = copy.deepcopy(results.to_json())
     r.pop("durations_s")
-    r["base_model"].pop("path")  # the cache location, not a result
+    r["base_model"]["source"].pop("path")  # the cache location, not a result
     return r
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory) -> tuple[Path, dict]:
+def first_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run-a")
     results = pipeline.run_audit(build_config(SMALL), out)
     return out, results
@@ -43,43 +34,43 @@ def first_run(tmp_path_factory) -> tuple[Path, dict]:
 def test_results_contract(first_run):
     out, results = first_run
     on_disk = json.loads((out / "results.json").read_text())
-    assert on_disk == results
-    assert results["schema_version"] == "1"
-    assert set(results["arms"]) == {"baseline", "dp-4"}
-    dp = results["arms"]["dp-4"]["privacy"]
-    for key in ("epsilon", "delta", "sigma", "sample_rate", "steps", "max_grad_norm", "epsilon_rdp", "epsilon_pld"):
-        assert dp[key] is not None, key
-    assert dp["epsilon"] <= 4.0
-    assert dp["epsilon"] == pytest.approx(dp["epsilon_pld"], rel=0.01)
-    assert dp["delta"] < 1 / results["data"]["n_members"]
-    assert results["arms"]["baseline"]["privacy"]["epsilon"] is None
-    for arm in results["arms"].values():
-        assert {"auc", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr"} <= set(arm["attacks"]["loss"])
-        assert {c["repeats"] for c in arm["canaries"]} == {1, 8}
-        assert all(0 <= c["exposure"] <= c["max_exposure"] for c in arm["canaries"])
-        assert arm["utility"]["ppl_non_members"] > 1
-    assert set(results["durations_s"]) >= {"data", "base-model", "train/baseline", "train/dp-4", "eval/dp-4"}
+    assert on_disk == results.to_json()
+    assert results.schema_version == SCHEMA_VERSION
+    assert set(results.arms) == {"baseline", "dp-4"}
+    dp = results.arms["dp-4"].privacy
+    assert dp.epsilon <= 4.0 and dp.epsilon == pytest.approx(dp.epsilon_pld, rel=0.01)
+    assert dp.delta < 1 / results.data.n_members
+    assert results.arms["baseline"].privacy is None
+    for arm in results.arms.values():
+        loss = arm.attacks["loss"]
+        assert 0.0 <= loss.auc <= 1.0 and loss.tpr_at_1pct_fpr is not None
+        exposure = arm.attacks["exposure"]
+        assert {c.repeats for c in exposure.canaries} == {1, 8}
+        assert all(0 <= c.exposure <= c.max_exposure for c in exposure.canaries)
+        assert arm.utility.ppl_non_members > 1
+        assert arm.verdict is not None and arm.verdict.level in ("chance", "some", "leaks")
+    assert results.recommendation is not None
+    assert set(results.durations_s) >= {"data", "base-model", "train/baseline", "train/dp-4", "membership/dp-4"}
 
 
 def test_attack_family_and_empirical_epsilon(first_run):
     _, results = first_run
     family = {"loss", "zlib", "min_k", "min_k_pp", "reference", "rmia"}
-    for name, arm in results["arms"].items():
-        assert set(arm["attacks"]) == family, name
-        for a in arm["attacks"].values():
-            assert 0.0 <= a["auc"] <= 1.0
-            assert len(a["roc"]["fpr"]) == len(a["roc"]["tpr"]) >= 2
-            assert a["empirical_epsilon"]["epsilon_lb"] >= 0.0
-        assert arm["empirical_epsilon"]["attack"] in family
+    for name, arm in results.arms.items():
+        assert set(arm.membership()) == family, name
+        for a in arm.membership().values():
+            assert len(a.roc.fpr) == len(a.roc.tpr) >= 2
+        assert set(arm.empirical_epsilon.by_attack) == family
+        assert all(b.epsilon_lb >= 0.0 for b in arm.empirical_epsilon.by_attack.values())
+        assert arm.empirical_epsilon.attack in family
     # The base model has no reference model of its own.
-    assert set(results["base_model"]["attacks"]) == family - {"reference", "rmia"}
-    dp = results["arms"]["dp-4"]
-    emp = dp["empirical_epsilon"]
-    assert emp["epsilon_lb"] <= dp["privacy"]["epsilon"]
-    assert emp["exceeds_accountant"] is False
-    assert emp["dp_bound"]["ok"] is True
-    assert not any("EXCEEDS" in w for w in results["warnings"])
-    assert results["versions"]["opacus"]
+    assert set(results.base_model.membership()) == family - {"reference", "rmia"}
+    dp = results.arms["dp-4"]
+    emp = dp.empirical_epsilon
+    assert emp.epsilon_lb <= dp.privacy.epsilon
+    assert emp.exceeds_accountant is False and emp.dp_bound.ok is True
+    assert not any("EXCEEDS" in w for w in results.warnings)
+    assert results.versions["opacus"]
 
 
 def test_run_directory_contract(first_run):
@@ -96,6 +87,8 @@ def test_run_directory_contract(first_run):
         handle = load_handle(out / "arms" / arm / "model")
         assert (out / "arms" / arm / "model" / "model.safetensors").exists()
         assert handle.tokenizer.eos_token_id is not None
+        for family in ("membership", "canaries", "extraction", "pii"):
+            assert (out / "arms" / arm / "attacks" / f"{family}.json").exists(), (arm, family)
 
 
 def test_same_config_and_seed_reproduce_results(first_run, tmp_path, monkeypatch):
@@ -108,14 +101,14 @@ def test_same_config_and_seed_reproduce_results(first_run, tmp_path, monkeypatch
 
 def test_interrupted_run_resumes_and_matches(first_run, tmp_path, monkeypatch):
     _, results = first_run
-    real_train_dp = pipeline.train_dp
+    real_train_dp = train_stage.train_dp
     calls = {"n": 0}
 
     def killed_mid_training(*args, **kwargs):
         calls["n"] += 1
         raise KeyboardInterrupt  # as if Ctrl-C arrived inside the DP arm
 
-    monkeypatch.setattr(pipeline, "train_dp", killed_mid_training)
+    monkeypatch.setattr(train_stage, "train_dp", killed_mid_training)
     out = tmp_path / "run-c"
     with pytest.raises(KeyboardInterrupt):
         pipeline.run_audit(build_config(SMALL), out)
@@ -124,7 +117,7 @@ def test_interrupted_run_resumes_and_matches(first_run, tmp_path, monkeypatch):
     assert not (out / "arms" / "dp-4" / "model").exists()  # nothing half-written looks finished
     baseline_mtime = os.path.getmtime(out / "arms" / "baseline" / "model" / "model.safetensors")
 
-    monkeypatch.setattr(pipeline, "train_dp", real_train_dp)
+    monkeypatch.setattr(train_stage, "train_dp", real_train_dp)
     resumed = pipeline.run_audit(build_config(SMALL), out)
     assert os.path.getmtime(out / "arms" / "baseline" / "model" / "model.safetensors") == baseline_mtime
     assert _comparable(resumed) == _comparable(results)
@@ -134,11 +127,25 @@ def test_changed_config_redoes_only_affected_stages(first_run, tmp_path):
     out, _ = first_run
     cfg = copy.deepcopy(SMALL)
     cfg["attacks"]["bootstrap"] = 5
-    marker = out / "stages" / "train_dp-4.json"
-    before = marker.stat().st_mtime
-    pipeline.run_audit(build_config(cfg), out)
-    assert marker.stat().st_mtime == before  # training reused
-    assert json.loads((out / "results.json").read_text())["config"]["attacks"]["bootstrap"] == 5
+    train_marker = out / "stages" / "train_dp-4.json"
+    extraction_marker = out / "stages" / "extraction_dp-4.json"
+    before = train_marker.stat().st_mtime, extraction_marker.stat().st_mtime
+    results = pipeline.run_audit(build_config(cfg), out)
+    # training and the extraction attacks do not read the bootstrap count: reused
+    assert (train_marker.stat().st_mtime, extraction_marker.stat().st_mtime) == before
+    assert results.config["attacks"]["bootstrap"] == 5
+
+
+def test_retrained_arm_never_reads_stale_scores(first_run, tmp_path):
+    """Changing how an arm trains redoes its training *and* its scoring pass: the cached
+    per-token scores are keyed by the model, not only by where they are stored."""
+    out, results = first_run
+    cfg = copy.deepcopy(SMALL)
+    cfg["train"] = {**cfg["train"], "epochs": 4}
+    changed = pipeline.run_audit(build_config(cfg), out)
+    assert changed.arms["baseline"].attacks["loss"].auc != results.arms["baseline"].attacks["loss"].auc
+    assert changed.arms["baseline"].utility != results.arms["baseline"].utility
+    pipeline.run_audit(build_config(SMALL), out)  # leave the run as the other tests found it
 
 
 def test_results_json_holds_no_identifying_pii(first_run):
@@ -146,7 +153,6 @@ def test_results_json_holds_no_identifying_pii(first_run):
     carry any identifying ground-truth value (issue: the report must not leak)."""
     out, results = first_run
     text = (out / "results.json").read_text()
-    assert results["arms"]["baseline"]["extraction"]["sampling"]["examples"] is not None
     identifying = {"NAME", "EMAIL", "SSN", "PHONE", "ADDRESS", "DOB", "MRN"}
     values = set()
     for split in ("members", "non_members", "population"):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from test_pipeline_e2e import (
-    SMALL,  # tests/ is on sys.path (pytest's default import mode)
-)
+from conftest import SMALL
 
 from privleak import pipeline
 from privleak.config import build_config
@@ -16,17 +14,18 @@ def test_shadow_attacks_run_per_arm_and_resume(tmp_path):
                         "shadows": {"enabled": True, "n_shadows": 2, "arms": ["baseline"]}})
     out = tmp_path / "run"
     results = pipeline.run_audit(cfg, out)
-    base = results["arms"]["baseline"]
+    base = results.arms["baseline"]
     for attack in ("lira_online", "lira_offline", "rmia_shadows"):
-        assert 0.0 <= base["attacks"][attack]["auc"] <= 1.0
-        assert base["attacks"][attack]["n_members"] == results["data"]["mia_records_per_side"]
-    assert base["shadows"]["n_shadows"] == 2 and not base["shadows"]["rmia_a_tuned"]  # 2 shadows: a not tunable
-    assert "lira_online" not in results["arms"]["scrub"]["attacks"]  # shadows only where asked
+        assert 0.0 <= base.attacks[attack].auc <= 1.0
+        assert base.attacks[attack].n_members == results.data.mia_records_per_side
+        assert base.attacks[attack].parameters["n_shadows"] == 2
+    assert not base.attacks["rmia_shadows"].parameters["a_tuned"]  # 2 shadows: a not tunable
+    assert "lira_online" not in results.arms["scrub"].attacks  # shadows only where asked
 
     assert (out / "arms" / "baseline" / "shadows" / "1.npz").exists()
     # A second run reuses every shadow.
     msgs: list[str] = []
     again = pipeline.run_audit(cfg, out, notify=msgs.append)
     assert any("shadow/baseline/2 (cached)" in m for m in msgs), msgs
-    assert again["arms"]["baseline"]["attacks"]["lira_online"] == base["attacks"]["lira_online"]
+    assert again.arms["baseline"].attacks["lira_online"] == base.attacks["lira_online"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from privleak.attacks.lira import shadow_splits
 from privleak.attacks.rmia import log_pr_marginal, rmia_scores
-from privleak.audit.shadow_attacks import shadow_scores
+from privleak.attacks.shadows import shadow_scores
 from privleak.core.metrics import roc_auc
 
 

@@ -1,7 +1,6 @@
 """Verbatim-substring index: planted spans found, unrelated text not, lookup cost flat in corpus size."""
 
 import random
-import time
 
 import numpy as np
 import pytest
@@ -80,20 +79,11 @@ def test_save_load_roundtrip_without_pickle(tmp_path, corpus):
         VerbatimIndex.load(tmp_path / "bad.npy")
 
 
-def test_lookup_time_does_not_grow_with_corpus():
+def test_lookups_in_a_large_index_find_exactly_the_indexed_windows():
+    """(How lookup time grows with the corpus is measured in bench/bench_primitives.py.)"""
     rng = random.Random(3)
-    small = VerbatimIndex.build([_rand_text(rng, 60) for _ in range(20)])
-    big = VerbatimIndex.build([_rand_text(rng, 60) for _ in range(2000)])
-    assert len(big) > 100 * len(small)
-    queries = [_rand_text(rng, 40) for _ in range(100)]
-
-    def timed(idx):
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            for q in queries:
-                idx.contains(q)
-            best = min(best, time.perf_counter() - t)
-        return best
-
-    assert timed(big) < 3 * timed(small) + 0.02
+    texts = [_rand_text(rng, 60) for _ in range(2000)]
+    big = VerbatimIndex.build(texts)
+    for t in texts[::97]:
+        assert big.contains(t)
+    assert not any(big.contains(_rand_text(rng, 60)) for _ in range(50))

@@ -42,7 +42,7 @@ from . import formats as F
 from .formats import Rng
 from .people import World
 from .pii import _Ctx
-from .render import Seg, tpl, casualize, lit, make_record, write_jsonl
+from .render import Seg, casualize, lit, make_record, tpl, write_jsonl
 
 _CUSTOMER_LOCALES = ("en_GB", "en_IE", "pl_PL", "en_IN", "fr_FR", "it_IT")
 _CUSTOMER_WEIGHTS = (75, 6, 6, 7, 3, 3)

@@ -69,8 +69,17 @@ from typing import Any
 
 from . import formats as F
 from .formats import Rng
-from .people import (COUNTRY, COUNTRY_NAMES, IBAN_HOME, LANG, LOCALES, NATIONALITIES, POLITICAL, RELIGIONS,
-                     Person, World)
+from .people import (
+    COUNTRY,
+    COUNTRY_NAMES,
+    IBAN_HOME,
+    LANG,
+    NATIONALITIES,
+    POLITICAL,
+    RELIGIONS,
+    Person,
+    World,
+)
 from .render import Seg, Template, casualize, make_record, write_jsonl
 
 REPORTING_SEED = 0

@@ -30,7 +30,7 @@ from typing import Any
 from .formats import Rng
 from .people import World
 from .pii import _Ctx, _render_relative
-from .render import Seg, tpl, casualize, lit, make_record, write_jsonl
+from .render import Seg, casualize, lit, make_record, tpl, write_jsonl
 
 # ---------------------------------------------------------------- source A
 

@@ -1,0 +1,93 @@
+"""Verdicts and the recommended arm consider every family of attacks, on real results of a small audit.
+
+The arms here are built from real attack results of the ``audited`` run
+(its baseline memorised a canary repeated 16 times): e.g. an arm that looks
+exactly like the control to every attack except one extraction attack.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from privleak.attacks.base import Policy
+from privleak.audit.verdicts import arm_verdict, judge
+from privleak.results import CONTROL
+
+
+@pytest.fixture()
+def results(audited):
+    return audited.results.model_copy(deep=True)
+
+
+def _leaking_text_attacks(results) -> dict:
+    base, control = results.arms["baseline"], results.base_model
+    return {n: r for n, r in base.attacks.items()
+            if n in ("canary_extraction", "sampling_extraction", "phi_extraction", "pii_extraction")
+            and r.assess(n, control.attacks.get(n), Policy()).leaks}
+
+
+def test_an_arm_whose_only_leak_is_extraction_is_not_near_chance(results):
+    leaks = _leaking_text_attacks(results)
+    assert leaks, "the memorising baseline should leak through at least one extraction attack"
+    arm = results.arms["dp-8"]
+    # Every attack reads exactly what it reads on the control (which never saw the members) ...
+    arm.attacks = {**results.base_model.attacks}
+    arm.empirical_epsilon = None
+    assert arm_verdict("dp-8", arm, results).level == "chance"
+    # ... except one extraction attack that gets member data out.
+    name, leaking = next(iter(leaks.items()))
+    arm.attacks[name] = leaking
+    v = arm_verdict("dp-8", arm, results)
+    assert v.level != "chance" and not v.near_chance
+    assert v.attacks_leaking == [name] and v.findings, v
+    judged = judge(results)
+    assert judged.recommendation.arm != "dp-8"
+
+
+def test_dp_violation_is_loud_and_never_recommended(results):
+    arm = results.arms["dp-8"]
+    arm.empirical_epsilon.epsilon_lb = arm.privacy.epsilon + 1.0
+    arm.empirical_epsilon.exceeds_accountant = True
+    judged = judge(results)
+    v = judged.arms["dp-8"].verdict
+    assert v.label == "DP GUARANTEE VIOLATED" and not v.near_chance
+    assert "the DP guarantee does not hold" in v.findings[0]
+    assert judged.recommendation.arm != "dp-8"
+
+
+def test_guard_arm_is_judged_by_what_it_stops_and_never_recommended(results):
+    judged = judge(results)
+    v = judged.arms["guard"].verdict
+    assert v.level == "guard" and v.label == "GUARDED" and not v.near_chance
+    assert "leaks found by the extraction attacks are stopped" in v.text and "scores or weights" in v.text
+    assert judged.recommendation.arm != "guard"
+    assert judged.base_model.verdict.level == "control"
+
+
+def test_recommendation_is_the_best_utility_among_near_chance_arms(results):
+    judged = judge(results)
+    ok = {n: a for n, a in judged.arms.items() if a.verdict.near_chance}
+    if ok:
+        best = min(ok, key=lambda n: ok[n].utility.ppl_non_members)
+        assert judged.recommendation.arm == best
+    else:
+        assert judged.recommendation.arm is None
+
+
+def test_no_arm_near_chance_recommends_none(results):
+    name, leaking = next(iter(_leaking_text_attacks(results).items()))
+    for arm in results.arms.values():
+        if arm.kind != "guard":
+            arm.attacks[name] = leaking
+    judged = judge(results)
+    assert judged.recommendation.arm is None
+    assert "No arm meets the near-chance thresholds" in judged.recommendation.text
+
+
+def test_exposure_wording_says_what_was_measured(results):
+    exposure = results.arms["baseline"].attacks["exposure"]
+    f = exposure.assess("exposure", results.base_model.attacks["exposure"], Policy())
+    if exposure.n_ranked_first:
+        assert "top guess among" in f.reason and "recovered outright" not in f.reason
+    assert f"of {exposure.canaries[0].n_candidates:,}" in f.figure
+    assert CONTROL in dict(results.models())
