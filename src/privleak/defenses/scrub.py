@@ -82,6 +82,12 @@ class Pseudonymizer:
             # follows each occurrence.
             fake_digits = self._unique(label, key, lambda rng: self._digit_string(label, key, rng))
             return _render_digits(value, fake_digits, skip_country_code=label == "PHONE")
+        if label == "DOB" and _parse_date(value) is not None:
+            # One fake date per real date, written like each occurrence:
+            # "1970-03-04" and "03/04/1970" are the same date, so their
+            # fakes are too, each in its own format.
+            iso = self._unique(label, key, lambda rng: _fake_date("2000-01-01", rng))
+            return _format_date_like(value, _dt.date.fromisoformat(iso))
         cached = self._values.get((label, key))
         if cached is not None:
             return cached
@@ -237,6 +243,25 @@ _MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", 
 
 def _fake_date(value: str, rng: random.Random) -> str:
     d = _dt.date.fromordinal(rng.randint(_dt.date(1935, 1, 1).toordinal(), _dt.date(2006, 12, 31).toordinal()))
+    return _format_date_like(value, d)
+
+
+def _parse_date(value: str) -> _dt.date | None:
+    """The date an ISO or numeric M/D/Y value names (None for other forms)."""
+    v = value.strip()
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+            return _dt.date.fromisoformat(v)
+        m = re.fullmatch(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4})", v)
+        if m:
+            return _dt.date(int(m.group(4)), int(m.group(1)), int(m.group(3)))
+    except ValueError:
+        return None
+    return None
+
+
+def _format_date_like(value: str, d: _dt.date) -> str:
+    """``d`` written in the format of ``value``."""
     v = value.strip()
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
         return d.isoformat()
