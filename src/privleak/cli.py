@@ -17,6 +17,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from .config import MAX_SEED
 from .core.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Audit language models for privacy leakage.")
@@ -32,12 +33,12 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _quiet_libraries() -> None:
+    # Environment, not imports: transformers reads these when (and only if) a
+    # command imports it, so a usage error is reported in a fraction of a second.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     logging.getLogger("opacus").setLevel(logging.ERROR)
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     # Presidio's debug lines quote the words around each detection: raw PII.
@@ -61,6 +62,24 @@ def _parse_epsilons(text: str) -> list[float]:
     return vals
 
 
+def _check_out_dir(path: Path, option: str = "--out") -> None:
+    """Refuse an output directory that cannot be created or written, without creating it."""
+    p = Path(path).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{option} {p}: is a file, not a directory; choose a directory")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {p}: cannot write there (permission denied); choose a writable directory")
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{option} {p}: cannot write there ({parent} is not a directory); choose a writable directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {p}: cannot write there (permission denied in {parent}); choose a writable directory")
+
+
 @app.command()
 def run(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML audit config (see README)."),
@@ -70,8 +89,8 @@ def run(
     model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id or local directory. Default: the embedded model pre-trained on public synthetic text."),
     epsilons: Optional[str] = typer.Option(None, "--epsilons", help="Comma-separated ε for the DP-SGD arms, e.g. 1,4,8 (empty: no DP arms)."),
     arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard (default: baseline, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard)."),
-    delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms (default 1/(10·n))."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for data, training and attacks (default 0)."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms, 0 < δ < 1 (default 1/(10·n))."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for data, training and attacks (default 0)."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default, ≤10 min on 2 cores) or full."),
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
 ) -> None:
@@ -107,6 +126,10 @@ def run(
     cfg = build_config(file_data, over)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
+    # Every check that needs no work, before anything is created: a refused
+    # run leaves no (empty) --out directory behind (run_audit preflights the
+    # corpus, the model and memory before it opens the run directory).
+    _check_out_dir(out_dir)
     results = run_audit(cfg, out_dir, notify=err.print)
     for table in all_tables(results):
         out.print(table)
@@ -123,16 +146,17 @@ def run(
 @data_app.command("generate")
 def data_generate(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for public/members/non_members/population .jsonl and canaries.json."),
-    seed: int = typer.Option(0, "--seed"),
-    n_public: int = typer.Option(3000, "--n-public"),
-    n_members: int = typer.Option(1200, "--n-members"),
-    n_non_members: int = typer.Option(1200, "--n-non-members"),
-    n_population: int = typer.Option(1200, "--n-population"),
-    phi_fraction: float = typer.Option(0.15, "--phi-fraction", help="Fraction of records that are notes about a patient."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
+    n_public: int = typer.Option(3000, "--n-public", min=0),
+    n_members: int = typer.Option(1200, "--n-members", min=0),
+    n_non_members: int = typer.Option(1200, "--n-non-members", min=0),
+    n_population: int = typer.Option(1200, "--n-population", min=0),
+    phi_fraction: float = typer.Option(0.15, "--phi-fraction", min=0.0, max=1.0, help="Fraction of records that are notes about a patient (0-1)."),
 ) -> None:
     """Write the synthetic clinical corpus (with exact PII spans and canaries) as JSONL."""
     from .data.clinical import ClinicalCorpusConfig, generate_corpus, write_corpus
 
+    _check_out_dir(out_dir)
     cfg = ClinicalCorpusConfig(n_public=n_public, n_members=n_members, n_non_members=n_non_members,
                                n_population=n_population, phi_fraction=phi_fraction, seed=seed)
     corpus = generate_corpus(cfg)
@@ -149,12 +173,12 @@ def scrub(
     in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
     out_path: Path = typer.Argument(..., metavar="OUT", help="Scrubbed copy, same format (written atomically; may equal IN)."),
     mode: str = typer.Option("mask", "--mode", "-m", help="mask (<NAME>), tag (<NAME_1>, consistent per value) or pseudonym (consistent fake values)."),
-    types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub. Default NAME,EMAIL,SSN,PHONE,ADDRESS,DOB,MRN; also BLOOD_PRESSURE, HEIGHT, WEIGHT, CREDIT_CARD, IBAN, IP_ADDRESS, URL."),
+    types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub (default: every identifier, see README; Presidio names accepted). Opt-in: ORGANIZATION, BLOOD_PRESSURE, HEIGHT, WEIGHT."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
     fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
-    seed: int = typer.Option(0, "--seed", help="Seed for pseudonyms."),
-    no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only: ~4x faster, finds names only next to cue words."),
-    score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop detections below this Presidio confidence (0-1)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed for pseudonyms."),
+    no_ner: bool = typer.Option(False, "--no-ner", help="No spaCy NER: faster; names only next to cue words or from the given-name list."),
+    score_threshold: float = typer.Option(0.4, "--score-threshold", min=0.0, max=1.0, help="Drop detections below this Presidio confidence (0-1)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Scrub PII from a corpus file (Presidio + spaCy NER + regex recognizers; offline)."""
@@ -173,12 +197,12 @@ def dedup(
     in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
     out_path: Path = typer.Argument(..., metavar="OUT", help="Deduplicated copy, same format (first occurrence kept; written atomically)."),
     method: str = typer.Option("both", "--method", help="exact (normalised hash), near (MinHash LSH) or both (exact, then near)."),
-    threshold: float = typer.Option(0.8, "--threshold", help="Jaccard similarity at or above which a record is a near duplicate."),
-    num_perm: int = typer.Option(128, "--num-perm", help="MinHash permutations."),
+    threshold: float = typer.Option(0.8, "--threshold", max=1.0, help="Jaccard similarity (0-1] at or above which a record is a near duplicate."),
+    num_perm: int = typer.Option(128, "--num-perm", min=16, help="MinHash permutations (at least 16)."),
     shingle: str = typer.Option("char", "--shingle", help="char (character n-grams) or word (word n-grams)."),
-    ngram: Optional[int] = typer.Option(None, "--ngram", help="Shingle size (default 5 for char, 3 for word)."),
+    ngram: Optional[int] = typer.Option(None, "--ngram", min=1, help="Shingle size (default 5 for char, 3 for word)."),
     ignore_punctuation: bool = typer.Option(False, "--ignore-punctuation", help="Treat texts differing only in punctuation as duplicates."),
-    seed: int = typer.Option(0, "--seed", help="MinHash seed."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="MinHash seed."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
     fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
@@ -186,6 +210,8 @@ def dedup(
     """Remove exact and near-duplicate records (canary repeats are exactly such duplicates)."""
     from .defenses.commands import dedup_file
 
+    if not threshold > 0.0:
+        raise UserError(f"dedup --threshold {threshold:g}: must be in (0, 1]; try 0.8")
     report = dedup_file(in_path, out_path, method=method, threshold=threshold, num_perm=num_perm,
                         shingle=shingle, ngram=ngram, seed=seed, ignore_punctuation=ignore_punctuation,
                         text_field=text_field, fmt=fmt)
@@ -226,11 +252,11 @@ def compare(
 
 @app.command()
 def accountant(
-    sample_rate: float = typer.Option(..., "--sample-rate", "-q", help="Poisson sampling rate q = expected batch / n."),
-    steps: int = typer.Option(..., "--steps", "-T", help="Number of DP-SGD steps."),
-    delta: float = typer.Option(..., "--delta", help="Target δ."),
-    sigma: Optional[float] = typer.Option(None, "--sigma", help="Noise multiplier: report ε."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Target ε: report the σ each accountant needs."),
+    sample_rate: float = typer.Option(..., "--sample-rate", "-q", max=1.0, help="Poisson sampling rate q = expected batch / n, 0 < q ≤ 1."),
+    steps: int = typer.Option(..., "--steps", "-T", min=1, help="Number of DP-SGD steps."),
+    delta: float = typer.Option(..., "--delta", help="Target δ, 0 < δ < 1."),
+    sigma: Optional[float] = typer.Option(None, "--sigma", help="Noise multiplier (> 0): report ε."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Target ε (> 0): report the σ each accountant needs."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """ε for (q, σ, T, δ) — or σ for a target ε — by RDP, PLD and PRV side by side."""
@@ -238,6 +264,13 @@ def accountant(
 
     if (sigma is None) == (epsilon is None):
         raise UserError("accountant: give exactly one of --sigma (to get ε) or --epsilon (to get σ)")
+    if not 0.0 < sample_rate <= 1.0:
+        raise UserError(f"accountant --sample-rate {sample_rate:g}: q must satisfy 0 < q ≤ 1 (expected batch / n); try 0.01")
+    if not 0.0 < delta < 1.0:
+        raise UserError(f"accountant --delta {delta:g}: δ must satisfy 0 < δ < 1; try 1e-5")
+    for flag, value in (("--sigma", sigma), ("--epsilon", epsilon)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise UserError(f"accountant {flag} {value:g}: must be a finite number > 0; try 1.0")
     if sigma is not None:
         r = acc.epsilons(sample_rate, sigma, steps, delta)
         payload = {"sample_rate": sample_rate, "sigma": sigma, "steps": steps, "delta": delta,
@@ -257,26 +290,123 @@ def accountant(
             out.print(f"  {label} {k.split('_', 1)[1].upper():4s} {v:.4f}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    _quiet_libraries()
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(usage-error classes, abort classes) of the click the installed typer
+    uses: typer >= 0.25 bundles its own copy (``typer._click``), whose
+    exceptions are not the standalone ``click`` package's."""
+    usage: list[type] = []
+    abort: list[type] = []
     try:
-        app(args=argv, standalone_mode=False)
+        from typer._click import exceptions as bundled  # typer >= 0.25 (Abort lives in typer.exceptions)
+
+        usage.append(bundled.ClickException)
+    except ImportError:  # pragma: no cover - older typer runs on the click package
+        pass
+    try:
+        import click
+
+        usage.append(click.exceptions.ClickException)
+        abort.append(click.exceptions.Abort)
+    except ImportError:  # pragma: no cover
+        pass
+    from typer import exceptions as typer_exceptions
+
+    abort.append(typer_exceptions.Abort)
+    return tuple(usage), tuple(abort)
+
+
+def _param_fix(param: Any) -> str:
+    """What to give instead, from the parameter's type and range."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)  # typer >= 0.25
+    if annotation is None:  # pragma: no cover - click-based typer
+        name = getattr(getattr(param, "type", None), "name", "")
+        annotation = {"integer": int, "integer range": int, "float": float, "float range": float}.get(name)
+    lo = getattr(param, "min", None)
+    hi = getattr(param, "max", None)
+    if lo is None and hi is None:
+        lo, hi = getattr(getattr(param, "type", None), "min", None), getattr(getattr(param, "type", None), "max", None)
+    bounds = (f" from {lo} to {hi}" if lo is not None and hi is not None else f" of at least {lo}" if lo is not None
+              else f" of at most {hi}" if hi is not None else "")
+    if annotation is int:
+        return f"give a whole number{bounds}"
+    if annotation is float:
+        return f"give a number{bounds}"
+    return "give a valid value"
+
+
+def _param_name(param: Any) -> str | None:
+    if param is None:
+        return None
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+    if opts:
+        return max(opts, key=len)
+    return getattr(param, "metavar", None) or str(getattr(param, "name", "")).upper() or None
+
+
+def _usage_message(exc: BaseException) -> str:
+    """One line for a typer/click usage error: the option, what is wrong, the fix."""
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", None) or "privleak"
+    see = f"see '{command} --help'"
+    name = type(exc).__name__
+    if name == "NoArgsIsHelpError":
+        return f"{command}: no command given; choose one of the commands listed above ({see})"
+    param = getattr(exc, "param", None)
+    hint = getattr(exc, "param_hint", None)
+    if isinstance(hint, (list, tuple)):
+        hint = " / ".join(str(h) for h in hint)
+    hint = str(hint).strip("'\"") if hint else _param_name(param)
+    message = " ".join(str(getattr(exc, "message", "") or exc).split()).rstrip(".")
+    if name == "NoSuchOption":
+        option = getattr(exc, "option_name", "")
+        maybe = sorted(getattr(exc, "possibilities", None) or [])
+        suggestion = f" (did you mean {' or '.join(maybe)}?)" if maybe else ""
+        return f"{command}: no such option {option}{suggestion}; {see} for the options"
+    if name == "MissingParameter":
+        kind = getattr(exc, "param_type", None) or getattr(param, "param_type_name", "option")
+        example = f"{hint} VALUE" if kind == "option" else hint
+        return f"{command}: missing {kind} {hint}; give it, e.g. {command} {example} ({see})"
+    if name == "BadParameter" and hint:
+        return f"{command} {hint}: {message}; {_param_fix(param)} ({see})"
+    if name == "BadOptionUsage" and "requires an argument" in message:
+        return f"{command}: {message}; give a value after it ({see})"
+    if hint:
+        return f"{command} {hint}: {message}; {see}"
+    return f"{command}: {message}; {see}"
+
+
+def _one_line_error(message: str, code: int = 2) -> None:
+    err.print(f"error: {' '.join(str(message).split())}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script. Every usage error — typer/click's, a pydantic
+    validation, our own checks (:class:`UserError`) — is one line on stderr
+    naming the option and the fix, exit code 2; Ctrl-C is 130; anything else
+    is a bug and keeps its traceback."""
+    _quiet_libraries()
+    usage_errors, aborts = _click_exceptions()
+    try:
+        app(args=argv, standalone_mode=False, prog_name="privleak")
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        _one_line_error(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         err.print("interrupted: rerun the same command to resume where it stopped", soft_wrap=True)
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            err.print(f"error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True)
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+    except Exception as exc:
+        if isinstance(exc, usage_errors):
+            _one_line_error(_usage_message(exc))
+        if isinstance(exc, aborts):
             sys.exit(130)
+        from pydantic import ValidationError
+
+        if isinstance(exc, ValidationError):  # a typed setting built from user input
+            e = exc.errors()[0]
+            loc = ".".join(str(x) for x in e.get("loc", ())) or exc.title
+            _one_line_error(f"invalid value for {loc}: {e.get('msg', 'invalid')}; check the option or config field")
         raise
 
 

@@ -13,7 +13,7 @@ from .core.errors import UserError
 guard_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Output guard: block verbatim training text, canaries and PII in model outputs.")
 
-_TYPES_HELP = "Comma-separated PII types to scan for (default NAME,EMAIL,SSN,PHONE,ADDRESS,DOB,MRN)."
+_TYPES_HELP = "Comma-separated PII types to scan for (default: every identifier, see README; Presidio names accepted)."
 _POLICY_HELP = "REASON=ACTION list, reasons pii/verbatim/canary, actions block/redact/log/off (default pii=redact,verbatim=block,canary=block)."
 
 
@@ -22,10 +22,14 @@ def _err(msg: str) -> None:
 
 
 def _scan(types: str | None, score_threshold: float, no_ner: bool):
+    """The PII scan settings, checked without loading Presidio or spaCy."""
     from .defenses.guard.guard import ScanSettings
-    from .defenses.pii import DEFAULT_SCRUB_LABELS
+    from .defenses.pii import DEFAULT_SCRUB_LABELS, parse_labels
 
-    labels = tuple(t.strip().upper() for t in types.split(",") if t.strip()) if types else DEFAULT_SCRUB_LABELS
+    try:
+        labels = parse_labels(types) if types else DEFAULT_SCRUB_LABELS
+    except UserError as exc:
+        raise UserError(f"--types {types}: {exc}") from None
     if not 0.0 <= score_threshold <= 1.0:
         raise UserError(f"--score-threshold {score_threshold}: must be in [0, 1]; try 0.4")
     return ScanSettings(pii_labels=labels, score_threshold=score_threshold, ner=not no_ner)
@@ -57,6 +61,15 @@ def build(
     from .data.loaders import load_corpus
     from .defenses.guard.guard import Guard, inventory_from_records
 
+    # What needs no work first: nothing is read or built for a bad option.
+    if threshold < 8:
+        raise UserError(f"--threshold {threshold}: must be at least 8 characters (default 50); shorter spans match "
+                        "ordinary phrases")
+    if out_path.exists() and not out_path.is_dir():
+        raise UserError(f"--out {out_path}: is a file; choose a directory for the index")
+    for flag, path in (("--train", train), ("--canaries", canaries), ("--allow", allow)):
+        if path is not None and not path.exists():
+            raise UserError(f"{flag} {path}: no such file or directory; check the path")
     t0 = time.perf_counter()
     records = load_corpus(train, text_field=text_field, fmt=fmt)
     secrets = []
@@ -96,17 +109,18 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
     """Check one output: print it redacted (or the verdict as JSON); exit code 1 when blocked."""
+    from .data.loaders import decode_text, read_text_file
+
     guard = _load(index, policy, types, score_threshold, no_ner)
+    # The same reader as every corpus command: BOM-marked UTF-16/32 decoded,
+    # NUL bytes and other encodings refused with the fix.
     if in_path == "-":
-        text = sys.stdin.read()
+        stdin = getattr(sys.stdin, "buffer", None)  # a test harness may put a text stream there
+        text = decode_text(stdin.read(), "-", allow_empty=True).text if stdin is not None else sys.stdin.read()
     else:
-        p = Path(in_path)
-        if not p.is_file():
+        if not Path(in_path).is_file():
             raise UserError(f"{in_path}: no such file; pass a text file or - for stdin")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise UserError(f"{in_path}: not UTF-8 text; convert it first") from None
+        text = read_text_file(in_path, allow_empty=True).text
     v = guard.check(text)
     if as_json:
         print(json.dumps(v.to_json(), ensure_ascii=False))
@@ -128,8 +142,8 @@ def check(
 def serve(
     index: Path = typer.Option(..., "--index", help="Index directory from `privleak guard build`."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default loopback only)."),
-    port: int = typer.Option(8080, "--port", help="TCP port."),
-    max_bytes: int = typer.Option(65536, "--max-bytes", help="Largest request body accepted; larger ones get 413."),
+    port: int = typer.Option(8080, "--port", help="TCP port (1-65535)."),
+    max_bytes: int = typer.Option(65536, "--max-bytes", help="Largest request body accepted (at least 64); larger ones get 413."),
     policy: str | None = typer.Option(None, "--policy", help=_POLICY_HELP),
     types: str | None = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
     score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
@@ -139,7 +153,7 @@ def serve(
     from .defenses.guard.service import serve as run_service
 
     if not 0 < port < 65536:
-        raise UserError(f"--port {port}: must be 1-65535")
+        raise UserError(f"--port {port}: must be 1-65535; e.g. 8080")
     if max_bytes < 64:
         raise UserError(f"--max-bytes {max_bytes}: too small for any request; try 65536")
     guard = _load(index, policy, types, score_threshold, no_ner)

@@ -27,7 +27,12 @@ from .arms import ArmSpec, dp_arm_name, parse_arm
 from .attacks.settings import AttackSettings, PiiSizes
 from .core.errors import UserError
 
-__all__ = ["AuditConfig", "build_config", "dp_arm_name", "resolve_delta"]
+__all__ = ["MAX_SEED", "AuditConfig", "build_config", "dp_arm_name", "resolve_delta"]
+
+#: Seeds are unsigned 32-bit: numpy's legacy RandomState, torch and Python's
+#: hash-based derivations all accept 0 … 2**32 - 1, and numpy's
+#: ``default_rng`` refuses negatives (after training, when it is first used).
+MAX_SEED = 2**32 - 1
 
 
 class _Strict(BaseModel):
@@ -232,6 +237,13 @@ class AuditConfig(_Strict):
     attacks: AttackConfig = AttackConfig()
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
+
+    @field_validator("seed")
+    @classmethod
+    def _seed_range(cls, v: int) -> int:
+        if not 0 <= v <= MAX_SEED:
+            raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {v}; e.g. 0")
+        return v
 
     @field_validator("arms")
     @classmethod

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -40,7 +41,7 @@ def load_corpus(path: str | Path, text_field: str = "text", fmt: str | None = No
             raise UserError(
                 f"{p}: is a directory, not a {kind} file; pass the file itself"
             )
-        content = _read_utf8(p)
+        content = read_text_file(p).text
         if kind == "jsonl":
             pairs = _json_texts(p, content, text_field)
         elif kind == "csv":
@@ -80,22 +81,98 @@ def _resolve_format(p: Path, fmt: str | None) -> str:
     return "text"
 
 
-def _read_utf8(p: Path) -> str:
-    data = p.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):  # BOM written by some Windows editors
-        data = data[3:]
-    if not data.strip():
-        raise UserError(f"{p}: the file is empty; point to a corpus with at least one record")
-    if data.startswith(b"\x1f\x8b"):
-        # Otherwise this surfaces as a baffling "not UTF-8 on line 1".
-        raise UserError(f"{p}: the file is gzip-compressed; decompress it first (gunzip)")
+@dataclass(frozen=True)
+class TextFile:
+    """A text file's content and how it was stored (so a rewrite can keep it)."""
+
+    text: str
+    encoding: str = "utf-8"  # a Python codec without BOM handling: utf-8, utf-16-le, utf-16-be, utf-32-le, utf-32-be
+    bom: bool = False  # the file started with a byte-order mark
+
+
+# Byte-order marks (Unicode §23.8), longest first: UTF-32 LE's starts with UTF-16 LE's.
+_BOMS = ((b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\xef\xbb\xbf", "utf-8"),
+         (b"\xfe\xff", "utf-16-be"), (b"\xff\xfe", "utf-16-le"))
+# Files that are not text, by their first bytes: gzip, zip (xlsx, docx), PDF, PNG, SQLite, Parquet.
+_MAGIC = ((b"\x1f\x8b", "gzip-compressed; decompress it first (gunzip)"),
+          (b"PK\x03\x04", "a zip archive (or an .xlsx / .docx); export or extract the text as CSV, JSONL or text"),
+          (b"%PDF", "a PDF; extract its text first (e.g. pdftotext)"),
+          (b"\x89PNG", "an image, not text"),
+          (b"SQLite format 3\x00", "an SQLite database; export the table as CSV or JSONL"),
+          (b"PAR1", "a Parquet file; convert it to JSONL or CSV (e.g. with pandas)"))
+
+
+def read_text_file(path: str | Path, *, allow_empty: bool = False) -> TextFile:
+    """The decoded content of a text file — the one place PrivLeak decides
+    what is text: ``run --data``, ``scrub``, ``dedup``, ``guard build`` and
+    ``guard check`` all read through here, so one file is accepted or refused
+    (with the same message) by all of them.
+
+    * A byte-order mark decides the encoding: UTF-8, UTF-16 and UTF-32 in
+      either byte order are decoded (and :class:`TextFile` says which, so a
+      rewritten file keeps it).
+    * Without one the file must be UTF-8. A NUL byte is refused everywhere
+      (no text format has one; in an otherwise readable file it is
+      corruption): as UTF-16 without a BOM when every other byte is NUL,
+      otherwise with its line and a ``tr`` line that removes it. Invalid UTF-8
+      gets its line, its byte and an ``iconv`` line.
+    * Compressed or binary formats (gzip, zip, PDF, …) are named.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file; check the path")
+    if p.is_dir():
+        raise UserError(f"{p}: is a directory, not a file; pass the file itself")
     try:
-        return data.decode("utf-8")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read the file ({exc.strerror or exc}); check its permissions") from None
+    return decode_text(data, str(p), allow_empty=allow_empty)
+
+
+def decode_text(data: bytes, name: str, *, allow_empty: bool = False) -> TextFile:
+    """:func:`read_text_file` for bytes already read (``name`` is for messages; stdin is "-")."""
+    converted = f"{name}.utf8" if name != "-" else "output.txt"
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data[len(bom):].decode(codec)
+            except UnicodeDecodeError as exc:
+                raise UserError(
+                    f"{name}: starts with a {codec.upper()} byte-order mark but byte {exc.start + len(bom)} is not "
+                    f"valid {codec.upper()}; re-encode it: iconv -f {codec.upper()} -t UTF-8 {name} > {converted}"
+                ) from None
+            if not text.strip() and not allow_empty:
+                raise UserError(f"{name}: the file is empty; point to a file with at least one record")
+            return TextFile(text, codec, bom=True)
+    if not data.strip():
+        if allow_empty:
+            return TextFile(data.decode("utf-8", errors="strict") if data else "")
+        raise UserError(f"{name}: the file is empty; point to a file with at least one record")
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            raise UserError(f"{name}: the file is {what}")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        head = data[:4096]
+        even, odd = head[0::2].count(0), head[1::2].count(0)
+        half = len(head) // 2
+        if odd > 0.4 * half and even < 0.05 * half:
+            raise UserError(f"{name}: looks like UTF-16 (little-endian) without a byte-order mark; re-encode it: "
+                            f"iconv -f UTF-16LE -t UTF-8 {name} > {converted}")
+        if even > 0.4 * half and odd < 0.05 * half:
+            raise UserError(f"{name}: looks like UTF-16 (big-endian) without a byte-order mark; re-encode it: "
+                            f"iconv -f UTF-16BE -t UTF-8 {name} > {converted}")
+        line = data.count(b"\n", 0, nul) + 1
+        raise UserError(f"{name}: line {line} contains a NUL byte, which no text format allows (binary or "
+                        f"corrupted data); remove NUL bytes with: tr -d '\\000' < {name} > {converted}")
+    try:
+        return TextFile(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise UserError(
-            f"{p}: line {line} is not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
-            f"re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8"
+            f"{name}: line {line} is not valid UTF-8 (byte 0x{data[exc.start]:02x}); re-encode the file as UTF-8, "
+            f"e.g. for Windows/Latin-1 text: iconv -f WINDOWS-1252 -t UTF-8 {name} > {converted}"
         ) from None
 
 

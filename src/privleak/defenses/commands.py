@@ -31,9 +31,11 @@ from typing import Any, Iterable, Iterator
 from privleak.core.errors import UserError
 from privleak.core.io import atomic_open
 from privleak.core.progress import progress_bar
-from privleak.data.loaders import (  # one parser, the same messages as the corpus loader
+from privleak.data.loaders import (  # one reader and parser, the same messages as the corpus loader
+    TextFile,
     csv_rows,
     json_rows,
+    read_text_file,
 )
 
 _FORMATS = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "tsv": "csv",
@@ -56,6 +58,8 @@ class _Table:
     header: list[str] = field(default_factory=list)
     delimiter: str = ","
     newline: str = "\n"
+    encoding: str = "utf-8"  # written back as read: a UTF-16 file stays UTF-16 (with its BOM)
+    bom: bool = False
 
     def record_indices(self) -> list[int]:
         return [i for i, t in enumerate(self.texts) if t is not None and t.strip()]
@@ -65,7 +69,7 @@ def _resolve_format(p: Path, fmt: str | None) -> str:
     if fmt is not None:
         kind = _FORMATS.get(fmt.strip().lower())
         if kind is None:
-            raise UserError(f"unknown format {fmt!r}; use one of: jsonl, csv, text")
+            raise UserError(f"--format {fmt}: unknown format; use one of: jsonl, csv, text")
         return kind
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
@@ -75,40 +79,20 @@ def _resolve_format(p: Path, fmt: str | None) -> str:
     return "text"
 
 
-def _read_text(p: Path) -> str:
-    if not p.exists():
-        raise UserError(f"{p}: no such file; check the input path")
+def _read_text(p: Path) -> TextFile:
     if p.is_dir():
         raise UserError(
             f"{p}: is a directory; pass a JSONL, CSV or text file (export a saved dataset with "
             f"Dataset.to_json first)"
         )
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read the file ({exc.strerror or exc}); check its permissions") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if not data.strip():
-        raise UserError(f"{p}: the file is empty; point to a file with at least one record")
-    if data.startswith(b"\x1f\x8b"):
-        raise UserError(f"{p}: the file is gzip-compressed; decompress it first (gunzip)")
-    if b"\x00" in data[:65536]:
-        raise UserError(f"{p}: looks like a binary file (it contains NUL bytes), not JSONL, CSV or text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise UserError(
-            f"{p}: line {line} is not valid UTF-8 (byte 0x{data[exc.start]:02x}); it is binary or in "
-            f"another encoding; re-encode it as UTF-8, e.g. iconv -f latin1 -t utf-8"
-        ) from None
+    return read_text_file(p)  # the loader every command shares: same encodings, same refusals
 
 
 def _read_table(path: str | os.PathLike[str], text_field: str, fmt: str | None) -> _Table:
     p = Path(path)
     kind = _resolve_format(p, fmt)
-    content = _read_text(p)
+    decoded = _read_text(p)
+    content = decoded.text
     newline = "\r\n" if "\r\n" in content[:65536] else "\n"
     if kind == "jsonl":
         table = _read_json(p, content, text_field)
@@ -121,6 +105,7 @@ def _read_table(path: str | os.PathLike[str], text_field: str, fmt: str | None) 
         lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
         table = _Table(p, "text", lines, list(lines), text_field, lines=list(range(1, len(lines) + 1)))
     table.newline = newline
+    table.encoding, table.bom = decoded.encoding, decoded.bom
     if not table.record_indices():
         where = "" if kind == "text" else f" in field '{text_field}'"
         raise UserError(f"{p}: no non-empty records{where}; the file needs at least one text")
@@ -154,6 +139,8 @@ def _with_text(table: _Table, i: int, text: str) -> Any:
 
 def _render(table: _Table, rows: Iterable[Any]) -> Iterator[str]:
     nl = table.newline
+    if table.bom:
+        yield "\ufeff"
     if table.fmt == "jsonl":
         for obj in rows:
             yield json.dumps(obj, ensure_ascii=False) + nl
@@ -174,7 +161,15 @@ def _render(table: _Table, rows: Iterable[Any]) -> Iterator[str]:
             yield line + nl
 
 
-def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
+def _check_output_path(out_path: str | os.PathLike[str]) -> None:
+    out = Path(out_path)
+    if out.is_dir():
+        raise UserError(f"{out}: is a directory; give an output file name")
+    if not out.parent.is_dir():
+        raise UserError(f"{out}: directory {out.parent} does not exist; create it or choose another output path")
+
+
+def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str], encoding: str = "utf-8") -> None:
     """Write ``chunks`` to ``out_path`` atomically (:func:`privleak.core.io.atomic_path`),
     synced to disk and with the mode the file had; on any failure ``out_path``
     is left exactly as it was."""
@@ -183,7 +178,7 @@ def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str]) -> No
         raise UserError(f"{out}: is a directory; give an output file name")
     mode = _target_mode(out)
     try:
-        with atomic_open(out, "w", newline="", fsync=True) as fh:
+        with atomic_open(out, "w", encoding=encoding, newline="", fsync=True) as fh:
             for chunk in chunks:
                 fh.write(chunk)
             os.chmod(fh.name, mode)
@@ -243,11 +238,22 @@ def scrub_file(
     analyzer: Any = None,
 ) -> ScrubFileReport:
     """``privleak scrub IN OUT``: scrub the text of every record, keep the rest."""
-    from privleak.defenses.pii import DEFAULT_SCORE_THRESHOLD, PiiAnalyzer
+    from privleak.defenses.pii import DEFAULT_SCORE_THRESHOLD, PiiAnalyzer, parse_labels
     from privleak.defenses.scrub import MODES, Scrubber
 
+    # Everything that needs no work is checked first: building the analyser
+    # takes seconds, reading a large file too.
     if str(mode).strip().lower() not in MODES:
-        raise UserError(f"unknown scrub mode {mode!r}; use one of: {', '.join(MODES)}")
+        raise UserError(f"--mode {mode}: unknown scrub mode; use one of: {', '.join(MODES)}")
+    if analyzer is None:
+        try:
+            parse_labels(labels)
+        except UserError as exc:
+            raise UserError(f"--types {labels if isinstance(labels, str) else ','.join(labels)}: {exc}") from None
+    if score_threshold is not None and not 0.0 <= float(score_threshold) <= 1.0:
+        raise UserError(f"--score-threshold {score_threshold}: must be in [0, 1]; try 0.4")
+    _resolve_format(Path(in_path), fmt)
+    _check_output_path(out_path)
     t0 = time.perf_counter()
     table = _read_table(in_path, text_field, fmt)  # bad input fails before the slow setup
     t_read = time.perf_counter() - t0
@@ -279,7 +285,7 @@ def scrub_file(
                 else:
                     yield table.rows[i]
 
-    _atomic_write(out_path, _render(table, rows()))
+    _atomic_write(out_path, _render(table, rows()), table.encoding)
     return ScrubFileReport(
         in_path=str(in_path), out_path=str(out_path), format=table.fmt, mode=scrubber.mode,
         labels=list(scrubber.labels), n_rows=len(table.rows), n_records=len(idx), n_changed=n_changed,
@@ -350,7 +356,13 @@ def dedup_file(
 
     t0 = time.perf_counter()
     if method not in ("exact", "near", "both"):
-        raise UserError(f"unknown dedup method {method!r}; use exact, near or both")
+        raise UserError(f"--method {method}: unknown dedup method; use exact, near or both")
+    if method != "exact":  # the MinHash settings, before reading anything
+        from privleak.defenses.dedup import _check_near_params
+
+        _check_near_params(threshold, num_perm, shingle, ngram if ngram is not None else 5)
+    _resolve_format(Path(in_path), fmt)
+    _check_output_path(out_path)
     table = _read_table(in_path, text_field, fmt)
     idx = table.record_indices()
     items = [Record(text=table.texts[i] or "", meta={"row": i}) for i in idx]
@@ -362,7 +374,7 @@ def dedup_file(
     removed = sorted(set(idx) - kept_rows)
     removed_set = set(removed)
     out_rows = [row for i, row in enumerate(table.rows) if i not in removed_set]
-    _atomic_write(out_path, _render(table, out_rows))
+    _atomic_write(out_path, _render(table, out_rows), table.encoding)
     return DedupFileReport(
         in_path=str(in_path), out_path=str(out_path), format=table.fmt, n_rows=len(table.rows),
         n_records=len(idx), n_kept=len(idx) - len(removed), n_removed=len(removed),

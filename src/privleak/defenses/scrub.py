@@ -389,20 +389,36 @@ class Scrubber:
         for d in dets:  # reading order fixes tag indices and pseudonym draws
             self.replacement(d.label, text[d.start : d.end])
             self.counts[d.label] += 1
+        # Presidio's anonymizer rebuilds the whole string for every
+        # replacement; a long text with many values goes through it in
+        # pieces of about _SPLICE_CHARS characters, cut between values.
+        pieces, out_text, reps, shift = _splice_groups(text, dets), [], [], 0
+        for lo, hi, group in pieces:
+            new_text, items = self._anonymize(text[lo:hi], group, lo)
+            out_text.append(new_text)
+            base = lo + shift
+            reps += [(d, base + it.start, base + it.end, it.text) for d, it in zip(group, items)]
+            shift += len(new_text) - (hi - lo)
+        return ScrubbedText(text="".join(out_text), original=text, replacements=reps)
+
+    def _anonymize(self, text: str, dets: Sequence[Detection], offset: int):
+        """``text`` (a piece of the original starting at ``offset``) with
+        ``dets`` replaced; (new text, Presidio's items in text order)."""
+        if not dets:
+            return text, []
         from presidio_anonymizer.entities import RecognizerResult
 
         engine = self._engine()
         result = engine.anonymize(
             text=text,
-            analyzer_results=[RecognizerResult(d.label, d.start, d.end, d.score) for d in dets],
+            analyzer_results=[RecognizerResult(d.label, d.start - offset, d.end - offset, d.score) for d in dets],
             operators=self._operators,
             merge_entities_with_spaces=False,
         )
         items = sorted(result.items, key=lambda i: i.start)
         if len(items) != len(dets):  # pragma: no cover - disjoint input never merges
             raise RuntimeError("presidio-anonymizer changed the span set")
-        reps = [(d, it.start, it.end, it.text) for d, it in zip(dets, items)]
-        return ScrubbedText(text=result.text, original=text, replacements=reps)
+        return result.text, items
 
     def iter_scrub(self, texts: Iterable[str]) -> Iterator[ScrubbedText]:
         for text, dets in _zip_lazy(texts, self.analyzer, self.labels):
@@ -446,6 +462,24 @@ class Scrubber:
         meta["scrub_mode"] = self.mode
         meta["n_scrubbed"] = len(s.replacements)
         return replace(rec, text=s.text, pii=pii, meta=meta)
+
+
+_SPLICE_CHARS = 65_536
+
+
+def _splice_groups(text: str, dets: Sequence[Detection]) -> list[tuple[int, int, list[Detection]]]:
+    """``text`` cut into consecutive pieces ``(start, end, detections inside)``
+    of about ``_SPLICE_CHARS`` characters, never inside a detection."""
+    if len(text) <= _SPLICE_CHARS:
+        return [(0, len(text), list(dets))]
+    out, lo, group = [], 0, []
+    for d in dets:
+        if group and d.start - lo > _SPLICE_CHARS:
+            out.append((lo, d.start, group))
+            lo, group = d.start, []
+        group.append(d)
+    out.append((lo, len(text), group))
+    return out
 
 
 def _zip_lazy(texts: Iterable[str], analyzer: PiiAnalyzer, labels: Sequence[str]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -56,10 +57,15 @@ def check_model_ref(ref: str) -> str:
             raise UserError(f"--model {ref}: is a file; pass the directory that holds config.json and the weights")
         if not (local / "config.json").exists():
             raise UserError(f"--model {ref}: no config.json in that directory; pass a directory saved with save_pretrained()")
+        check_model_config(ref, local / "config.json")
+        _check_model_files(ref, local)
         return str(local)
     if not _is_hub_id(ref) or ref.startswith(("./", "../")):
         raise UserError(f"--model {ref}: path does not exist; pass a local model directory or a Hugging Face model id")
-    if not _in_hub_cache(ref) and not _hub_reachable():
+    cached = _cached_config(ref)
+    if cached is not None:
+        check_model_config(ref, Path(cached))
+    if cached is None and not _hub_reachable():
         # Fail in seconds, before any work, instead of after the hub client's retries.
         raise UserError(
             f"--model {ref}: no such local directory, not in the local Hugging Face cache, and the hub is unreachable; "
@@ -68,10 +74,91 @@ def check_model_ref(ref: str) -> str:
     return ref
 
 
-def _in_hub_cache(ref: str) -> bool:
+def _cached_config(ref: str) -> str | None:
     from huggingface_hub import try_to_load_from_cache
 
-    return isinstance(try_to_load_from_cache(ref, "config.json"), str)
+    found = try_to_load_from_cache(ref, "config.json")
+    return found if isinstance(found, str) else None
+
+
+def check_model_config(ref: str, config_path: Path) -> None:
+    """Refuse, before any work, a model PrivLeak would not audit as named.
+
+    * ``auto_map`` in config.json: the model's classes live in code shipped
+      with it. With ``trust_remote_code`` off (always) transformers would
+      either refuse or silently fall back to the built-in class of the same
+      ``model_type`` — an audit of a different model than the user named.
+    * a ``model_type`` transformers does not know: only the model's own code
+      could load it.
+    * an architecture that is not a causal (decoder) language model.
+    """
+    try:
+        cfg = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = getattr(exc, "msg", None) or type(exc).__name__
+        raise UserError(f"--model {ref}: config.json is not readable JSON ({reason}); save the model again with "
+                        "save_pretrained()") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"--model {ref}: config.json is not a JSON object; save the model again with save_pretrained()")
+    if cfg.get("auto_map"):
+        classes = ", ".join(sorted(str(v) for v in _flat_values(cfg["auto_map"])))[:160]
+        raise UserError(
+            f"--model {ref}: config.json's auto_map points at code shipped with the model ({classes}); PrivLeak never "
+            "runs model code (trust_remote_code stays off) and will not audit the built-in class in its place; use a "
+            "model of a built-in transformers architecture, or delete auto_map from config.json if the weights are "
+            "one unchanged"
+        )
+    from transformers import __version__ as tf_version
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = cfg.get("model_type")
+    if not model_type:
+        raise UserError(f"--model {ref}: config.json has no model_type; save the model with save_pretrained() from "
+                        "a transformers model class")
+    if model_type not in CONFIG_MAPPING_NAMES:
+        raise UserError(
+            f"--model {ref}: model_type '{model_type}' is not an architecture transformers {tf_version} ships, so only "
+            "the model's own code could load it and PrivLeak never runs model code; use a model of a built-in "
+            "architecture (or upgrade transformers if it is a newer built-in one)"
+        )
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise UserError(f"--model {ref}: a '{model_type}' model is not a causal (decoder) language model; pass a "
+                        "causal LM such as GPT-2, Llama, Mistral or Qwen")
+
+
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
+                    "spiece.model")
+
+
+def _check_model_files(ref: str, local: Path) -> None:
+    """Safetensors weights and a tokenizer must be there (what load_handle loads)."""
+    names = [p.name for p in local.iterdir() if p.is_file()]
+    if not any(n.endswith(".safetensors") or n == "model.safetensors.index.json" for n in names):
+        pickled = sorted(n for n in names if n.endswith(_PICKLE_SUFFIXES) or n.endswith(".bin.index.json"))
+        if pickled:
+            out = f"{str(local).rstrip('/')}-safetensors"
+            raise UserError(
+                f"--model {ref}: the weights are pickle files only ({', '.join(pickled[:3])}); PrivLeak loads "
+                "safetensors only, because unpickling runs arbitrary code; on a machine where you trust the files, "
+                "convert them: python -c \"from transformers import AutoModelForCausalLM as M, AutoTokenizer as T; "
+                f"M.from_pretrained('{local}').save_pretrained('{out}', safe_serialization=True); "
+                f"T.from_pretrained('{local}').save_pretrained('{out}')\" and pass --model {out}"
+            )
+        raise UserError(f"--model {ref}: no weights (*.safetensors) in that directory; save the model there with "
+                        "save_pretrained(safe_serialization=True)")
+    if not any(n in _TOKENIZER_FILES for n in names):
+        raise UserError(f"--model {ref}: no tokenizer files (tokenizer.json, vocab.json, …) in that directory; save "
+                        "the tokenizer there too with tokenizer.save_pretrained()")
+
+
+def _flat_values(obj) -> list:
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _flat_values(v)]
+    if isinstance(obj, (list, tuple)):
+        return [x for v in obj for x in _flat_values(v)]
+    return [obj]
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

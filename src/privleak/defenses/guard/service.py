@@ -4,9 +4,11 @@
 ``GET  /healthz``   ``{"status": "ok", "guard": settings and sizes}``
 
 Limits and errors: a body over ``max_body_bytes`` (declared or actually sent)
-is answered 413 before it is parsed; malformed JSON or a wrong schema 422,
-with the error locations and messages but never the submitted input echoed
-back. Logs carry method, path, status, latency and finding counts per
+is answered 413 before it is parsed; a body that is not UTF-8 JSON, or a
+wrong schema, 422 with the error locations and messages but never the
+submitted input echoed back. All three statuses are in the OpenAPI document
+(``/openapi.json``), and schemathesis finds no response outside it
+(``tests/test_guard_contract.py``). Logs carry method, path, status, latency and finding counts per
 reason — never request or response bodies, so no PII reaches the logs
 (Presidio's own DEBUG logging, which quotes the text around detections, is
 capped at WARNING).
@@ -46,6 +48,24 @@ class CheckResponse(BaseModel):
     allowed: bool
     text: str
     findings: list[FindingOut]
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class InvalidRequest(BaseModel):
+    """422: the body is not UTF-8 JSON, or not a valid request (never echoes the input)."""
+
+    detail: list[ErrorItem]
+
+
+class TooLarge(BaseModel):
+    """413: the body is over the service's ``--max-bytes``."""
+
+    detail: str
 
 
 class _BodyLimit:
@@ -103,6 +123,7 @@ def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     # Presidio logs the words around each detection at DEBUG ("Context list is: ...") — raw
     # PII. The service never lets that through, whatever the root log level.
@@ -118,11 +139,29 @@ def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
         log.info("%s %s 422 (%d schema errors)", request.method, request.url.path, len(errors))
         return JSONResponse(status_code=422, content={"detail": errors})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI answers a body it cannot decode (not UTF-8: UnicodeDecodeError,
+        # which is no JSONDecodeError) with a bare 400 that the OpenAPI document
+        # does not list. It is a malformed request like any other: 422, in the
+        # same shape as the schema errors.
+        if exc.status_code == 400 and request.url.path == "/v1/check":
+            log.info("%s %s 422 (body is not UTF-8 JSON)", request.method, request.url.path)
+            return JSONResponse(status_code=422, content={"detail": [
+                {"loc": ["body"], "msg": "the body is not valid UTF-8 JSON", "type": "json_invalid"}]})
+        return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail},
+                            headers=getattr(exc, "headers", None))
+
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
         return {"status": "ok", "guard": guard.describe()}
 
-    @app.post("/v1/check", response_model=CheckResponse)
+    # Every status the endpoint answers is in the OpenAPI document (413 comes
+    # from the body-size middleware, 422 from validation and the handler above).
+    @app.post("/v1/check", response_model=CheckResponse, responses={
+        413: {"model": TooLarge, "description": "Request body over the size limit"},
+        422: {"model": InvalidRequest, "description": "Body is not UTF-8 JSON or not a valid request"},
+    })
     def check(req: CheckRequest) -> CheckResponse:
         t0 = time.perf_counter()
         v = guard.check(req.text, req.context)

@@ -1,0 +1,179 @@
+"""Bad input through the real console script: exit 2, one line on stderr, no traceback.
+
+Every case runs ``privleak`` (the installed console script, or ``python -m
+privleak`` where none is installed) as a subprocess, with ``PYTHONPATH``
+pointing at this checkout's ``src`` so the code under test is the code that
+runs. The cases cover every sub-command and every kind of usage error: typer
+/ click parsing (wrong type, unknown option, missing option or argument, an
+option without its value, out-of-range values), pydantic validation of the
+config, and PrivLeak's own pre-checks (model directory, corpus encoding,
+output path, PII types). ``run`` cases also check that a refused run leaves
+no ``--out`` directory behind.
+
+The subprocesses run in a small thread pool (each is ~0.5-3 s of start-up),
+once per module; each parametrized test then checks one case's result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).with_name("privleak")
+
+
+def _command() -> list[str]:
+    return [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "privleak"]
+
+
+# (case id, argv with {d} = a scratch directory holding the files below, text the error line must contain)
+CASES: list[tuple[str, str, str]] = [
+    # the top level
+    ("no-command", "", "no command given"),
+    ("data-no-subcommand", "data", "no command given"),
+    ("unknown-command", "audit", "audit"),
+    # run: typer parsing
+    ("run-seed-float", "run --seed 1.5 --out {d}/run", "--seed"),
+    ("run-seed-negative", "run --seed -1 --out {d}/run", "--seed"),
+    ("run-seed-too-big", "run --seed 4294967296 --out {d}/run", "--seed"),
+    ("run-unknown-option", "run --bogus-flag --out {d}/run", "--bogus-flag"),
+    ("run-option-without-value", "run --out {d}/run --seed", "--seed"),
+    ("run-delta-not-a-number", "run --delta abc --out {d}/run", "--delta"),
+    # run: our checks and the config's
+    ("run-epsilon-not-a-number", "run --epsilons 1,abc --out {d}/run", "--epsilons"),
+    ("run-delta-out-of-range", "run --delta 2 --out {d}/run", "--delta"),
+    ("run-unknown-profile", "run --profile fast --out {d}/run", "--profile"),
+    ("run-unknown-arm", "run --arms baseline,bogus --out {d}/run", "bogus"),
+    ("run-config-seed-negative", "run --config {d}/seed.yaml --out {d}/run", "seed"),
+    ("run-config-unknown-key", "run --config {d}/typo.yaml --out {d}/run", "not a known option"),
+    ("run-out-below-a-file", "run --out {d}/good.jsonl/run", "--out"),
+    ("run-model-auto-map", "run --model {d}/automap --out {d}/run", "auto_map"),
+    ("run-model-pickle-only", "run --model {d}/pickled --out {d}/run", "safetensors"),
+    ("run-model-custom-type", "run --model {d}/custom --out {d}/run", "model_type"),
+    ("run-data-nul-byte", "run --data {d}/nul.csv --out {d}/run", "NUL"),
+    ("run-data-utf16-no-bom", "run --data {d}/utf16.txt --out {d}/run", "UTF-16"),
+    ("run-data-latin1", "run --data {d}/latin1.txt --out {d}/run", "iconv"),
+    # scrub
+    ("scrub-missing-arguments", "scrub", "IN"),
+    ("scrub-unknown-type", "scrub {d}/good.jsonl {d}/o.jsonl --types NAME,SHOE_SIZE", "--types"),
+    ("scrub-threshold-range", "scrub {d}/good.jsonl {d}/o.jsonl --score-threshold 1.5", "--score-threshold"),
+    ("scrub-threshold-type", "scrub {d}/good.jsonl {d}/o.jsonl --score-threshold high", "--score-threshold"),
+    ("scrub-unknown-mode", "scrub {d}/good.jsonl {d}/o.jsonl --mode blur", "--mode"),
+    ("scrub-unknown-format", "scrub {d}/good.jsonl {d}/o.jsonl --format xml", "--format"),
+    ("scrub-seed-negative", "scrub {d}/good.jsonl {d}/o.jsonl --seed -3", "--seed"),
+    ("scrub-nul-byte", "scrub {d}/nul.csv {d}/o.csv", "NUL"),
+    ("scrub-missing-input", "scrub {d}/nothere.jsonl {d}/o.jsonl", "no such file"),
+    # dedup
+    ("dedup-num-perm-type", "dedup {d}/good.jsonl {d}/o.jsonl --num-perm abc", "--num-perm"),
+    ("dedup-num-perm-range", "dedup {d}/good.jsonl {d}/o.jsonl --num-perm 4", "--num-perm"),
+    ("dedup-threshold-zero", "dedup {d}/good.jsonl {d}/o.jsonl --threshold 0", "--threshold"),
+    ("dedup-unknown-method", "dedup {d}/good.jsonl {d}/o.jsonl --method fuzzy", "--method"),
+    ("dedup-utf16-no-bom", "dedup {d}/utf16.txt {d}/o.txt", "UTF-16"),
+    ("dedup-nul-byte", "dedup {d}/nul.csv {d}/o.csv", "NUL"),
+    # report / compare
+    ("report-missing-argument", "report", "RUN_DIR"),
+    ("report-no-such-run", "report {d}/no-run", "no such file"),
+    ("compare-one-run", "compare {d}/no-run", "at least two"),
+    ("compare-out-without-value", "compare {d}/a {d}/b --out", "--out"),
+    # accountant
+    ("accountant-missing-steps", "accountant -q 0.01 --delta 1e-5 --sigma 1", "--steps"),
+    ("accountant-steps-type", "accountant -q 0.01 --steps ten --delta 1e-5 --sigma 1", "--steps"),
+    ("accountant-q-zero", "accountant -q 0 --steps 10 --delta 1e-5 --sigma 1", "--sample-rate"),
+    ("accountant-q-above-one", "accountant -q 1.5 --steps 10 --delta 1e-5 --sigma 1", "--sample-rate"),
+    ("accountant-sigma-negative", "accountant -q 0.01 --steps 10 --delta 1e-5 --sigma -1", "--sigma"),
+    ("accountant-neither", "accountant -q 0.01 --steps 10 --delta 1e-5", "--sigma"),
+    # data generate
+    ("data-generate-missing-out", "data generate", "--out"),
+    ("data-generate-phi-range", "data generate --out {d}/corpus --phi-fraction 2", "--phi-fraction"),
+    ("data-generate-out-below-file", "data generate --out {d}/good.jsonl/corpus", "--out"),
+    # guard build / check / serve
+    ("guard-build-missing-train", "guard build --out {d}/idx", "--train"),
+    ("guard-build-threshold", "guard build --train {d}/good.jsonl --out {d}/idx --threshold 3", "--threshold"),
+    ("guard-build-nul-byte", "guard build --train {d}/nul.csv --out {d}/idx", "NUL"),
+    ("guard-build-out-is-file", "guard build --train {d}/good.jsonl --out {d}/good.jsonl", "--out"),
+    ("guard-check-missing-index", "guard check {d}/good.jsonl", "--index"),
+    ("guard-check-unknown-type", "guard check --index {d}/no-idx --types SHOE_SIZE {d}/good.jsonl", "--types"),
+    ("guard-check-no-index", "guard check --index {d}/no-idx {d}/good.jsonl", "--index"),
+    ("guard-check-bad-policy", "guard check --index {d}/no-idx --policy pii=explode {d}/good.jsonl", "explode"),
+    ("guard-serve-port", "guard serve --index {d}/no-idx --port 70000", "--port"),
+    ("guard-serve-port-type", "guard serve --index {d}/no-idx --port http", "--port"),
+    ("guard-serve-max-bytes", "guard serve --index {d}/no-idx --max-bytes 10", "--max-bytes"),
+]
+RUN_OUT = "{d}/run"
+
+
+def _write_inputs(d: Path) -> None:
+    (d / "good.jsonl").write_text(json.dumps({"text": "A short note about nothing much."}) + "\n")
+    (d / "nul.csv").write_bytes(b"id,text\n1,first note\n2,second\x00note\n")
+    (d / "utf16.txt").write_bytes("first record\nsecond record\n".encode("utf-16-le"))  # no BOM
+    (d / "latin1.txt").write_bytes(b"first record\nsecond caf\xe9 record\n")
+    (d / "seed.yaml").write_text("seed: -1\n")
+    (d / "typo.yaml").write_text("seeed: 3\n")
+    for name, config, files in (
+        ("automap", {"model_type": "gpt2", "auto_map": {"AutoModelForCausalLM": "modeling_evil.EvilLM"}},
+         ("model.safetensors", "tokenizer.json")),
+        ("pickled", {"model_type": "gpt2"}, ("pytorch_model.bin", "tokenizer.json")),
+        ("custom", {"model_type": "my_own_lm"}, ("model.safetensors", "tokenizer.json")),
+    ):
+        m = d / name
+        m.mkdir()
+        (m / "config.json").write_text(json.dumps(config))
+        for f in files:
+            (m / f).write_bytes(b"")
+
+
+def _run_case(argv: str, d: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PRIVLEAK_PROGRESS": "0", "COLUMNS": "200"}
+    args = [a.replace("{d}", str(d)) for a in argv.split()]
+    return subprocess.run(_command() + args, capture_output=True, text=True, env=env, timeout=300,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    out = {}
+
+    def one(case):
+        cid, argv, _ = case
+        d = tmp_path_factory.mktemp(cid)
+        _write_inputs(d)
+        return cid, (_run_case(argv, d), d)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for cid, res in pool.map(one, CASES):
+            out[cid] = res
+    return out
+
+
+def test_matrix_is_large_and_covers_every_command():
+    assert len(CASES) >= 30
+    commands = {argv.split()[0] if argv else "" for _, argv, _ in CASES}
+    assert {"run", "scrub", "dedup", "report", "compare", "accountant", "data", "guard"} <= commands
+    guard = {argv.split()[1] for _, argv, _ in CASES if argv.startswith("guard")}
+    assert guard == {"build", "check", "serve"}
+
+
+@pytest.mark.parametrize("cid,argv,needle", CASES, ids=[c[0] for c in CASES])
+def test_one_line_exit_2(results, cid, argv, needle):
+    proc, d = results[cid]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, (argv, proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr[-2000:]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    assert needle in lines[0], (needle, lines[0])
+    if argv.startswith("run"):
+        # refused before any work: the run directory was never created
+        assert not Path(RUN_OUT.replace("{d}", str(d))).exists()
+
+
+def test_help_is_not_an_error():
+    proc = _run_case("run --help", Path("."))
+    assert proc.returncode == 0 and "--seed" in proc.stdout and proc.stderr == ""
