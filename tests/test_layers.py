@@ -38,3 +38,17 @@ def test_layers_hold_and_an_upward_import_breaks_them(tmp_path):
     core.write_text(core.read_text() + "\n\ndef _upward():\n    from ..report import html  # noqa: F401\n")
     broken = _lint(tmp_path)
     assert broken.returncode != 0 and "privleak.core.io -> privleak.report.html" in broken.stdout
+
+
+def test_corpus_defaults_agree_between_the_config_and_the_generator():
+    # One default per size: the generator's (data layer) and the audit config's (config layer)
+    # cannot import each other's constant without breaking the layers, so this test holds them equal.
+    from dataclasses import fields
+
+    from privleak.config import SyntheticConfig
+    from privleak.data.clinical import ClinicalCorpusConfig
+
+    gen = {f.name: f.default for f in fields(ClinicalCorpusConfig)}
+    for name, field in SyntheticConfig.model_fields.items():
+        if name in gen:
+            assert tuple(field.default) == gen[name] if isinstance(gen[name], tuple) else field.default == gen[name], name

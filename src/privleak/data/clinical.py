@@ -58,7 +58,7 @@ CANARY_FILE = "canaries.json"
 class ClinicalCorpusConfig:
     """Sizes are numbers of records before canaries are planted in members."""
 
-    n_public: int = 4000
+    n_public: int = 3000  # = config.SyntheticConfig.n_public (tests/test_layers.py checks they agree)
     n_members: int = 1200
     n_non_members: int = 1200
     n_population: int = 1200
