@@ -149,6 +149,21 @@ class DPConfig(_Strict):
         return v
 
 
+class DPWeightsConfig(_Strict):
+    """The ``dpw-σ`` arms (DP-Weights, θ + N(0, σ²I) on the baseline's weights): no formal ε, audited
+    empirically. Empty in ``quick``; the ``full`` profile sweeps the σ below (see README for the choice)."""
+
+    sigmas: tuple[float, ...] = ()
+
+    @field_validator("sigmas")
+    @classmethod
+    def _sigma_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        for x in v:
+            if not (x > 0 and math.isfinite(x)):
+                raise ValueError(f"every DP-Weights σ must be > 0 and finite, got {x}")
+        return v
+
+
 class ScrubConfig(_Strict):
     """The ``scrub`` arms: members are PII-scrubbed before training."""
 
@@ -234,6 +249,7 @@ class AuditConfig(_Strict):
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
     dp: DPConfig = DPConfig()
+    dp_weights: DPWeightsConfig = DPWeightsConfig()
     attacks: AttackConfig = AttackConfig()
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
@@ -257,6 +273,8 @@ class AuditConfig(_Strict):
             raise ValueError("an arm is listed twice")
         if "guard" in names and "baseline" not in names:
             raise ValueError("the guard arm serves the baseline model; list baseline too")
+        if any(n.startswith("dpw-") for n in names) and "baseline" not in names:
+            raise ValueError("a dpw-σ arm adds noise to the baseline's weights; list baseline too")
         return tuple(names)
 
     @model_validator(mode="after")
@@ -277,6 +295,7 @@ class AuditConfig(_Strict):
             specs.append(ArmSpec(dedup=True))
             if self.dp.epsilons:
                 specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), lora=True))
+        specs += [ArmSpec(dpw_sigma=s) for s in self.dp_weights.sigmas]
         specs.append(ArmSpec(guard=True))
         return specs
 
@@ -312,6 +331,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "quick": {},
     "full": {
         "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "epochs": 5},
+        "dp_weights": {"sigmas": [0.003, 0.01, 0.03]},
         "canaries": {"candidates": 100_000},
         "attacks": {"bootstrap": 1000},
         "shadows": {"enabled": True, "n_shadows": 4},

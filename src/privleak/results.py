@@ -13,10 +13,11 @@ Schema version 2::
     data             DataSummary: split sizes, canary count, chance-level exposure
     base_model       ArmResult (kind "control") + source: the base model never saw the members
     arms             arm name → ArmResult
-                       kind            "baseline" | "dp" | "guard"
+                       kind            "baseline" | "dp" | "dpw" | "guard"
                        serves          the arm whose model a guard arm serves
                        training        steps, epoch losses, settings, records trained on
-                       privacy         DP parameters and ε by three accountants (DP arms only)
+                       privacy         DP parameters and ε by three accountants (DP-SGD arms only)
+                       weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
                        utility         perplexity on members and held-out non-members
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
                        empirical_epsilon  the membership attacks' ε lower bound, per attack and for the arm
@@ -104,6 +105,18 @@ class Privacy(Typed):
     epsilon_pld: float | None
     epsilon_prv: float | None
     empty_batches: int | None = None
+
+
+class WeightNoise(Typed):
+    """A DP-Weights arm's noise (:mod:`privleak.defenses.weight_noise`): θ + N(0, σ²I) after training.
+    ``guarantee`` says in words that there is no formal ε; there is deliberately no ε field."""
+
+    sigma: float
+    n_parameters: int
+    weight_rms: float
+    update_rms: float | None
+    seed: int
+    guarantee: str
 
 
 class Utility(Typed):
@@ -225,11 +238,12 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "dp", "guard"]
+    kind: Literal["control", "baseline", "dp", "dpw", "guard"]
     serves: str | None = None
     training: Training | None = None
     n_train_records: int | None = None
     privacy: Privacy | None = None
+    weight_noise: WeightNoise | None = None
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None

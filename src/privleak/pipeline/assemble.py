@@ -19,6 +19,7 @@ from ..results import (
     ToolInfo,
     Training,
     Utility,
+    WeightNoise,
     package_versions,
 )
 from .audit import Audit
@@ -83,7 +84,8 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
         arms[name] = ArmResult(
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"]),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
-            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, defences=defences)
+            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, defences=defences,
+            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None)
         _check_dp_claims(audit, name, arms[name])
     mi, _ = evaluation_subsets(audit)
     members = splits["members"]

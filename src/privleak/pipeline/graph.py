@@ -37,6 +37,7 @@ from .evaluate import (
 from .train import (
     arm_settings,
     dedup_stage,
+    derive_dpw_arm,
     defence_keys,
     scrub_pool_stage,
     scrub_stage,
@@ -72,10 +73,14 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     if any(s.dedup for s in specs):
         audit.stage("defend/dedup", dkeys["dedup"], lambda: dedup_stage(audit))
     arm_keys: dict[str, str] = {}
-    for spec in (s for s in specs if s.trained):
+    for spec in (s for s in specs if s.trained and not s.derived):
         settings = arm_settings(cfg, spec, len(members))
         arm_keys[spec.name] = stable_hash("arm", bkey, settings, tuple(dkeys[d] for d in spec.data_defences))
         audit.stage(f"train/{spec.name}", arm_keys[spec.name], lambda sp=spec, st=settings: train_arm(audit, sp, st))
+    for spec in (s for s in specs if s.derived):  # from the baseline's model (the config requires that arm)
+        settings = arm_settings(cfg, spec, len(members))
+        arm_keys[spec.name] = stable_hash("arm-dpw", arm_keys["baseline"], settings)
+        audit.stage(f"noise/{spec.name}", arm_keys[spec.name], lambda sp=spec, st=settings: derive_dpw_arm(audit, sp, st))
     shadow_keys: dict[str, str] = {}
     if shadow_arms(cfg):
         plan = shadow_plan(cfg, audit.splits())

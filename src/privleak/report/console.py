@@ -25,9 +25,13 @@ def privacy_table(results: AuditResults) -> Table:
     for name, arm in results.models():
         p, emp = arm.privacy, arm.empirical_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
-        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), fmt.num(p.epsilon if p else None),
+        wn = arm.weight_noise
+        # A DP-Weights arm has no accountant ε to show: say so instead of a dash.
+        spent = wn.guarantee if wn else fmt.num(p.epsilon if p else None)
+        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
-                  fmt.num(emp.epsilon_lb if emp else None, ".2f"), fmt.num(p.sigma if p else None),
+                  fmt.num(emp.epsilon_lb if emp else None, ".2f"),
+                  fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
                   fmt.num(arm.utility.ppl_members, ".2f"), fmt.num(arm.utility.ppl_non_members, ".2f"))
     return t
