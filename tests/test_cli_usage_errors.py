@@ -89,6 +89,19 @@ CASES: list[tuple[str, str, str]] = [
     ("accountant-q-above-one", "accountant -q 1.5 --steps 10 --delta 1e-5 --sigma 1", "--sample-rate"),
     ("accountant-sigma-negative", "accountant -q 0.01 --steps 10 --delta 1e-5 --sigma -1", "--sigma"),
     ("accountant-neither", "accountant -q 0.01 --steps 10 --delta 1e-5", "--sigma"),
+    # ldp
+    ("ldp-missing-file", "ldp", "FILE"),
+    ("ldp-no-such-file", "ldp {d}/nothere.jsonl", "no such file"),
+    ("ldp-epsilon-not-a-number", "ldp {d}/good.jsonl --epsilons 1,x", "--epsilons"),
+    ("ldp-epsilon-zero", "ldp {d}/good.jsonl --epsilons 0", "--epsilons"),
+    ("ldp-epsilon-empty", "ldp {d}/good.jsonl --epsilons ,", "--epsilons"),
+    ("ldp-unknown-method", "ldp {d}/good.jsonl --methods rappor", "--methods"),
+    ("ldp-m-not-power-of-two", "ldp {d}/good.jsonl --m 1000", "--m"),
+    ("ldp-top-zero", "ldp {d}/good.jsonl --top 0", "--top"),
+    ("ldp-ngram-range", "ldp {d}/good.jsonl --ngram 9", "--ngram"),
+    ("ldp-unknown-format", "ldp {d}/good.jsonl --format xml", "--format"),
+    ("ldp-nul-byte", "ldp {d}/nul.csv", "NUL"),
+    ("ldp-missing-dictionary", "ldp {d}/good.jsonl --dictionary {d}/nothere.txt", "--dictionary"),
     # data generate
     ("data-generate-missing-out", "data generate", "--out"),
     ("data-generate-phi-range", "data generate --out {d}/corpus --phi-fraction 2", "--phi-fraction"),
@@ -155,7 +168,7 @@ def results(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Pa
 def test_matrix_is_large_and_covers_every_command():
     assert len(CASES) >= 30
     commands = {argv.split()[0] if argv else "" for _, argv, _ in CASES}
-    assert {"run", "scrub", "dedup", "report", "compare", "accountant", "data", "guard"} <= commands
+    assert {"run", "scrub", "dedup", "report", "compare", "accountant", "data", "guard", "ldp"} <= commands
     guard = {argv.split()[1] for _, argv, _ in CASES if argv.startswith("guard")}
     assert guard == {"build", "check", "serve"}
 
