@@ -9,7 +9,6 @@ import math
 
 import pytest
 import torch
-from conftest import SMALL
 
 from privleak.arms import parse_arm
 from privleak.config import build_config
@@ -71,24 +70,8 @@ def test_config_needs_the_baseline_and_full_profile_sweeps():
 
 
 @pytest.fixture(scope="module")
-def dpw_run(tmp_path_factory):
-    import yaml
-
-    from privleak.cli import main
-    from privleak.report.schema import load_results
-
-    cfg = {**SMALL, "arms": ["baseline", "dpw-0.02"],
-           "attacks": {**SMALL["attacks"], "select": ["membership", "exposure"]},
-           "shadows": {"enabled": True, "n_shadows": 2, "arms": ["dpw-0.02"]}}
-    tmp = tmp_path_factory.mktemp("dpw")
-    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        try:
-            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run")])
-        except SystemExit as exc:
-            assert exc.code in (0, None), buf.getvalue()[-2000:]
-    return tmp / "run", buf.getvalue(), load_results(tmp / "run")
+def dpw_run(extras_run):
+    return extras_run
 
 
 def test_dpw_arm_is_audited_without_an_accountant_epsilon(dpw_run):

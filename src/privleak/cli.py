@@ -93,6 +93,8 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for data, training and attacks (default 0)."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default, ≤10 min on 2 cores) or full."),
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
+    dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
+    ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
     from .config import build_config, read_config_file
@@ -123,6 +125,11 @@ def run(
         if not 0.0 < delta < 1.0:
             raise UserError(f"--delta {delta}: δ must satisfy 0 < δ < 1 (and should be well below 1/n); try 1e-5")
         over.setdefault("dp", {})["delta"] = delta
+    for flag, value, key in (("--dp-summary", dp_summary, "summary_epsilon"), ("--ldp-terms", ldp_terms, "ldp_terms_epsilon")):
+        if value is not None:
+            if not (value > 0 and math.isfinite(value)):
+                raise UserError(f"{flag} {value:g}: ε must be a finite number > 0; try 1")
+            over.setdefault("release", {})[key] = value
     cfg = build_config(file_data, over)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")

@@ -164,6 +164,43 @@ class DPWeightsConfig(_Strict):
         return v
 
 
+class ReleaseConfig(_Strict):
+    """What the audit releases about the members under DP (nothing by default).
+
+    ``summary_epsilon``: the data summary (units, counts per PII type and per condition, systolic BP mean and
+    histogram clipped to ``bp_range``) under central (ε, δ)-DP, δ as the DP arms'. ``ldp_terms_epsilon``: the
+    members' frequent terms learned under ε-local DP (one report per member record), candidates from the
+    public split only."""
+
+    summary_epsilon: float | None = None
+    bp_range: tuple[float, float] = (70.0, 200.0)
+    ldp_terms_epsilon: float | None = None
+    ldp_method: Literal["cms", "hcms"] = "cms"
+    ldp_top: int = Field(50, ge=1)
+    ldp_k: int = Field(128, ge=1)
+    ldp_m: int = Field(1024, ge=2)
+
+    @field_validator("summary_epsilon", "ldp_terms_epsilon")
+    @classmethod
+    def _eps(cls, v: float | None) -> float | None:
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"ε must be > 0 and finite, got {v}")
+        return v
+
+    @field_validator("bp_range")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not (math.isfinite(v[0]) and math.isfinite(v[1]) and v[1] > v[0]):
+            raise ValueError(f"bp_range must be [low, high] with high > low, got {list(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _hadamard(self) -> "ReleaseConfig":
+        if self.ldp_method == "hcms" and self.ldp_m & (self.ldp_m - 1):
+            raise ValueError(f"ldp_m must be a power of two for hcms, got {self.ldp_m}")
+        return self
+
+
 class ScrubConfig(_Strict):
     """The ``scrub`` arms: members are PII-scrubbed before training."""
 
@@ -253,6 +290,7 @@ class AuditConfig(_Strict):
     attacks: AttackConfig = AttackConfig()
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
+    release: ReleaseConfig = ReleaseConfig()
 
     @field_validator("seed")
     @classmethod

@@ -11,6 +11,8 @@ Schema version 2::
     tool             {name, version}
     config           the validated AuditConfig
     data             DataSummary: split sizes, canary count, chance-level exposure
+    data_release     the members' summary under central DP (--dp-summary ε) and frequent terms under local DP
+                     (--ldp-terms ε), with the ε spent; null when neither was asked for
     base_model       ArmResult (kind "control") + source: the base model never saw the members
     arms             arm name → ArmResult
                        kind            "baseline" | "dp" | "dpw" | "guard"
@@ -72,6 +74,60 @@ class DataSummary(Typed):
     mia_records_per_side: int
     n_canaries: int
     canary_chance_exposure: float | None
+
+
+class ReleasedQuery(Typed):
+    """One statistic released under central DP (:mod:`privleak.defenses.release`): noisy values only."""
+
+    name: str
+    mechanism: Literal["laplace", "gaussian"]
+    sensitivity: float
+    noise_scale: float
+    noise_sd: float
+    epsilon_alone: float | None
+    labels: list[str]
+    values: list[float]
+
+
+class ReleasedSummary(Typed):
+    """The data summary under (ε, δ)-DP: Laplace / Gaussian per statistic, composed by dp_accounting's PLD."""
+
+    epsilon: float
+    delta: float
+    epsilon_basic_composition: float
+    accountant: str
+    unit: str
+    n_units_exact_kept: bool
+    clipping: dict[str, list[float]]
+    queries: list[ReleasedQuery]
+    notes: list[str] = []
+    systolic_mean: float | None = None  # post-processed from the released sum and histogram
+
+    def query(self, name: str) -> ReleasedQuery | None:
+        return next((q for q in self.queries if q.name == name), None)
+
+
+class LdpTerms(Typed):
+    """The members' frequent terms learned under ε-local DP (:func:`privleak.defenses.ldp_terms.discover`)."""
+
+    epsilon: float
+    method: Literal["cms", "hcms"]
+    k: int
+    m: int
+    n_users: int
+    n_candidates: int
+    threshold: float
+    terms: list[tuple[str, float]]
+    candidates_from: str
+    rule: str
+
+
+class DataRelease(Typed):
+    """What the audit releases about the members under DP, with the ε each spent."""
+
+    summary: ReleasedSummary | None = None
+    ldp_terms: LdpTerms | None = None
+    epsilon_total: float  # summary ε + LDP ε (basic composition of the two, at the summary's δ)
 
 
 class BaseModelSource(Typed):
@@ -301,6 +357,7 @@ class AuditResults(Typed):
     tool: ToolInfo
     config: dict[str, Any]
     data: DataSummary
+    data_release: DataRelease | None = None
     base_model: ArmResult
     arms: dict[str, ArmResult] = Field(min_length=1)
     recommendation: Recommendation | None = None

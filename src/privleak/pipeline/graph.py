@@ -21,6 +21,7 @@ from ..attacks.base import FAMILIES
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
 from ..results import AuditResults
+from .release import release_key, release_stage
 from .rundir import RunDir
 from .assemble import assemble
 from .audit import Audit
@@ -62,6 +63,8 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     _, delta_warning = resolve_delta(cfg, len(members))
     if delta_warning and cfg.dp.epsilons:
         audit.warn(delta_warning)
+    if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
+        audit.stage("release", release_key(cfg, dkey), lambda: release_stage(audit))
     bkey = base_key(cfg, dkey)
     audit.stage("base-model", bkey, lambda: resolve_base(audit, audit.splits()["public"]))
 

@@ -396,6 +396,33 @@ def section_empirical(results: AuditResults) -> Section | None:
         note(f"Procedure: {procedure}.")]}
 
 
+def section_release(results: AuditResults) -> Section | None:
+    rel = results.data_release
+    if rel is None:
+        return None
+    blocks: list[Block] = []
+    if rel.summary is not None:
+        s = rel.summary
+        rows = [[q.name, q.mechanism, _n(q.sensitivity, ".3g"), _n(q.noise_sd, ".3g"), _n(q.epsilon_alone),
+                 _t(", ".join(f"{lab}: {v:g}" if len(q.labels) > 1 else f"{v:g}" for lab, v in zip(q.labels, q.values)))]
+                for q in s.queries]
+        if s.systolic_mean is not None:
+            rows.append(["systolic mean (mmHg)", "post-processing", _t("—"), _t("—"), _n(0.0), _t(f"{s.systolic_mean:.1f}")])
+        blocks += [table(["statistic", "mechanism", "sensitivity", "noise sd", "ε alone", "released values"], rows,
+                         caption=f"Data summary of the members under ({s.epsilon:.3f}, {s.delta:.1e})-DP — {s.accountant}; "
+                                 f"basic composition would say ε = {s.epsilon_basic_composition:.3f}. Unit: {s.unit}."),
+                   note("; ".join(s.notes) + ".")]
+    if rel.ldp_terms is not None:
+        lt = rel.ldp_terms
+        terms = ", ".join(f"{x} ({v:g})" for x, v in lt.terms) or "none above the noise threshold"
+        blocks.append(note(f"Frequent member terms learned under {lt.epsilon:g}-local DP ({lt.method.upper()}, k = {lt.k}, "
+                           f"m = {lt.m}; {lt.n_users:,} members reporting, {lt.n_candidates:,} candidates from "
+                           f"{lt.candidates_from}; listed only above {lt.threshold:.1f} = 3 noise sd): {terms}. "
+                           f"Rule: {lt.rule}."))
+    blocks.append(note(f"Total ε spent on these releases: {rel.epsilon_total:g} (summary + local-DP terms, basic composition)."))
+    return {"id": "release", "title": "Released under differential privacy", "blocks": blocks}
+
+
 def section_tests(results: AuditResults) -> Section | None:
     if not results.statistical_tests:
         return None
@@ -510,7 +537,8 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     src = source or (str(rd / "results.json") if rd is not None else "results.json")
     sections = [section_summary(results), section_arms(results), section_tradeoff(results), section_membership(results),
                 section_canaries(results), *[section_family(results, f) for f in FAMILIES if f not in ("membership", "canaries")],
-                section_defences(results), section_guard(results), section_empirical(results), section_tests(results),
+                section_defences(results), section_guard(results), section_empirical(results), section_release(results),
+                section_tests(results),
                 section_examples(results, canaries, mask, show_pii), section_repro(results, src, digest)]
     sections = [s for s in sections if s]
     title = f"PrivLeak audit — {rd.name if rd is not None else 'run'}"
