@@ -1,8 +1,8 @@
 """Term and n-gram frequencies of a corpus under local DP, each record one user.
 
 The rule: a record's terms are its distinct lower-cased word n-grams (words
-start with a letter, so digit strings such as SSNs and phone numbers are
-never terms); each user samples **one** term uniformly from its own set and
+are letters, inner hyphens and apostrophes only, so digit strings such as
+SSNs, MRNs and phone numbers are never terms); each user samples **one** term uniformly from its own set and
 sends one ε-LDP report of it (:mod:`privleak.defenses.ldp`), so each user
 spends ε once. The server ranks a candidate dictionary by the estimated
 counts. What that ranking targets is Σ_u 1{t ∈ T_u}/|T_u| (a term's share of
@@ -28,7 +28,7 @@ import numpy as np
 
 from .ldp import Method, bits_per_report, frequencies, paper_variance
 
-_WORD = re.compile(r"[a-z][a-z0-9'\-]*")
+_WORD = re.compile(r"[a-z]+(?:['\-][a-z]+)*")  # letters only: "MRN-114405" gives "mrn", never the number
 
 
 def record_terms(text: str, ngram: int = 1) -> list[str]:
@@ -148,13 +148,17 @@ class DiscoveredTerms:
 
 
 def discover(member_texts: Sequence[str], candidates: Sequence[str], epsilon: float, method: Method = "hcms",
-             top_n: int = 50, k: int = 128, m: int = 1024, seed: int = 0, z: float = 3.0) -> DiscoveredTerms:
-    """The members' most frequent candidate terms under ε-LDP, kept only when the estimate clears z noise sd
-    (so a rare term is not listed by noise alone)."""
+             top_n: int = 50, k: int = 128, m: int = 1024, seed: int = 0, alpha: float = 0.05) -> DiscoveredTerms:
+    """The members' most frequent candidate terms under ε-LDP, kept only when the estimate clears
+    z = Φ⁻¹(1 − α/C) noise sd for C candidates: a term no member wrote is listed with probability ≤ α
+    over the whole list (Bonferroni, the estimate ≈ Gaussian), so noise alone rarely names a rare term."""
+    from scipy.stats import norm
+
     rng = np.random.default_rng(seed)
     sampled = sample_terms(member_texts, 1, rng)
     cands = list(dict.fromkeys(candidates))
     est = frequencies(sampled, cands, method, epsilon, k, m, seed=seed) if cands else np.zeros(0)
+    z = float(norm.isf(alpha / max(len(cands), 1)))
     threshold = z * math.sqrt(paper_variance(len(sampled), method, epsilon, m))
     ranked = sorted(zip(cands, est.tolist()), key=lambda kv: (-kv[1], kv[0]))
     kept = [(t, round(float(v), 1)) for t, v in ranked[:top_n] if v >= threshold]

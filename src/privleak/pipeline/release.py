@@ -5,9 +5,11 @@ from __future__ import annotations
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
 from ..data.canaries import derive_seed
-from ..defenses.ldp_terms import discover, document_frequency
+from ..defenses.ldp_terms import discover, document_frequency, record_terms
 from ..defenses.release import release_summary, released_mean
 from .audit import Audit
+
+_IDENTIFIERS = ("NAME", "EMAIL", "ADDRESS", "MRN", "SSN", "PHONE", "DOB")
 
 
 def release_key(cfg: AuditConfig, data_key: str) -> str:
@@ -27,7 +29,12 @@ def release_stage(audit: Audit) -> None:
         out["summary"] = {**s.to_dict(), "systolic_mean": released_mean(s)}
     if rel.ldp_terms_epsilon is not None:
         # Candidates come from public text only: the server must never need private text to ask its question.
-        candidates = sorted(document_frequency([r.text for r in splits["public"]], 1))
+        # Words inside the public notes' identifier spans (names, e-mails, addresses, …) are not asked about:
+        # a listed first name or street would read as a person, whatever the privacy of its count.
+        public = splits["public"]
+        identifying = {w for r in public for sp in (r.pii or []) if sp.label in _IDENTIFIERS
+                       for w in record_terms(sp.value(r.text))}
+        candidates = sorted(set(document_frequency([r.text for r in public], 1)) - identifying)
         found = discover([r.text for r in members if r.kind != "canary"], candidates, rel.ldp_terms_epsilon,
                          method=rel.ldp_method, top_n=rel.ldp_top, k=rel.ldp_k, m=rel.ldp_m,
                          seed=derive_seed(cfg.seed, "ldp-terms"))

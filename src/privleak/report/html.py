@@ -417,7 +417,8 @@ def section_release(results: AuditResults) -> Section | None:
         terms = ", ".join(f"{x} ({v:g})" for x, v in lt.terms) or "none above the noise threshold"
         blocks.append(note(f"Frequent member terms learned under {lt.epsilon:g}-local DP ({lt.method.upper()}, k = {lt.k}, "
                            f"m = {lt.m}; {lt.n_users:,} members reporting, {lt.n_candidates:,} candidates from "
-                           f"{lt.candidates_from}; listed only above {lt.threshold:.1f} = 3 noise sd): {terms}. "
+                           f"{lt.candidates_from}; listed only above {lt.threshold:.1f}, the noise level no unused candidate "
+                           f"reaches with 95 % probability): {terms}. "
                            f"Rule: {lt.rule}."))
     blocks.append(note(f"Total ε spent on these releases: {rel.epsilon_total:g} (summary + local-DP terms, basic composition)."))
     return {"id": "release", "title": "Released under differential privacy", "blocks": blocks}
