@@ -138,3 +138,25 @@ def test_discover_lists_only_terms_above_the_noise():
     names = [t for t, _ in found.terms]
     assert names[:2] == ["alpha", "beta"] and "rare1" not in names and "gamma" not in names
     assert found.epsilon == 4.0 and found.threshold > 0
+
+
+def test_ldp_command_prints_one_score_per_method_and_epsilon(tmp_path, capsys):
+    import json
+
+    from privleak.cli import main
+
+    rng = np.random.default_rng(1)
+    words = ["fever", "cough", "rash", "pain"] + [f"rare{i}" for i in range(40)]
+    p = np.array([0.4, 0.3, 0.15, 0.1] + [0.05 / 40] * 40)
+    path = tmp_path / "notes.jsonl"
+    path.write_text("".join(json.dumps({"text": f"{w} noted, MRN-{i:06d}"}) + "\n"
+                            for i, w in enumerate(rng.choice(words, size=3000, p=p))))
+    try:
+        main(["ldp", str(path), "--epsilons", "2,8", "--top", "3", "--k", "16", "--m", "256", "--json"])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    assert [(s["method"], s["epsilon"]) for s in out["scores"]] == [("cms", 2.0), ("cms", 8.0), ("hcms", 2.0), ("hcms", 8.0)]
+    assert out["n_users_reporting"] == 3000 and out["sampling_only_recall"] > 0.6
+    best = {(s["method"], s["epsilon"]): s for s in out["scores"]}[("cms", 8.0)]
+    assert best["recall"] >= 2 / 3 and best["total_bits"] == 256 + 4
