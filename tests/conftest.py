@@ -96,3 +96,33 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> AuditedRun:
         except SystemExit as exc:
             assert exc.code in (0, None), buf.getvalue()[-2000:]
     return AuditedRun(tmp / "run", buf.getvalue())
+
+
+# The issue-17 extras on the small audit: a DP-Weights arm (with LiRA shadows made the same way), the data
+# summary under central DP and the members' terms under local DP.
+EXTRAS = {**SMALL, "arms": ["baseline", "dpw-0.02"],
+          "attacks": {**SMALL["attacks"], "select": ["membership", "exposure"]},
+          "shadows": {"enabled": True, "n_shadows": 2, "arms": ["dpw-0.02"]}}
+
+
+@pytest.fixture(scope="session")
+def extras_run(tmp_path_factory: pytest.TempPathFactory):
+    """``privleak run --dp-summary 2 --ldp-terms 4`` on EXTRAS: (run dir, console, typed results)."""
+    import contextlib
+    import io
+
+    import yaml
+
+    from privleak.cli import main
+    from privleak.report.schema import load_results
+
+    tmp = tmp_path_factory.mktemp("extras")
+    (tmp / "c.yaml").write_text(yaml.safe_dump(EXTRAS))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        try:
+            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run"), "--dp-summary", "2",
+                  "--ldp-terms", "4"])
+        except SystemExit as exc:
+            assert exc.code in (0, None), buf.getvalue()[-2000:]
+    return tmp / "run", buf.getvalue(), load_results(tmp / "run")

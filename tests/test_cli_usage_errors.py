@@ -53,6 +53,11 @@ CASES: list[tuple[str, str, str]] = [
     ("run-unknown-arm", "run --arms baseline,bogus --out {d}/run", "bogus"),
     ("run-config-seed-negative", "run --config {d}/seed.yaml --out {d}/run", "seed"),
     ("run-config-unknown-key", "run --config {d}/typo.yaml --out {d}/run", "not a known option"),
+    ("run-dp-summary-zero", "run --dp-summary 0 --out {d}/run", "--dp-summary"),
+    ("run-dp-summary-not-a-number", "run --dp-summary abc --out {d}/run", "--dp-summary"),
+    ("run-ldp-terms-inf", "run --ldp-terms inf --out {d}/run", "--ldp-terms"),
+    ("run-dpw-without-baseline", "run --arms dpw-0.01 --out {d}/run", "baseline"),
+    ("run-dpw-bad-sigma", "run --arms baseline,dpw-0 --out {d}/run", "dpw-0"),
     ("run-out-below-a-file", "run --out {d}/good.jsonl/run", "--out"),
     ("run-model-auto-map", "run --model {d}/automap --out {d}/run", "auto_map"),
     ("run-model-pickle-only", "run --model {d}/pickled --out {d}/run", "safetensors"),
@@ -89,6 +94,19 @@ CASES: list[tuple[str, str, str]] = [
     ("accountant-q-above-one", "accountant -q 1.5 --steps 10 --delta 1e-5 --sigma 1", "--sample-rate"),
     ("accountant-sigma-negative", "accountant -q 0.01 --steps 10 --delta 1e-5 --sigma -1", "--sigma"),
     ("accountant-neither", "accountant -q 0.01 --steps 10 --delta 1e-5", "--sigma"),
+    # ldp
+    ("ldp-missing-file", "ldp", "FILE"),
+    ("ldp-no-such-file", "ldp {d}/nothere.jsonl", "no such file"),
+    ("ldp-epsilon-not-a-number", "ldp {d}/good.jsonl --epsilons 1,x", "--epsilons"),
+    ("ldp-epsilon-zero", "ldp {d}/good.jsonl --epsilons 0", "--epsilons"),
+    ("ldp-epsilon-empty", "ldp {d}/good.jsonl --epsilons ,", "--epsilons"),
+    ("ldp-unknown-method", "ldp {d}/good.jsonl --methods rappor", "--methods"),
+    ("ldp-m-not-power-of-two", "ldp {d}/good.jsonl --m 1000", "--m"),
+    ("ldp-top-zero", "ldp {d}/good.jsonl --top 0", "--top"),
+    ("ldp-ngram-range", "ldp {d}/good.jsonl --ngram 9", "--ngram"),
+    ("ldp-unknown-format", "ldp {d}/good.jsonl --format xml", "--format"),
+    ("ldp-nul-byte", "ldp {d}/nul.csv", "NUL"),
+    ("ldp-missing-dictionary", "ldp {d}/good.jsonl --dictionary {d}/nothere.txt", "--dictionary"),
     # data generate
     ("data-generate-missing-out", "data generate", "--out"),
     ("data-generate-phi-range", "data generate --out {d}/corpus --phi-fraction 2", "--phi-fraction"),
@@ -155,7 +173,7 @@ def results(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Pa
 def test_matrix_is_large_and_covers_every_command():
     assert len(CASES) >= 30
     commands = {argv.split()[0] if argv else "" for _, argv, _ in CASES}
-    assert {"run", "scrub", "dedup", "report", "compare", "accountant", "data", "guard"} <= commands
+    assert {"run", "scrub", "dedup", "report", "compare", "accountant", "data", "guard", "ldp"} <= commands
     guard = {argv.split()[1] for _, argv, _ in CASES if argv.startswith("guard")}
     assert guard == {"build", "check", "serve"}
 

@@ -86,7 +86,8 @@ def test_unparseable_config_file(tmp_path):
 
 def test_full_profile_adds_dedup_and_lora_arms():
     assert build_config(overrides={"profile": "full"}).arm_names() == [
-        "baseline", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora", "guard"]
+        "baseline", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
+        *[f"dpw-{s:g}" for s in build_config(overrides={"profile": "full"}).dp_weights.sigmas], "guard"]
 
 
 def test_dp_clipping_defaults_to_book_keeping():

@@ -8,7 +8,11 @@ An arm name is ``+``-joined parts, each one defence:
 * ``scrub`` — the members are PII-scrubbed (Presidio) before training;
 * ``dedup`` — exact and near duplicates are removed before training;
 * ``guard`` — the *baseline* model served behind the output guard (only on
-  its own: the guard filters outputs, it changes no training).
+  its own: the guard filters outputs, it changes no training);
+* ``dpw-<σ>`` — DP-Weights: the *baseline*'s trained weights plus
+  N(0, σ²I) (``dpw-0.01``; only on its own). It carries no formal ε: the
+  sensitivity of trained weights to one record is unbounded, so no σ
+  buys a guarantee; the audit measures what it does.
 
 So ``dp-8+scrub`` is Lukas et al.'s "DP + scrubbing" column and
 ``dedup+scrub`` a data-only defence. Parts may come in any order; the
@@ -30,11 +34,14 @@ class ArmSpec:
     dedup: bool = False
     scrub: bool = False
     guard: bool = False
+    dpw_sigma: float | None = None
 
     @property
     def name(self) -> str:
         if self.guard:
             return "guard"
+        if self.dpw_sigma is not None:
+            return dpw_arm_name(self.dpw_sigma)
         parts = []
         if self.dp_epsilon is not None:
             parts.append(dp_arm_name(self.dp_epsilon))
@@ -45,8 +52,14 @@ class ArmSpec:
 
     @property
     def trained(self) -> bool:
-        """Whether the arm has a model of its own (the guard reuses the baseline's)."""
+        """Whether the arm has a model of its own (the guard reuses the baseline's; a DP-Weights arm
+        has its own, derived from the baseline's)."""
         return not self.guard
+
+    @property
+    def derived(self) -> bool:
+        """Whether the arm's model is made from the baseline's model rather than trained."""
+        return self.dpw_sigma is not None
 
     @property
     def data_defences(self) -> tuple[str, ...]:
@@ -55,6 +68,20 @@ class ArmSpec:
 
 def dp_arm_name(epsilon: float) -> str:
     return f"dp-{epsilon:g}"
+
+
+def dpw_arm_name(sigma: float) -> str:
+    return f"dpw-{sigma:g}"
+
+
+def _positive(name: str, part: str, prefix: str, what: str, example: str) -> float:
+    try:
+        v = float(part[len(prefix):])
+    except ValueError:
+        raise ValueError(f"arm {name!r}: '{part}' is not {prefix}<{what}>; write e.g. {example}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"arm {name!r}: {what} must be > 0 and finite; write e.g. {example}")
+    return v
 
 
 def parse_arm(name: str) -> ArmSpec:
@@ -70,22 +97,21 @@ def parse_arm(name: str) -> ArmSpec:
             if len(parts) > 1:
                 raise ValueError(f"arm {name!r}: '{p}' stands alone; combine defences as e.g. dp-8+scrub")
             fields["guard"] = p == "guard"
+        elif p.startswith("dpw-"):
+            if len(parts) > 1:
+                raise ValueError(f"arm {name!r}: '{p}' stands alone (noise on the baseline's weights); "
+                                 "list it as its own arm, e.g. baseline,dpw-0.01")
+            fields["dpw_sigma"] = _positive(name, p, "dpw-", "σ", "dpw-0.01")
         elif p.startswith("dp-"):
             if "dp_epsilon" in fields:
                 raise ValueError(f"arm {name!r}: only one dp-ε per arm")
-            try:
-                eps = float(p[3:])
-            except ValueError:
-                raise ValueError(f"arm {name!r}: '{p}' is not dp-<ε>; write e.g. dp-8") from None
-            if not (eps > 0 and math.isfinite(eps)):
-                raise ValueError(f"arm {name!r}: ε must be > 0 and finite")
-            fields["dp_epsilon"] = eps
+            fields["dp_epsilon"] = _positive(name, p, "dp-", "ε", "dp-8")
         elif p == "lora":
             fields["lora"] = True
         elif p in _DATA_PARTS:
             fields[p] = True
         else:
-            raise ValueError(f"arm {name!r}: unknown part '{p}'; use baseline, guard, dp-<ε>, lora, scrub, dedup")
+            raise ValueError(f"arm {name!r}: unknown part '{p}'; use baseline, guard, dp-<ε>, dpw-<σ>, lora, scrub, dedup")
     if fields.get("lora") and "dp_epsilon" not in fields:
         raise ValueError(f"arm {name!r}: lora is the DP-SGD LoRA path; combine it with a dp-ε part, e.g. dp-8+lora")
     return ArmSpec(**fields)  # type: ignore[arg-type]

@@ -46,7 +46,7 @@ def _quiet_libraries() -> None:
     logging.getLogger("presidio-anonymizer").setLevel(logging.WARNING)
 
 
-def _parse_epsilons(text: str) -> list[float]:
+def _parse_epsilons(text: str, option: str = "--epsilons") -> list[float]:
     vals = []
     for part in text.split(","):
         part = part.strip()
@@ -55,9 +55,9 @@ def _parse_epsilons(text: str) -> list[float]:
         try:
             v = float(part)
         except ValueError:
-            raise UserError(f"--epsilons {text}: '{part}' is not a number; give a comma-separated list like 1,4,8") from None
+            raise UserError(f"{option} {text}: '{part}' is not a number; give a comma-separated list like 1,4,8") from None
         if not (v > 0 and math.isfinite(v)):
-            raise UserError(f"--epsilons {text}: ε must be > 0 and finite, got {part}; give values like 1,4,8")
+            raise UserError(f"{option} {text}: ε must be > 0 and finite, got {part}; give values like 1,4,8")
         vals.append(v)
     return vals
 
@@ -93,6 +93,8 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for data, training and attacks (default 0)."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default, ≤10 min on 2 cores) or full."),
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
+    dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
+    ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
     from .config import build_config, read_config_file
@@ -123,6 +125,11 @@ def run(
         if not 0.0 < delta < 1.0:
             raise UserError(f"--delta {delta}: δ must satisfy 0 < δ < 1 (and should be well below 1/n); try 1e-5")
         over.setdefault("dp", {})["delta"] = delta
+    for flag, value, key in (("--dp-summary", dp_summary, "summary_epsilon"), ("--ldp-terms", ldp_terms, "ldp_terms_epsilon")):
+        if value is not None:
+            if not (value > 0 and math.isfinite(value)):
+                raise UserError(f"{flag} {value:g}: ε must be a finite number > 0; try 1")
+            over.setdefault("release", {})[key] = value
     cfg = build_config(file_data, over)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
@@ -288,6 +295,67 @@ def accountant(
     for k, v in payload.items():
         if k.startswith(("epsilon_", "sigma_")):
             out.print(f"  {label} {k.split('_', 1)[1].upper():4s} {v:.4f}")
+
+
+@app.command()
+def ldp(
+    in_path: Path = typer.Argument(..., metavar="FILE", help="Corpus file: JSONL, CSV/TSV or text (one record = one user)."),
+    epsilons: str = typer.Option("1,2,4,8", "--epsilons", help="Comma-separated ε per user report, e.g. 1,2,4,8."),
+    methods: str = typer.Option("cms,hcms", "--methods", help="cms (Count Mean Sketch), hcms (Hadamard CMS), or both."),
+    top_k: int = typer.Option(50, "--top", min=1, help="K of the top-K terms scored (precision / recall vs exact counts)."),
+    rows: int = typer.Option(128, "--k", min=1, help="Sketch rows k (hash functions)."),
+    cols: int = typer.Option(1024, "--m", min=2, help="Sketch columns m (a power of two for hcms)."),
+    ngram: int = typer.Option(1, "--ngram", min=1, max=5, help="Word n-grams (1 = terms)."),
+    dictionary: Optional[Path] = typer.Option(None, "--dictionary", help="Candidate terms the server scores, one per line (default: every term of FILE)."),
+    text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Term frequencies under local DP (CMS / Hadamard CMS, Apple 2017): top-K precision/recall at several ε."""
+    eps = _parse_epsilons(epsilons, "--epsilons")
+    if not eps:
+        raise UserError(f"ldp --epsilons {epsilons!r}: give at least one ε, e.g. 1,2,4,8")
+    names = [x.strip().lower() for x in methods.split(",") if x.strip()]
+    bad = [x for x in names if x not in ("cms", "hcms")]
+    if bad or not names:
+        raise UserError(f"ldp --methods {methods}: unknown method {bad[0] if bad else '(none)'}; use cms, hcms or cms,hcms")
+    if "hcms" in names and cols & (cols - 1):
+        raise UserError(f"ldp --m {cols}: HCMS needs a power of two (the Hadamard size); try 1024")
+    if fmt is not None and fmt not in ("jsonl", "csv", "text"):
+        raise UserError(f"ldp --format {fmt}: use jsonl, csv or text")
+    words = None
+    if dictionary is not None:
+        from .data.loaders import read_text_file
+
+        if not dictionary.is_file():
+            raise UserError(f"ldp --dictionary {dictionary}: no such file; give a text file with one term per line")
+        words = [w.strip().lower() for w in read_text_file(dictionary).text.splitlines() if w.strip()]
+        if not words:
+            raise UserError(f"ldp --dictionary {dictionary}: no terms in it; give one term per line")
+    from .data.loaders import load_corpus
+    from .defenses.ldp_terms import evaluate
+
+    records = load_corpus(in_path, text_field=text_field, fmt=fmt)
+    ev = evaluate([r.text for r in records], eps, methods=names, top_k=top_k, k=rows, m=cols, seed=seed, ngram=ngram,
+                  dictionary=words)
+    if as_json:
+        out.print_json(json.dumps(ev.to_dict()))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"Top-{top_k} {'terms' if ngram == 1 else f'{ngram}-grams'} under local DP: {ev.n_users_reporting:,} "
+                    f"users reporting of {ev.n_records:,} records, {ev.dictionary_size:,} candidates ({ev.dictionary}), "
+                    f"k={rows}, m={cols}")
+    for col in ("method", "ε per user", "precision", "recall", "noise sd (users)", "bits sent / user"):
+        t.add_column(col, justify="left" if col == "method" else "right")
+    for s in ev.scores:
+        t.add_row(s.method.upper(), f"{s.epsilon:g}", f"{s.precision:.2f}", f"{s.recall:.2f}", f"{s.noise_sd:.1f}",
+                  f"{s.total_bits:g} ({s.payload_bits:g} + {s.index_bits:g} index)")
+    t.add_row("none (counting the samples exactly)", "∞", f"{ev.sampling_only_precision:.2f}",
+              f"{ev.sampling_only_recall:.2f}", "0", "—")
+    out.print(t)
+    err.print(f"rule: {ev.rule}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -149,6 +149,58 @@ class DPConfig(_Strict):
         return v
 
 
+class DPWeightsConfig(_Strict):
+    """The ``dpw-σ`` arms (DP-Weights, θ + N(0, σ²I) on the baseline's weights): no formal ε, audited
+    empirically. Empty in ``quick``; the ``full`` profile sweeps the σ below (see README for the choice)."""
+
+    sigmas: tuple[float, ...] = ()
+
+    @field_validator("sigmas")
+    @classmethod
+    def _sigma_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        for x in v:
+            if not (x > 0 and math.isfinite(x)):
+                raise ValueError(f"every DP-Weights σ must be > 0 and finite, got {x}")
+        return v
+
+
+class ReleaseConfig(_Strict):
+    """What the audit releases about the members under DP (nothing by default).
+
+    ``summary_epsilon``: the data summary (units, counts per PII type and per condition, systolic BP mean and
+    histogram clipped to ``bp_range``) under central (ε, δ)-DP, δ as the DP arms'. ``ldp_terms_epsilon``: the
+    members' frequent terms learned under ε-local DP (one report per member record), candidates from the
+    public split only."""
+
+    summary_epsilon: float | None = None
+    bp_range: tuple[float, float] = (70.0, 200.0)
+    ldp_terms_epsilon: float | None = None
+    ldp_method: Literal["cms", "hcms"] = "cms"
+    ldp_top: int = Field(50, ge=1)
+    ldp_k: int = Field(128, ge=1)
+    ldp_m: int = Field(1024, ge=2)
+
+    @field_validator("summary_epsilon", "ldp_terms_epsilon")
+    @classmethod
+    def _eps(cls, v: float | None) -> float | None:
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"ε must be > 0 and finite, got {v}")
+        return v
+
+    @field_validator("bp_range")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not (math.isfinite(v[0]) and math.isfinite(v[1]) and v[1] > v[0]):
+            raise ValueError(f"bp_range must be [low, high] with high > low, got {list(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _hadamard(self) -> "ReleaseConfig":
+        if self.ldp_method == "hcms" and self.ldp_m & (self.ldp_m - 1):
+            raise ValueError(f"ldp_m must be a power of two for hcms, got {self.ldp_m}")
+        return self
+
+
 class ScrubConfig(_Strict):
     """The ``scrub`` arms: members are PII-scrubbed before training."""
 
@@ -234,9 +286,11 @@ class AuditConfig(_Strict):
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
     dp: DPConfig = DPConfig()
+    dp_weights: DPWeightsConfig = DPWeightsConfig()
     attacks: AttackConfig = AttackConfig()
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
+    release: ReleaseConfig = ReleaseConfig()
 
     @field_validator("seed")
     @classmethod
@@ -257,6 +311,8 @@ class AuditConfig(_Strict):
             raise ValueError("an arm is listed twice")
         if "guard" in names and "baseline" not in names:
             raise ValueError("the guard arm serves the baseline model; list baseline too")
+        if any(n.startswith("dpw-") for n in names) and "baseline" not in names:
+            raise ValueError("a dpw-σ arm adds noise to the baseline's weights; list baseline too")
         return tuple(names)
 
     @model_validator(mode="after")
@@ -277,6 +333,7 @@ class AuditConfig(_Strict):
             specs.append(ArmSpec(dedup=True))
             if self.dp.epsilons:
                 specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), lora=True))
+        specs += [ArmSpec(dpw_sigma=s) for s in self.dp_weights.sigmas]
         specs.append(ArmSpec(guard=True))
         return specs
 
@@ -312,6 +369,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "quick": {},
     "full": {
         "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "epochs": 5},
+        "dp_weights": {"sigmas": [0.003, 0.01, 0.03]},
         "canaries": {"candidates": 100_000},
         "attacks": {"bootstrap": 1000},
         "shadows": {"enabled": True, "n_shadows": 4},

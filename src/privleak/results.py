@@ -11,12 +11,15 @@ Schema version 2::
     tool             {name, version}
     config           the validated AuditConfig
     data             DataSummary: split sizes, canary count, chance-level exposure
+    data_release     the members' summary under central DP (--dp-summary ε) and frequent terms under local DP
+                     (--ldp-terms ε), with the ε spent; null when neither was asked for
     base_model       ArmResult (kind "control") + source: the base model never saw the members
     arms             arm name → ArmResult
-                       kind            "baseline" | "dp" | "guard"
+                       kind            "baseline" | "dp" | "dpw" | "guard"
                        serves          the arm whose model a guard arm serves
                        training        steps, epoch losses, settings, records trained on
-                       privacy         DP parameters and ε by three accountants (DP arms only)
+                       privacy         DP parameters and ε by three accountants (DP-SGD arms only)
+                       weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
                        utility         perplexity on members and held-out non-members
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
                        empirical_epsilon  the membership attacks' ε lower bound, per attack and for the arm
@@ -73,6 +76,60 @@ class DataSummary(Typed):
     canary_chance_exposure: float | None
 
 
+class ReleasedQuery(Typed):
+    """One statistic released under central DP (:mod:`privleak.defenses.release`): noisy values only."""
+
+    name: str
+    mechanism: Literal["laplace", "gaussian"]
+    sensitivity: float
+    noise_scale: float
+    noise_sd: float
+    epsilon_alone: float | None
+    labels: list[str]
+    values: list[float]
+
+
+class ReleasedSummary(Typed):
+    """The data summary under (ε, δ)-DP: Laplace / Gaussian per statistic, composed by dp_accounting's PLD."""
+
+    epsilon: float
+    delta: float
+    epsilon_basic_composition: float
+    accountant: str
+    unit: str
+    n_units_exact_kept: bool
+    clipping: dict[str, list[float]]
+    queries: list[ReleasedQuery]
+    notes: list[str] = []
+    systolic_mean: float | None = None  # post-processed from the released sum and histogram
+
+    def query(self, name: str) -> ReleasedQuery | None:
+        return next((q for q in self.queries if q.name == name), None)
+
+
+class LdpTerms(Typed):
+    """The members' frequent terms learned under ε-local DP (:func:`privleak.defenses.ldp_terms.discover`)."""
+
+    epsilon: float
+    method: Literal["cms", "hcms"]
+    k: int
+    m: int
+    n_users: int
+    n_candidates: int
+    threshold: float
+    terms: list[tuple[str, float]]
+    candidates_from: str
+    rule: str
+
+
+class DataRelease(Typed):
+    """What the audit releases about the members under DP, with the ε each spent."""
+
+    summary: ReleasedSummary | None = None
+    ldp_terms: LdpTerms | None = None
+    epsilon_total: float  # summary ε + LDP ε (basic composition of the two, at the summary's δ)
+
+
 class BaseModelSource(Typed):
     """Where the base model came from: the embedded model (pre-trained here) or the user's."""
 
@@ -104,6 +161,18 @@ class Privacy(Typed):
     epsilon_pld: float | None
     epsilon_prv: float | None
     empty_batches: int | None = None
+
+
+class WeightNoise(Typed):
+    """A DP-Weights arm's noise (:mod:`privleak.defenses.weight_noise`): θ + N(0, σ²I) after training.
+    ``guarantee`` says in words that there is no formal ε; there is deliberately no ε field."""
+
+    sigma: float
+    n_parameters: int
+    weight_rms: float
+    update_rms: float | None
+    seed: int
+    guarantee: str
 
 
 class Utility(Typed):
@@ -225,11 +294,12 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "dp", "guard"]
+    kind: Literal["control", "baseline", "dp", "dpw", "guard"]
     serves: str | None = None
     training: Training | None = None
     n_train_records: int | None = None
     privacy: Privacy | None = None
+    weight_noise: WeightNoise | None = None
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None
@@ -287,6 +357,7 @@ class AuditResults(Typed):
     tool: ToolInfo
     config: dict[str, Any]
     data: DataSummary
+    data_release: DataRelease | None = None
     base_model: ArmResult
     arms: dict[str, ArmResult] = Field(min_length=1)
     recommendation: Recommendation | None = None

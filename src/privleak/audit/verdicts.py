@@ -100,6 +100,8 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     violation = _dp_violation(arm)
     if arm.empirical_epsilon is not None:
         figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
+    if arm.weight_noise is not None:
+        figures.append(f"DP-Weights σ = {arm.weight_noise.sigma:g}: {arm.weight_noise.guarantee}")
     if violation:
         reasons.insert(0, violation)
         leaking.setdefault("membership", [])
@@ -158,6 +160,9 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
                f"near chance ({', '.join(ok)}).")
         if others:
             why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} better perplexity but leak{'s' if len(others) == 1 else ''}."
+        if ok[best].weight_noise is not None:
+            why += (f" It has {ok[best].weight_noise.guarantee}: near chance holds for these attacks, not for every "
+                    "attacker, unlike a DP-SGD arm's ε.")
         cppl = results.base_model.utility.ppl_non_members
         if _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
             why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "

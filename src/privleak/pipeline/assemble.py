@@ -12,6 +12,7 @@ from ..results import (
     ArmResult,
     AuditResults,
     BaseModelSource,
+    DataRelease,
     DataSummary,
     Defences,
     GuardReport,
@@ -19,6 +20,7 @@ from ..results import (
     ToolInfo,
     Training,
     Utility,
+    WeightNoise,
     package_versions,
 )
 from .audit import Audit
@@ -83,7 +85,8 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
         arms[name] = ArmResult(
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"]),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
-            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, defences=defences)
+            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, defences=defences,
+            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None)
         _check_dp_claims(audit, name, arms[name])
     mi, _ = evaluation_subsets(audit)
     members = splits["members"]
@@ -92,8 +95,12 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
         n_canary_records=sum(r.kind == "canary" for r in members), n_non_members=len(splits["non_members"]),
         n_population=len(splits["population"]), mia_records_per_side=int(len(mi)), n_canaries=len(canaries),
         canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None)
+    release = None
+    if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
+        release = DataRelease.model_validate(read_json(run.path("release.json")))
     results = AuditResults(
         tool=ToolInfo(name="privleak", version=__version__), config=cfg.model_dump(mode="json"), data=data,
+        data_release=release,
         base_model=base, arms=arms, warnings=audit.warnings,
         durations_s={**{k: round(v, 2) for k, v in run.durations.items()}, **durations}, versions=package_versions())
     return judge(results)

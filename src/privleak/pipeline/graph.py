@@ -21,6 +21,7 @@ from ..attacks.base import FAMILIES
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
 from ..results import AuditResults
+from .release import release_key, release_stage
 from .rundir import RunDir
 from .assemble import assemble
 from .audit import Audit
@@ -37,6 +38,7 @@ from .evaluate import (
 from .train import (
     arm_settings,
     dedup_stage,
+    derive_dpw_arm,
     defence_keys,
     scrub_pool_stage,
     scrub_stage,
@@ -61,6 +63,8 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     _, delta_warning = resolve_delta(cfg, len(members))
     if delta_warning and cfg.dp.epsilons:
         audit.warn(delta_warning)
+    if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
+        audit.stage("release", release_key(cfg, dkey), lambda: release_stage(audit))
     bkey = base_key(cfg, dkey)
     audit.stage("base-model", bkey, lambda: resolve_base(audit, audit.splits()["public"]))
 
@@ -72,10 +76,14 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     if any(s.dedup for s in specs):
         audit.stage("defend/dedup", dkeys["dedup"], lambda: dedup_stage(audit))
     arm_keys: dict[str, str] = {}
-    for spec in (s for s in specs if s.trained):
+    for spec in (s for s in specs if s.trained and not s.derived):
         settings = arm_settings(cfg, spec, len(members))
         arm_keys[spec.name] = stable_hash("arm", bkey, settings, tuple(dkeys[d] for d in spec.data_defences))
         audit.stage(f"train/{spec.name}", arm_keys[spec.name], lambda sp=spec, st=settings: train_arm(audit, sp, st))
+    for spec in (s for s in specs if s.derived):  # from the baseline's model (the config requires that arm)
+        settings = arm_settings(cfg, spec, len(members))
+        arm_keys[spec.name] = stable_hash("arm-dpw", arm_keys["baseline"], settings)
+        audit.stage(f"noise/{spec.name}", arm_keys[spec.name], lambda sp=spec, st=settings: derive_dpw_arm(audit, sp, st))
     shadow_keys: dict[str, str] = {}
     if shadow_arms(cfg):
         plan = shadow_plan(cfg, audit.splits())

@@ -23,10 +23,11 @@ from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_js
 from ..data.canaries import derive_seed
 from ..data.records import Record, read_jsonl, write_jsonl
 from ..defenses.arm_data import dedup_members, scrub_members
+from ..defenses.weight_noise import add_weight_noise
 from ..models.accounting import epsilons as accountant_epsilons
 from ..models.batching import Encoded, encode
 from ..models.dp_train import DPSettings, train_dp
-from ..models.handle import ModelHandle, clone_model, save_handle
+from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
 from ..models.train import TrainSettings, train
 from .audit import Audit
 
@@ -38,6 +39,10 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
         "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
         "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
     }
+    if spec.dpw_sigma is not None:
+        # The baseline's training, then noise on the weights: the shadows of a DP-Weights arm are made the same way.
+        return {"kind": "dpw", "sigma": spec.dpw_sigma, "noise_seed": derive_seed(cfg.seed, spec.name),
+                "trained_as": arm_settings(cfg, ArmSpec(), n_members)}
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
@@ -115,8 +120,16 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
     return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy}
 
 
+def fit_dpw(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
+            label: str) -> tuple[Any, dict[str, Any]]:
+    """DP-Weights from scratch (the shadows): plain training as the baseline, then θ + N(0, σ²I)."""
+    model, record = fit_plain(model, data, s["trained_as"], pad, max_length, seed, label)
+    noise = add_weight_noise(model, s["sigma"], s["noise_seed"])
+    return model, {**record, "kind": "dpw", "weight_noise": noise.to_dict()}
+
+
 #: Arm training kind (``arm_settings(...)["kind"]``) → trainer.
-TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "dp": fit_dp}
+TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "dp": fit_dp, "dpw": fit_dpw}
 
 
 def fit(audit: Audit, label: str, settings: dict[str, Any], records: list[Record]) -> tuple[Any, dict[str, Any]]:
@@ -135,6 +148,18 @@ def train_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
     with staging_dir(audit.run.path("arms", spec.name, "model")) as tmp:
         save_handle(ModelHandle(model=model, tokenizer=base.tokenizer, max_length=audit.cfg.model.max_length), tmp)
     write_json(audit.run.path("arms", spec.name, "train.json"), record)
+
+
+def derive_dpw_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
+    """A DP-Weights arm: the baseline's trained model (not retrained) plus N(0, σ²I) on every weight."""
+    run, base = audit.run, audit.base()
+    handle = load_handle(run.path("arms", "baseline", "model"), audit.cfg.model.max_length)
+    noise = add_weight_noise(handle.model, settings["sigma"], settings["noise_seed"], start=base.model)
+    with staging_dir(run.path("arms", spec.name, "model")) as tmp:
+        save_handle(handle, tmp)
+    trained = read_json(run.path("arms", "baseline", "train.json"))
+    write_json(run.path("arms", spec.name, "train.json"),
+               {**trained, "kind": "dpw", "settings": settings, "privacy": None, "weight_noise": noise.to_dict()})
 
 
 # ---------------------------------------------------------------- shadows

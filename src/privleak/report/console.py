@@ -25,9 +25,13 @@ def privacy_table(results: AuditResults) -> Table:
     for name, arm in results.models():
         p, emp = arm.privacy, arm.empirical_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
-        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), fmt.num(p.epsilon if p else None),
+        wn = arm.weight_noise
+        # A DP-Weights arm has no accountant ε to show: say so instead of a dash.
+        spent = wn.guarantee if wn else fmt.num(p.epsilon if p else None)
+        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
-                  fmt.num(emp.epsilon_lb if emp else None, ".2f"), fmt.num(p.sigma if p else None),
+                  fmt.num(emp.epsilon_lb if emp else None, ".2f"),
+                  fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
                   fmt.num(arm.utility.ppl_members, ".2f"), fmt.num(arm.utility.ppl_non_members, ".2f"))
     return t
@@ -147,6 +151,35 @@ def guard_table(results: AuditResults) -> Table | None:
     return t
 
 
+def _short(labels: list[str], values: list[float], n: int = 6) -> str:
+    cells = [f"{lab} {v:g}" if len(labels) > 1 else f"{v:g}" for lab, v in zip(labels, values)]
+    return ", ".join(cells[:n]) + (f", … ({len(cells)} values)" if len(cells) > n else "")
+
+
+def release_table(results: AuditResults) -> Table | None:
+    """The members' summary released under central DP, and the terms learned under local DP."""
+    rel = results.data_release
+    if rel is None:
+        return None
+    t = Table(title=f"Released under DP (total ε = {rel.epsilon_total:g})")
+    for col in ("statistic", "mechanism", "sensitivity", "noise sd", "ε alone", "released values"):
+        t.add_column(col, justify="left" if col in ("statistic", "mechanism", "released values") else "right")
+    if rel.summary is not None:
+        s = rel.summary
+        for q in s.queries:
+            t.add_row(q.name, q.mechanism, f"{q.sensitivity:.3g}", f"{q.noise_sd:.3g}", fmt.num(q.epsilon_alone),
+                      _short(q.labels, q.values))
+        if s.systolic_mean is not None:
+            t.add_row("systolic mean (mmHg)", "post-processing", "—", "—", "0", f"{s.systolic_mean:.1f}")
+        t.add_row(f"summary: ε = {s.epsilon:.3f} at δ = {s.delta:.1e}", s.accountant, "", "", "",
+                  f"unit: {s.unit}; basic composition would say ε = {s.epsilon_basic_composition:.3f}")
+    if rel.ldp_terms is not None:
+        lt = rel.ldp_terms
+        t.add_row(f"frequent terms ({lt.method.upper()}, ε = {lt.epsilon:g}-LDP per member)", "local DP", "", "",
+                  f"{lt.epsilon:g}", _short([x for x, _ in lt.terms], [v for _, v in lt.terms], 12) or "none above the noise")
+    return t
+
+
 def verdict_lines(results: AuditResults) -> list[str]:
     out = [f"{name}: {arm.verdict.label}" for name, arm in results.arms.items() if arm.verdict]
     if results.recommendation is not None:
@@ -157,5 +190,5 @@ def verdict_lines(results: AuditResults) -> list[str]:
 def all_tables(results: AuditResults) -> list[Table]:
     tables = [privacy_table(results), membership_table(results), exposure_table(results)]
     tables += [family_table(results, f) for f in FAMILIES]
-    tables += [defence_table(results), guard_table(results)]
+    tables += [defence_table(results), guard_table(results), release_table(results)]
     return [t for t in tables if t is not None]

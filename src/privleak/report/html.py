@@ -96,10 +96,18 @@ def section_summary(results: AuditResults) -> Section:
 
 def _eps_cell(name: str, m: ArmResult) -> dict[str, Any]:
     p = m.privacy
+    if m.weight_noise is not None:
+        return _t(m.weight_noise.guarantee, title="DP-Weights: noise after training bounds nothing, since one record can "
+                                                  "move the trained weights arbitrarily far; judge it by the attacks")
     if p is None:
         return _t("—" if name == CONTROL else "∞ (no DP)")
     return _t(f"{p.epsilon:.3f} ({p.accountant})", title=f"{p.accountant.upper()} accountant; RDP {fmt.num(p.epsilon_rdp)}, "
                                                         f"PLD {fmt.num(p.epsilon_pld)}, PRV {fmt.num(p.epsilon_prv)}")
+
+
+def _weight_scale(w: Any) -> str:
+    upd = f", fine-tuning update RMS {w.update_rms:.3g} (σ/update {w.sigma / w.update_rms:.2g})" if w.update_rms else ""
+    return f"weight RMS {w.weight_rms:.3g}{upd}; {w.n_parameters:,} parameters noised"
 
 
 def section_arms(results: AuditResults) -> Section:
@@ -114,7 +122,9 @@ def section_arms(results: AuditResults) -> Section:
         steps = p.steps if p else (m.training.steps if m.training else None)
         rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m),
                      _n(emp.epsilon_lb if emp else None, title=f"from {emp.attack}" if emp else None),
-                     _n(p.sigma if p else None), _n(p.sample_rate if p else None, ".4f"), _n(steps, "d"),
+                     _n(p.sigma if p else None) if not m.weight_noise else
+                     _t(f"{m.weight_noise.sigma:g} (on weights)", title=_weight_scale(m.weight_noise)),
+                     _n(p.sample_rate if p else None, ".4f"), _n(steps, "d"),
                      _n(p.delta if p else None, ".1e"), _n(m.utility.ppl_members, ".2f"), _n(m.utility.ppl_non_members, ".2f"),
                      ATTACKS[att].title if att in ATTACKS else (att or "—"),
                      _t(f"{best.auc:.3f} [{fmt.interval(best.auc_ci95)}]" if best else "—"),
@@ -356,7 +366,9 @@ def section_empirical(results: AuditResults) -> Section | None:
         if emp is None:
             continue
         acc = m.epsilon
-        if acc is None:
+        if m.weight_noise is not None:
+            check = f"no DP claim to check ({m.weight_noise.guarantee})"
+        elif acc is None:
             check = "no DP claim to check"
         elif emp.exceeds_accountant or emp.epsilon_lb > acc + 1e-9:
             check = "VIOLATION: lower bound above the accountant's ε — the DP guarantee does not hold; check the implementation"
@@ -366,7 +378,8 @@ def section_empirical(results: AuditResults) -> Section | None:
             check += ("; operating points within TPR ≤ e^ε·FPR + δ" if emp.dp_bound.ok
                       else f"; VIOLATION of TPR ≤ e^ε·FPR + δ (max excess {emp.dp_bound.max_excess:.3g})")
         b = emp.by_attack[emp.attack]
-        rows.append([name, _t(f"{acc:.3f}") if acc is not None else _t("∞ (no DP)"), _n(emp.epsilon_lb),
+        acc_cell = _t(f"{acc:.3f}") if acc is not None else _eps_cell(name, m)
+        rows.append([name, acc_cell, _n(emp.epsilon_lb),
                      ATTACKS[emp.attack].title if emp.attack in ATTACKS else emp.attack,
                      _t(f"TPR ≥ {b.tpr_lo:.3f}, FPR ≤ {b.fpr_hi:.3f} ({b.n_pos_eval} + {b.n_neg_eval} held out)"),
                      _n(emp.alpha, "g"), _n(emp.delta, ".1e"), check])
@@ -381,6 +394,34 @@ def section_empirical(results: AuditResults) -> Section | None:
         table(["arm", "accountant ε", "empirical ε (lower bound)", "attack", "held-out operating point", "α", "δ", "check"],
               rows),
         note(f"Procedure: {procedure}.")]}
+
+
+def section_release(results: AuditResults) -> Section | None:
+    rel = results.data_release
+    if rel is None:
+        return None
+    blocks: list[Block] = []
+    if rel.summary is not None:
+        s = rel.summary
+        rows = [[q.name, q.mechanism, _n(q.sensitivity, ".3g"), _n(q.noise_sd, ".3g"), _n(q.epsilon_alone),
+                 _t(", ".join(f"{lab}: {v:g}" if len(q.labels) > 1 else f"{v:g}" for lab, v in zip(q.labels, q.values)))]
+                for q in s.queries]
+        if s.systolic_mean is not None:
+            rows.append(["systolic mean (mmHg)", "post-processing", _t("—"), _t("—"), _n(0.0), _t(f"{s.systolic_mean:.1f}")])
+        blocks += [table(["statistic", "mechanism", "sensitivity", "noise sd", "ε alone", "released values"], rows,
+                         caption=f"Data summary of the members under ({s.epsilon:.3f}, {s.delta:.1e})-DP — {s.accountant}; "
+                                 f"basic composition would say ε = {s.epsilon_basic_composition:.3f}. Unit: {s.unit}."),
+                   note("; ".join(s.notes) + ".")]
+    if rel.ldp_terms is not None:
+        lt = rel.ldp_terms
+        terms = ", ".join(f"{x} ({v:g})" for x, v in lt.terms) or "none above the noise threshold"
+        blocks.append(note(f"Frequent member terms learned under {lt.epsilon:g}-local DP ({lt.method.upper()}, k = {lt.k}, "
+                           f"m = {lt.m}; {lt.n_users:,} members reporting, {lt.n_candidates:,} candidates from "
+                           f"{lt.candidates_from}; listed only above {lt.threshold:.1f}, the noise level no unused candidate "
+                           f"reaches with 95 % probability): {terms}. "
+                           f"Rule: {lt.rule}."))
+    blocks.append(note(f"Total ε spent on these releases: {rel.epsilon_total:g} (summary + local-DP terms, basic composition)."))
+    return {"id": "release", "title": "Released under differential privacy", "blocks": blocks}
 
 
 def section_tests(results: AuditResults) -> Section | None:
@@ -497,7 +538,8 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     src = source or (str(rd / "results.json") if rd is not None else "results.json")
     sections = [section_summary(results), section_arms(results), section_tradeoff(results), section_membership(results),
                 section_canaries(results), *[section_family(results, f) for f in FAMILIES if f not in ("membership", "canaries")],
-                section_defences(results), section_guard(results), section_empirical(results), section_tests(results),
+                section_defences(results), section_guard(results), section_empirical(results), section_release(results),
+                section_tests(results),
                 section_examples(results, canaries, mask, show_pii), section_repro(results, src, digest)]
     sections = [s for s in sections if s]
     title = f"PrivLeak audit — {rd.name if rd is not None else 'run'}"
