@@ -189,6 +189,17 @@ class ShadowConfig(_Strict):
         return self
 
 
+class OneRunConfig(_Strict):
+    """The one-run DP audit (Steinke et al. 2023) with LM audit canaries (Panda et al. 2025): ``canaries``
+    random rare-word sequences, each added to every trained model's training data with probability ½
+    (0 = no one-run audit)."""
+
+    canaries: int = Field(1000, ge=0)
+    prefix_words: int = Field(4, ge=1)
+    secret_words: int = Field(8, ge=1)
+    fdp: bool = True  # also the Gaussian f-DP bound (Mahloujifar et al. 2024)
+
+
 class AttackConfig(_Strict):
     max_mia_records: int = Field(2000, ge=10)
     bootstrap: int = Field(200, ge=0)
@@ -237,6 +248,7 @@ class AuditConfig(_Strict):
     attacks: AttackConfig = AttackConfig()
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
+    one_run: OneRunConfig = OneRunConfig()
 
     @field_validator("seed")
     @classmethod
@@ -288,7 +300,10 @@ class AuditConfig(_Strict):
         a = self.attacks
         return AttackSettings(max_mia_records=a.max_mia_records, bootstrap=a.bootstrap, min_k_percent=a.min_k_percent,
                               rmia_a=a.rmia_a, global_variance=self.shadows.global_variance,
-                              canary_candidates=self.canaries.candidates, extraction_samples=a.extraction_samples,
+                              canary_candidates=self.canaries.candidates,
+                              one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words,
+                                                self.one_run.secret_words),
+                              extraction_samples=a.extraction_samples,
                               prefix_records=a.prefix_records, phi_records=a.phi_records,
                               pii=PiiSizes.full() if self.profile == "full" else PiiSizes.quick())
 

@@ -20,6 +20,7 @@ Schema version 2::
                        utility         perplexity on members and held-out non-members
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
                        empirical_epsilon  the membership attacks' ε lower bound, per attack and for the arm
+                       one_run_epsilon    the one-run ε lower bounds from the audit canaries
                        defences        scrub / dedup reports (data-defence arms)
                        guard           interventions and false positives (the guard arm)
                        verdict         near chance / some leakage / leaks, with the findings behind it
@@ -167,6 +168,43 @@ class EmpiricalEpsilon(Typed):
     by_attack: dict[str, EmpiricalEpsilonBound]
 
 
+class OneRunCandidate(Typed):
+    """One guess count of the one-run audit: k_in top guesses "in", k_out bottom guesses "out"."""
+
+    k_in: int
+    k_out: int
+    guesses: int
+    correct: int
+    epsilon_steinke: float
+    epsilon_fdp: float | None = None
+
+
+class OneRunEpsilon(Typed):
+    """The one-run ε lower bounds of one model from its audit canaries (audit/one_run.py).
+
+    ``epsilon_steinke``: Steinke, Nasr & Jagielski 2023 — valid for any (ε, δ)-DP training, the
+    figure checked against the accountant. ``epsilon_fdp``: Mahloujifar, Melis & Chaudhuri 2024 under
+    the Gaussian trade-off function with the same (ε, δ) (the curve DP-SGD's analysis approximates;
+    tighter, but it refutes "as private as that Gaussian mechanism", not (ε, δ)-DP itself). Both are
+    maxima over a fixed grid of guess counts at α / |grid| each. ``available`` false: no bound, and
+    ``reason`` says why.
+    """
+
+    available: bool
+    reason: str = ""
+    epsilon_steinke: float | None = None
+    epsilon_fdp: float | None = None
+    m: int = 0
+    n_included: int = 0
+    score: str = ""
+    alpha: float = 0.05
+    alpha_each: float | None = None
+    delta: float = 0.0
+    best: OneRunCandidate | None = None
+    candidates: list[OneRunCandidate] = []
+    exceeds_accountant: bool | None = None
+
+
 class Defences(Typed):
     scrub: ScrubArmReport | None = None
     dedup: DedupArmReport | None = None
@@ -233,6 +271,7 @@ class ArmResult(Typed):
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None
+    one_run_epsilon: OneRunEpsilon | None = None
     defences: Defences | None = None
     guard: GuardReport | None = None
     verdict: Verdict | None = None

@@ -13,11 +13,16 @@ from typing import Sequence
 
 import numpy as np
 
+from ..attacks.audit_canaries import OneRunCanaryResult
 from ..attacks.mia import MembershipResult
 from ..core.metrics import roc_curve
 from ..data.records import Record
-from ..results import DpBound, EmpiricalEpsilon, EmpiricalEpsilonBound
+from ..results import DpBound, EmpiricalEpsilon, EmpiricalEpsilonBound, OneRunCandidate, OneRunEpsilon
 from .epsilon import dp_bound_check, empirical_epsilon
+from .one_run import one_run_audit
+
+#: Fewer audit canaries than this and the one-run bound cannot reach even ε ≈ 1.
+MIN_ONE_RUN_CANARIES = 50
 
 PROCEDURE = "attack and threshold chosen on a random half, Clopper-Pearson bounds on the other half"
 
@@ -66,3 +71,24 @@ def empirical_epsilon_summary(results: dict[str, MembershipResult], *, delta: fl
         summary.dp_bound = DpBound.model_validate({"attack": strongest, **asdict(check), "ok": check.ok})
         summary.exceeds_accountant = bool(bounds[best].epsilon_lb > dp_epsilon)
     return summary
+
+
+def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, fdp: bool = True,
+                    dp_epsilon: float | None = None) -> OneRunEpsilon:
+    """The one-run ε lower bounds (Steinke et al. 2023; Gaussian f-DP, Mahloujifar et al. 2024) from
+    the audit canaries' scores, at the arm's δ; for a DP arm, whether the Steinke bound (valid for any
+    (ε, δ)-DP training) exceeds the accountant's ε."""
+    scores, included = result.scores
+    if len(scores) < MIN_ONE_RUN_CANARIES:
+        return OneRunEpsilon(available=False, m=len(scores),
+                             reason=f"only {len(scores)} audit canaries (need ≥ {MIN_ONE_RUN_CANARIES}); "
+                                    "raise one_run.canaries")
+    audit = one_run_audit(scores, included, alpha=alpha, delta=delta, fdp=fdp)
+    cands = [OneRunCandidate.model_validate(asdict(c)) for c in audit.candidates]
+    out = OneRunEpsilon(available=True, epsilon_steinke=audit.epsilon_steinke, epsilon_fdp=audit.epsilon_fdp,
+                        m=audit.m, n_included=audit.n_in, score=result.score, alpha=alpha,
+                        alpha_each=audit.alpha_each, delta=delta,
+                        best=OneRunCandidate.model_validate(asdict(audit.best_steinke)), candidates=cands)
+    if dp_epsilon is not None:
+        out.exceeds_accountant = bool(audit.epsilon_steinke > dp_epsilon)
+    return out

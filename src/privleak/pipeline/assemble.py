@@ -25,18 +25,19 @@ from .audit import Audit
 from .evaluate import evaluation_subsets, read_stage
 
 
-def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict]:
-    """Every family stage of one model merged: (results by attack, membership summary, interventions)."""
-    results, summary, interventions = {}, None, {}
+def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict, object]:
+    """Every family stage of one model merged: (results by attack, membership summary, interventions, one-run bound)."""
+    results, summary, interventions, one_run = {}, None, {}, None
     for family in FAMILIES:
         stage = read_stage(audit, model, family)
         if stage is None:
             continue
         results.update(stage.results)
         summary = stage.empirical_epsilon or summary
+        one_run = stage.one_run_epsilon or one_run
         interventions.update(stage.interventions or {})
         durations.update({f"{family}/{model}/{k}": v for k, v in stage.seconds.items()})
-    return results, summary, interventions
+    return results, summary, interventions, one_run
 
 
 def _utility(audit: Audit, model: str) -> Utility:
@@ -46,6 +47,11 @@ def _utility(audit: Audit, model: str) -> Utility:
 def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
     """An empirical lower bound above the accountant's ε, or a measured operating point significantly
     outside TPR ≤ e^ε·FPR + δ, means a bug (or a broken DP guarantee): never hide it."""
+    one = arm.one_run_epsilon
+    if arm.privacy is not None and one is not None and one.exceeds_accountant:
+        audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the one-run ε lower bound {one.epsilon_steinke:.2f} "
+                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon:.2f} the accountant "
+                   "claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
         return
@@ -61,13 +67,14 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
     cfg, run = audit.cfg, audit.run
     splits, canaries = audit.splits(), audit.canaries()
     durations: dict[str, float] = {}
-    attacks, summary, _ = _attacks(audit, "base", durations)
+    attacks, summary, _, one_run = _attacks(audit, "base", durations)
     base = ArmResult(kind="control", utility=_utility(audit, "base"), attacks=attacks, empirical_epsilon=summary,
+                     one_run_epsilon=one_run,
                      source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
     arms: dict[str, ArmResult] = {}
     for name in arm_names:
         spec = parse_arm(name)
-        attacks, summary, interventions = _attacks(audit, name, durations)
+        attacks, summary, interventions, one_run = _attacks(audit, name, durations)
         if spec.guard:
             served = arms["baseline"]
             report = GuardReport.model_validate(read_json(run.path("arms", name, "guard.json")))
@@ -83,7 +90,8 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
         arms[name] = ArmResult(
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"]),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
-            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, defences=defences)
+            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
+            defences=defences)
         _check_dp_claims(audit, name, arms[name])
     mi, _ = evaluation_subsets(audit)
     members = splits["members"]

@@ -102,7 +102,7 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
         members=s["members"], non_members=s["non_members"], population=s["population"], public=s["public"],
         canaries=audit.canaries(), settings=audit.cfg.attack_settings(), seed=audit.cfg.seed, masker=masker(audit),
         scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
-        reference=audit.base() if target.reference else None, shadows=shadow,
+        reference=audit.base() if target.reference else None, shadows=shadow, audit_canaries=audit.audit_canaries(),
         shared=audit.memo("attack_shared", dict))
 
 
@@ -115,9 +115,10 @@ def family_specs(audit: Audit, family: str, target: Target) -> list[AttackSpec]:
 def attack_key(audit: Audit, family: str, target: Target, base_key: str, shadow_key: str | None) -> str:
     settings = audit.cfg.attack_settings()
     used = {s.name: {u: getattr(settings, u) for u in s.uses} for s in family_specs(audit, family, target)}
-    alpha = audit.cfg.attacks.alpha if family == "membership" else None
+    alpha = audit.cfg.attacks.alpha if family in ("membership", "canaries") else None
+    fdp = audit.cfg.one_run.fdp if family == "canaries" else None
     return stable_hash("attacks", family, target.key, base_key if target.reference else None, used, audit.cfg.seed,
-                       alpha, shadow_key, target.serves)
+                       alpha, shadow_key, target.serves, fdp)
 
 
 def _delta(audit: Audit, target: Target) -> tuple[float, float | None]:
@@ -144,7 +145,8 @@ def attack_stage(audit: Audit, family: str, target: Target, base_key: str, shado
         out = run_family(specs, guard_target(served, ctx, tally), ctx, on_start=tally.start)
         out.interventions = tally.counts
     else:
-        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps)
+        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps,
+                         fdp=audit.cfg.one_run.fdp)
     write_json(stage_path(audit, target.name, family), out.model_dump(mode="json"))
 
 

@@ -25,7 +25,7 @@ from .rundir import RunDir
 from .assemble import assemble
 from .audit import Audit
 from .checks import preflight
-from .data import base_key, data_key, make_data, resolve_base
+from .data import audit_canaries_key, base_key, data_key, make_audit_canaries_stage, make_data, resolve_base
 from .evaluate import (
     Target,
     attack_key,
@@ -63,6 +63,8 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
         audit.warn(delta_warning)
     bkey = base_key(cfg, dkey)
     audit.stage("base-model", bkey, lambda: resolve_base(audit, audit.splits()["public"]))
+    if cfg.one_run.canaries:
+        audit.stage("audit-canaries", audit_canaries_key(cfg, bkey), lambda: make_audit_canaries_stage(audit))
 
     # data defences, arms, shadows
     specs = cfg.arm_specs()

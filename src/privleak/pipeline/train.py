@@ -20,6 +20,7 @@ from ..attacks.scoring import score_texts
 from ..audit.membership import mia_subsets
 from ..config import AuditConfig, resolve_delta
 from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_json
+from ..data.audit_canaries import insert_audit_canaries
 from ..data.canaries import derive_seed
 from ..data.records import Record, read_jsonl, write_jsonl
 from ..defenses.arm_data import dedup_members, scrub_members
@@ -37,6 +38,7 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     data = {
         "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
         "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
+        "audit_canaries": cfg.one_run.model_dump(mode="json", exclude={"fdp"}) if cfg.one_run.canaries else None,
     }
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
@@ -82,7 +84,13 @@ def training_records(audit: Audit, spec: ArmSpec) -> list[Record]:
         out = read_jsonl(audit.run.path("defences", "scrub", "members.jsonl"))
     if spec.dedup:
         out = [out[i] for i in read_json(audit.run.path("defences", "dedup", "kept.json"))]
-    return out
+    return with_audit_canaries(audit, out)
+
+
+def with_audit_canaries(audit: Audit, records: list[Record]) -> list[Record]:
+    """``records`` plus the included one-run audit canaries, after any data defence: the canaries audit
+    the training step (the mechanism whose ε the accountant states), so no defence may touch them."""
+    return insert_audit_canaries(records, audit.audit_canaries(), audit.cfg.seed)
 
 
 # ---------------------------------------------------------------- trainers
@@ -190,6 +198,7 @@ def train_shadow(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int, 
     if spec.dedup:
         d = cfg.defences.dedup
         records, _ = dedup_members(records, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=cfg.seed)
+    records = with_audit_canaries(audit, records)  # a shadow is trained like its arm, canaries included
     base = audit.base()
     label = f"{spec.name} shadow {k + 1}/{cfg.shadows.n_shadows}"
     model, _ = fit(audit, label, settings, records)
