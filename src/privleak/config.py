@@ -53,6 +53,7 @@ class SyntheticConfig(_Strict):
 class DataConfig(_Strict):
     path: str | None = None  # None: the synthetic clinical corpus
     text_field: str = "text"
+    group_field: str | None = None  # the person/group of each record (user data); one split per group
     format: Literal["jsonl", "csv", "text", "hf"] | None = None
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     plant_canaries: bool = False
@@ -132,6 +133,9 @@ class DPConfig(_Strict):
     lora_alpha: float = Field(16.0, gt=0)
     lora_lr: float = Field(5e-3, gt=0)  # adapters start at zero: a larger step than full fine-tuning
     lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
+    # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
+    debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
 
     @field_validator("epsilons")
     @classmethod
@@ -270,6 +274,14 @@ class AuditConfig(_Strict):
         if "guard" in names and "baseline" not in names:
             raise ValueError("the guard arm serves the baseline model; list baseline too")
         return tuple(names)
+
+    @model_validator(mode="after")
+    def _broken_arms_exist(self) -> "AuditConfig":
+        specs = {s.name: s for s in self.arm_specs()}
+        for a in self.dp.debug_break:
+            if a not in specs or specs[a].dp_epsilon is None:
+                raise ValueError(f"dp.debug_break: '{a}' is not a DP arm of this audit")
+        return self
 
     @model_validator(mode="after")
     def _shadow_arms_exist(self) -> "AuditConfig":

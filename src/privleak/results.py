@@ -25,6 +25,7 @@ Schema version 2::
                        guard           interventions and false positives (the guard arm)
                        verdict         near chance / some leakage / leaks, with the findings behind it
     recommendation   the arm to release, and why
+    blind_baseline   a model-free member/non-member classifier on the same sets, and whether it rivals the attacks
     statistical_tests  "baseline vs <arm>: …" → two-proportion comparison
     warnings         strings
     durations_s      stage → seconds (the only field that differs between identical runs)
@@ -62,6 +63,44 @@ class ToolInfo(Typed):
     version: str
 
 
+class MembershipDesign(Typed):
+    """How the membership evaluation sets were drawn (audit/membership.py: ``mia_selection``).
+
+    ``unit``: "person", "group" (``--group-field``) or "distinct text"; pairs are [members, non-members].
+    ``available`` false: the sets cannot support an ε bound, and ``reason`` says why.
+    """
+
+    unit: str
+    eligible_records: list[int]
+    units: list[int]
+    evaluated: list[int]
+    near_duplicate_clusters_dropped: int
+    near_duplicate_records_merged: int
+    strata: dict[str, int]
+    available: bool
+    reason: str = ""
+
+
+class BlindBaseline(Typed):
+    """A model-free classifier on the membership evaluation sets (audit/blind.py; Das, Zhang & Tramèr 2024).
+
+    ``shifted``: it rivals the attacks (``rule``) on the arms in ``rivalled``, or is far from chance on its
+    own — then membership figures are not evidence of memorisation.
+    """
+
+    auc: float
+    auc_ci95: tuple[float, float] | None = None
+    tpr_at_1pct_fpr: float
+    tpr_at_1pct_fpr_ci95: tuple[float, float] | None = None
+    n_members: int
+    n_non_members: int
+    folds: int
+    features: str
+    rule: str
+    shifted: bool = False
+    rivalled: list[str] = []
+
+
 class DataSummary(Typed):
     source: str
     n_public: int
@@ -70,6 +109,7 @@ class DataSummary(Typed):
     n_non_members: int
     n_population: int
     mia_records_per_side: int
+    membership_design: MembershipDesign | None = None
     n_canaries: int
     canary_chance_exposure: float | None
 
@@ -329,6 +369,7 @@ class AuditResults(Typed):
     base_model: ArmResult
     arms: dict[str, ArmResult] = Field(min_length=1)
     recommendation: Recommendation | None = None
+    blind_baseline: BlindBaseline | None = None
     statistical_tests: dict[str, Comparison] = {}
     warnings: list[str] = []
     durations_s: dict[str, float | None] = {}

@@ -6,11 +6,13 @@ from .. import __version__
 from ..arms import parse_arm
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
+from ..audit.blind import RULE, rivals
 from ..audit.verdicts import judge
 from ..core.io import read_json
 from ..results import (
     ArmResult,
     AuditResults,
+    BlindBaseline,
     BaseModelSource,
     DataSummary,
     Defences,
@@ -22,7 +24,7 @@ from ..results import (
     package_versions,
 )
 from .audit import Audit
-from .evaluate import evaluation_subsets, read_stage
+from .evaluate import read_stage, selection
 
 
 def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict, object]:
@@ -93,14 +95,29 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
             defences=defences)
         _check_dp_claims(audit, name, arms[name])
-    mi, _ = evaluation_subsets(audit)
+    sel = selection(audit)
+    mi = sel.members
+    if not sel.design.available:
+        audit.warn(f"empirical ε unavailable: {sel.design.reason}")
     members = splits["members"]
     data = DataSummary(
         source=cfg.data.path or "synthetic-clinical", n_public=len(splits["public"]), n_members=len(members),
         n_canary_records=sum(r.kind == "canary" for r in members), n_non_members=len(splits["non_members"]),
-        n_population=len(splits["population"]), mia_records_per_side=int(len(mi)), n_canaries=len(canaries),
+        n_population=len(splits["population"]), mia_records_per_side=int(len(mi)),
+        membership_design=sel.design, n_canaries=len(canaries),
         canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None)
-    results = AuditResults(
+    blind = BlindBaseline.model_validate({**read_json(run.path("blind_baseline.json")), "rule": RULE})
+    for name, arm in arms.items():
+        _, best = arm.best_membership()
+        if best is not None and rivals(blind.auc, None, best.auc):
+            blind.rivalled.append(name)
+    blind.shifted = bool(blind.rivalled) or rivals(blind.auc, blind.auc_ci95, None)
+    if blind.shifted:
+        audit.warn(f"!!! distribution shift: a classifier that never sees the model tells the evaluated members from "
+                   f"non-members with AUC {blind.auc:.3f} (TPR@1%FPR {blind.tpr_at_1pct_fpr:.3f})"
+                   + (f", rivalling the attacks on {', '.join(blind.rivalled)}" if blind.rivalled else "")
+                   + " — the split is distribution-shifted and membership figures are not evidence of memorisation")
+    results = AuditResults(blind_baseline=blind,
         tool=ToolInfo(name="privleak", version=__version__), config=cfg.model_dump(mode="json"), data=data,
         base_model=base, arms=arms, warnings=audit.warnings,
         durations_s={**{k: round(v, 2) for k, v in run.durations.items()}, **durations}, versions=package_versions())

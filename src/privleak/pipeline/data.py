@@ -61,7 +61,8 @@ def make_data(audit: Audit) -> None:
         corpus = generate_corpus(synthetic_config(cfg))
         splits, canaries = corpus.splits, corpus.canaries
     else:
-        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
+                              group_field=cfg.data.group_field)
         splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
         canaries = []
         if cfg.data.plant_canaries:

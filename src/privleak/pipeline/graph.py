@@ -28,6 +28,7 @@ from .checks import preflight
 from .data import audit_canaries_key, base_key, data_key, make_audit_canaries_stage, make_data, resolve_base
 from .evaluate import (
     Target,
+    blind_stage,
     attack_key,
     attack_stage,
     family_specs,
@@ -65,6 +66,9 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     audit.stage("base-model", bkey, lambda: resolve_base(audit, audit.splits()["public"]))
     if cfg.one_run.canaries:
         audit.stage("audit-canaries", audit_canaries_key(cfg, bkey), lambda: make_audit_canaries_stage(audit))
+
+    audit.stage("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
+                lambda: blind_stage(audit))
 
     # data defences, arms, shadows
     specs = cfg.arm_specs()

@@ -45,8 +45,10 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     delta, _ = resolve_delta(cfg, n_members)
     lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets"}
     settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
-                **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"} | (set() if spec.lora else lora)),
+                **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break"} | (set() if spec.lora else lora)),
                 "seed": cfg.seed, "data_defences": data}
+    if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
+        settings["debug_break"] = cfg.dp.debug_break[spec.name]
     if spec.lora:
         settings["lr"] = settings.pop("lora_lr")
     return settings
@@ -112,6 +114,7 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
         expected_batch_size=s["batch_size"], lr=s["lr"], seed=seed, accountant=s["accountant"],
         train_embeddings=s["train_embeddings"], micro_batch_tokens=s["micro_batch_tokens"],
         grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
+        debug_break=s.get("debug_break"),
         **({"lora_alpha": s["lora_alpha"], "lora_targets": tuple(s["lora_targets"])} if s["lora"] else {}),
     )
     model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
