@@ -100,7 +100,8 @@ def test_perfect_separation_and_no_signal():
 
 
 def test_guess_grid_depends_on_m_only_and_inputs_are_checked():
-    assert o.guess_grid(1000)[0] == (10, 0) and all(a + b <= 1000 for a, b in o.guess_grid(1000))
+    assert o.guess_grid(1000) == [(25, 25), (100, 100), (250, 250), (500, 500)]
+    assert all(a + b <= 7 for a, b in o.guess_grid(7)) and o.guess_grid(1) == [(1, 0)]
     assert o.guess_grid(20) == o.guess_grid(20)
     with pytest.raises(ValueError):
         o.one_run_audit(np.zeros(3), np.zeros(4, bool))

@@ -2,11 +2,9 @@
 
 Panda et al. (ICLR 2025): score an audit canary by the model's loss on its
 secret tokens only (the prefix is context, not evidence). Score (higher =
-"included"): −NLL_secret under the target, or, when the audit has a reference
-model (every trained arm: the base model), NLL_secret(reference) −
-NLL_secret(target) — fixed in advance, never chosen by outcome — which
-removes how surprising each random secret is to any model of this
-vocabulary. The ε bound from these scores is computed by the audit layer
+"included"): −NLL_secret under the target, as Panda et al. (a reference
+model's calibration, NLL_ref − NLL_target, was no better on these random
+secrets, which every model of the vocabulary finds equally surprising). The ε bound from these scores is computed by the audit layer
 (:func:`privleak.audit.one_run.one_run_audit`), which knows the arm's δ.
 
 :func:`rare_word_pool` picks the canary vocabulary: whole-word tokens of the
@@ -110,12 +108,7 @@ def run(target: ModelHandle, ctx: AttackContext) -> OneRunCanaryResult:
     canaries = ctx.audit_canaries
     included = np.array([c.included for c in canaries], dtype=bool)
     nll_t = secret_nll(target, canaries, desc=f"score audit canaries {getattr(target, 'name', '')}".strip())
-    if ctx.reference is not None:
-        nll_r = ctx.shared_memo("audit_canaries_reference_nll", lambda: secret_nll(ctx.reference, canaries,
-                                                                                  desc="score audit canaries (reference)"))
-        score, kind = nll_r - nll_t, "reference"
-    else:
-        score, kind = -nll_t, "loss"
+    score, kind = -nll_t, "loss"
     auc = roc_auc(score[included], score[~included]) if included.any() and (~included).any() else 0.5
     res = OneRunCanaryResult(m=len(canaries), n_included=int(included.sum()), score=kind, auc=float(auc),
                              nll_included=float(nll_t[included].mean()) if included.any() else 0.0,
