@@ -8,11 +8,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from privleak.audit.membership import MIN_UNITS, mia_selection, unit_of
+from privleak.audit.membership import MIN_UNITS, mia_selection
 from privleak.core.errors import UserError
 from privleak.data.loaders import load_corpus
 from privleak.data.records import PiiSpan, Record
-from privleak.data.splits import split_corpus
+from privleak.data.splits import split_corpus, unit_of
 
 
 def _note(person: str, i: int, visit: int = 0) -> Record:

@@ -245,6 +245,21 @@ class OneRunEpsilon(Typed):
     exceeds_accountant: bool | None = None
 
 
+class ExposedPerson(Typed):
+    """One of an arm's most exposed individuals (audit/membership.py: ``exposed_people``), masked.
+
+    ``flagged_by``: the membership attacks that call this person's evaluated record a member at a
+    threshold with ≤ 1 % false positives on the non-members; ``percentile``: the record's highest score
+    percentile among the non-members' scores over the attacks.
+    """
+
+    id: str
+    name: str | None = None
+    records: int
+    flagged_by: list[str]
+    percentile: float
+
+
 class Defences(Typed):
     scrub: ScrubArmReport | None = None
     dedup: DedupArmReport | None = None
@@ -312,6 +327,7 @@ class ArmResult(Typed):
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None
     one_run_epsilon: OneRunEpsilon | None = None
+    exposed_people: list[ExposedPerson] = []
     defences: Defences | None = None
     guard: GuardReport | None = None
     verdict: Verdict | None = None

@@ -27,6 +27,8 @@ _MIA = ("max_mia_records", "bootstrap")
 
 ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
     AttackSpec("loss", "membership", mia.loss, mia.MembershipResult, "LOSS", "Yeom et al. 2018", _MIA),
+    AttackSpec("loss_group", "membership", mia.loss_group, mia.MembershipResult, "LOSS (person)",
+               "Yeom et al. 2018, per person / group", _MIA),
     AttackSpec("zlib", "membership", mia.zlib, mia.MembershipResult, "zlib", "Carlini et al. 2021", _MIA),
     AttackSpec("min_k", "membership", mia.min_k, mia.MembershipResult, "min-k%", "Shi et al. 2024",
                _MIA + ("min_k_percent",)),

@@ -8,6 +8,7 @@ against the DP bound.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
@@ -18,9 +19,9 @@ from ..attacks.audit_canaries import OneRunCanaryResult
 from ..attacks.mia import MembershipResult
 from ..core.metrics import roc_curve
 from ..data.records import Record
-from ..data.splits import normalize_text
+from ..data.splits import unit_of
 from ..defenses.dedup import dedup_near
-from ..results import MembershipDesign, DpBound, EmpiricalEpsilon, EmpiricalEpsilonBound, OneRunCandidate, OneRunEpsilon
+from ..results import ExposedPerson, MembershipDesign, DpBound, EmpiricalEpsilon, EmpiricalEpsilonBound, OneRunCandidate, OneRunEpsilon
 from .epsilon import dp_bound_check, empirical_epsilon
 from .one_run import one_run_audit
 
@@ -32,17 +33,6 @@ PROCEDURE = "attack and threshold chosen on a random half, Clopper-Pearson bound
 
 #: Fewer evaluated units per side than this and no empirical ε is printed (the bound would be noise).
 MIN_UNITS = 20
-
-
-def unit_of(record: Record) -> tuple[str, str]:
-    """The membership unit of a record: its person (``meta.person_id``, synthetic data), its group
-    (``meta.group``, from ``--group-field``), else its distinct (normalised) text."""
-    meta = record.meta
-    if meta.get("person_id") is not None:
-        return "person", str(meta["person_id"])
-    if meta.get("group") is not None:
-        return "group", str(meta["group"])
-    return "text", normalize_text(record.text)
 
 
 @dataclass
@@ -165,6 +155,8 @@ def empirical_epsilon_summary(results: dict[str, MembershipResult], *, delta: fl
     1 − α guarantee that a maximum over attacks would lose. For a DP arm the
     strongest attack's ROC is also checked against TPR ≤ e^ε·FPR + δ.
     """
+    # Group-level attacks test a whole person (k records: group privacy, ≈ kε): never a record-level bound.
+    results = {k: r for k, r in results.items() if not r.parameters.get("group")}
     bounds = {name: empirical_epsilon(*r.scores, delta=delta, alpha=alpha, seed=seed) for name, r in results.items()}
     best = max(bounds, key=lambda a: (bounds[a].epsilon_select, a))
     strongest = max(results, key=lambda a: (results[a].auc, a))
@@ -199,4 +191,43 @@ def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, f
                         best=OneRunCandidate.model_validate(asdict(audit.best_steinke)), candidates=cands)
     if dp_epsilon is not None:
         out.exceeds_accountant = bool(audit.epsilon_steinke > dp_epsilon)
+    return out
+
+
+def exposed_people(results: dict[str, MembershipResult], members: Sequence[Record], evaluated: np.ndarray,
+                   mask, top: int = 10, seed: int = 0) -> list[ExposedPerson]:
+    """The individuals an aggregate AUC hides: for each evaluated member record (one per person / unit),
+    the attacks that flag it at ≤ 1 % FPR (its score above the ⌊0.01 n⌋+1-th highest non-member score),
+    ranked by how many attacks flag it, then by its highest percentile among non-member scores.
+
+    ``members`` are the non-canary members the scores index (``evaluated`` = the evaluated indices);
+    ``mask`` masks a name. Ids are salted hashes of the unit, never the unit itself.
+    """
+    record_level = {k: r for k, r in results.items() if not r.parameters.get("group")}
+    if not record_level or len(evaluated) == 0:
+        return []
+    sizes: dict[tuple[str, str], int] = {}
+    for r in members:
+        u = unit_of(r)
+        sizes[u] = sizes.get(u, 0) + 1
+    flags: list[list[str]] = [[] for _ in evaluated]
+    pct = np.zeros(len(evaluated))
+    for name, res in record_level.items():
+        pos, neg = res.scores
+        if len(pos) != len(evaluated) or not len(neg):
+            continue
+        srt = np.sort(neg)[::-1]
+        t = srt[min(len(srt) - 1, int(0.01 * len(srt)))]
+        pct = np.maximum(pct, np.searchsorted(np.sort(neg), pos, side="left") / len(neg))
+        for i in np.flatnonzero(pos > t):
+            flags[i].append(name)
+    order = sorted(range(len(evaluated)), key=lambda i: (-len(flags[i]), -pct[i], i))[:top]
+    out = []
+    for i in order:
+        rec = members[int(evaluated[i])]
+        u = unit_of(rec)
+        digest = hashlib.sha256(f"{seed}:{u[0]}:{u[1]}".encode()).hexdigest()[:8]
+        name = next((sp.value(rec.text) for sp in rec.pii or () if sp.label == "NAME"), None)
+        out.append(ExposedPerson(id=f"{u[0]} {digest}", name=mask(name) if name else None, records=sizes[u],
+                                 flagged_by=flags[i], percentile=float(pct[i])))
     return out

@@ -21,8 +21,8 @@ from ..attacks.mia import MembershipResult
 from ..core.masking import PiiMasker
 from ..core.typed import Typed
 from ..models.handle import ModelHandle
-from ..results import AnyAttackResult, EmpiricalEpsilon, Interventions, OneRunEpsilon
-from .membership import empirical_epsilon_summary, one_run_summary
+from ..results import AnyAttackResult, EmpiricalEpsilon, ExposedPerson, Interventions, OneRunEpsilon
+from .membership import empirical_epsilon_summary, exposed_people, one_run_summary
 
 #: Keys never masked: the result-type discriminator must survive masking.
 _KEEP = frozenset({"kind"})
@@ -35,6 +35,7 @@ class AttackStage(Typed):
     seconds: dict[str, float]
     empirical_epsilon: EmpiricalEpsilon | None = None
     one_run_epsilon: OneRunEpsilon | None = None
+    exposed_people: list[ExposedPerson] | None = None
     interventions: dict[str, Interventions] | None = None
 
 
@@ -79,9 +80,13 @@ def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackCont
     mia = {k: v for k, v in results.items() if isinstance(v, MembershipResult)}
     if mia and delta is not None:
         summary = empirical_epsilon_summary(mia, delta=delta, alpha=alpha, seed=ctx.seed, dp_epsilon=dp_epsilon)
+    exposed = None
+    if mia:
+        members = [r for r in ctx.members if r.kind != "canary"]
+        exposed = exposed_people(mia, members, ctx.mia_members, ctx.masker.mask, seed=ctx.seed)
     one_run = None
     canary_scores = [v for v in results.values() if isinstance(v, OneRunCanaryResult)]
     if canary_scores and delta is not None:
         one_run = one_run_summary(canary_scores[0], delta=delta, alpha=alpha, fdp=fdp, dp_epsilon=dp_epsilon)
     return AttackStage(results={k: masked(v, ctx.masker) for k, v in results.items()}, seconds=seconds,
-                       empirical_epsilon=summary, one_run_epsilon=one_run)
+                       empirical_epsilon=summary, one_run_epsilon=one_run, exposed_people=exposed)

@@ -63,6 +63,17 @@ def _groups_needed(n_groups: int, fractions: tuple[float, ...], min_per_split: i
     return need
 
 
+def unit_of(record: Record) -> tuple[str, str]:
+    """The membership unit of a record: its person (``meta.person_id``, synthetic data), its group
+    (``meta.group``, from ``--group-field``), else its distinct (normalised) text."""
+    meta = record.meta
+    if meta.get("person_id") is not None:
+        return "person", str(meta["person_id"])
+    if meta.get("group") is not None:
+        return "group", str(meta["group"])
+    return "text", normalize_text(record.text)
+
+
 def _units(records: Sequence[Record]) -> dict[str, list[int]]:
     """Records joined by an identical (normalised) text or the same ``meta["group"]``: unit key → indices.
 

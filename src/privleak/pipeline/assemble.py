@@ -30,6 +30,7 @@ from .evaluate import read_stage, selection
 def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict, object]:
     """Every family stage of one model merged: (results by attack, membership summary, interventions, one-run bound)."""
     results, summary, interventions, one_run = {}, None, {}, None
+    exposed: list = []
     for family in FAMILIES:
         stage = read_stage(audit, model, family)
         if stage is None:
@@ -37,8 +38,10 @@ def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dic
         results.update(stage.results)
         summary = stage.empirical_epsilon or summary
         one_run = stage.one_run_epsilon or one_run
+        exposed = stage.exposed_people or exposed
         interventions.update(stage.interventions or {})
         durations.update({f"{family}/{model}/{k}": v for k, v in stage.seconds.items()})
+    audit.shared.setdefault("exposed_people", {})[model] = exposed
     return results, summary, interventions, one_run
 
 
@@ -71,7 +74,7 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
     durations: dict[str, float] = {}
     attacks, summary, _, one_run = _attacks(audit, "base", durations)
     base = ArmResult(kind="control", utility=_utility(audit, "base"), attacks=attacks, empirical_epsilon=summary,
-                     one_run_epsilon=one_run,
+                     one_run_epsilon=one_run, exposed_people=audit.shared["exposed_people"]["base"],
                      source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
     arms: dict[str, ArmResult] = {}
     for name in arm_names:
@@ -93,6 +96,7 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"]),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
+            exposed_people=audit.shared["exposed_people"][name],
             defences=defences)
         _check_dp_claims(audit, name, arms[name])
     sel = selection(audit)

@@ -441,6 +441,25 @@ def section_one_run(results: AuditResults) -> Section | None:
     return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": blocks}
 
 
+def section_people(results: AuditResults) -> Section | None:
+    rows = []
+    for name, m in results.arms.items():
+        for p in m.exposed_people[:5]:
+            if not p.flagged_by:
+                continue
+            rows.append([name, _t(p.id), _t(p.name or "—"), _n(p.records, "d"),
+                         _t(", ".join(_title(a) for a in p.flagged_by)), _n(p.percentile, ".3f")])
+    if not rows:
+        return None
+    unit = results.data.membership_design.unit if results.data.membership_design else "person"
+    return {"id": "people", "title": "Most exposed individuals", "blocks": [
+        table(["arm", f"{unit} (masked id)", "name (masked)", "records", "attacks that flag them at ≤ 1% FPR",
+               "highest percentile among non-members"], rows),
+        note("An aggregate AUC hides the people at risk: these are the evaluated members (one record per "
+             f"{unit}) that the most attacks single out at a threshold with at most 1% false alarms on the "
+             "non-members, up to five per arm. Ids are salted hashes; names are masked.")]}
+
+
 def section_tests(results: AuditResults) -> Section | None:
     if not results.statistical_tests:
         return None
@@ -555,7 +574,8 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     src = source or (str(rd / "results.json") if rd is not None else "results.json")
     sections = [section_summary(results), section_arms(results), section_tradeoff(results), section_membership(results),
                 section_canaries(results), *[section_family(results, f) for f in FAMILIES if f not in ("membership", "canaries")],
-                section_defences(results), section_guard(results), section_one_run(results), section_empirical(results),
+                section_defences(results), section_guard(results), section_one_run(results), section_people(results),
+                section_empirical(results),
                 section_tests(results),
                 section_examples(results, canaries, mask, show_pii), section_repro(results, src, digest)]
     sections = [s for s in sections if s]
