@@ -409,14 +409,17 @@ def section_one_run(results: AuditResults) -> Section | None:
             rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"),
                          _t(one.reason)])
             continue
-        if acc is None:
+        if m.kind == "control":
+            check = "control: never saw the canaries (the bound's floor)"
+        elif acc is None:
             check = "no DP claim to check"
         elif one.exceeds_accountant:
             check = "DP GUARANTEE VIOLATED: the lower bound is above the accountant's ε"
         else:
             check = "ok: below the accountant's ε"
         best = one.best
-        rows.append([name, _t(f"{acc:.3f}") if acc is not None else _t("∞ (no DP)"), _n(one.epsilon_steinke),
+        acc_cell = _t(f"{acc:.3f}") if acc is not None else _t("—" if m.kind == "control" else "∞ (no DP)")
+        rows.append([name, acc_cell, _n(one.epsilon_steinke),
                      _n(one.epsilon_fdp), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
                                               + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
                      check])
