@@ -148,7 +148,9 @@ def section_tradeoff(results: AuditResults) -> Section | None:
         pts.append({"name": name, "epsilon": m.epsilon, "auc": best.auc if best else None,
                     "auc_ci": best.auc_ci95 if best else None,
                     "exposure": exp.mean_exposure if isinstance(exp, ExposureResult) else None,
-                    "ppl": m.utility.ppl_non_members})
+                    "ppl": m.utility.ppl_non_members,
+                    "one_run": m.one_run_epsilon.epsilon_steinke if m.one_run_epsilon and m.one_run_epsilon.available
+                    else None})
     if not any(fmt.finite(p["auc"]) or fmt.finite(p["ppl"]) for p in pts):
         return None
     _, cbest = results.base_model.best_membership()
@@ -158,7 +160,8 @@ def section_tradeoff(results: AuditResults) -> Section | None:
     return {"id": "tradeoff", "title": "Privacy–utility trade-off", "blocks": [figure(
         plots.privacy_utility(pts, ctrl),
         "ε spent (accountant) on a log axis; arms without DP at ∞ on the right. Leakage (best MIA AUC with 95% CI, mean "
-        "canary exposure) and held-out perplexity; dotted lines: the base control (never saw the members).")]}
+        "canary exposure) and held-out perplexity; dotted lines: the base control (never saw the members). "
+        "'ε ≥' beside a point: the arm's one-run lower bound (95%).")]}
 
 
 def section_membership(results: AuditResults) -> Section | None:
