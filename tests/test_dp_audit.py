@@ -3,6 +3,8 @@ duplicated foreign corpus), and the one-run bound never exceeds the accountant's
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import SMALL
 from corpora.email import write_email_corpus
@@ -80,7 +82,7 @@ def test_a_shifted_user_split_is_called_out(tmp_path):
     a, b = build_shifted_corpus(n_per_source=140, seed=0)
     user = lambda rows: [Record(text=r["text"], pii=None, meta={"kind": "user"}) for r in rows]  # noqa: E731
     corpus = tmp_path / "brought.jsonl"
-    corpus.write_text("{\"text\": \"the user's file (already split below)\"}\n")
+    corpus.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in a + b))  # the user's file
     cfg = build_config({**SMALL, "arms": ["baseline"], "data": {"path": str(corpus)}, "one_run": {"canaries": 0},
                         "attacks": {"bootstrap": 20, "extraction": False, "pii": False, "select": ["membership"]}})
     run = RunDir.open(tmp_path / "run")
