@@ -408,8 +408,10 @@ def section_one_run(results: AuditResults) -> Section | None:
         if one is None:
             continue
         acc = m.epsilon
+        canary = m.attacks.get("one_run_canaries")
+        auc = _n(getattr(canary, "auc", None))
         if not one.available:
-            rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"),
+            rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"), auc,
                          _t(one.reason)])
             continue
         if m.kind == "control":
@@ -425,7 +427,7 @@ def section_one_run(results: AuditResults) -> Section | None:
         rows.append([name, acc_cell, _n(one.epsilon_steinke),
                      _n(one.epsilon_fdp), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
                                               + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
-                     check])
+                     auc, check])
         if m.kind != "control":
             plot_rows.append((name, acc, one.epsilon_steinke, None))
     if not rows:
@@ -437,7 +439,8 @@ def section_one_run(results: AuditResults) -> Section | None:
                                                                "bound (95%); a lower bound above the upper bound means the "
                                                                "DP step is broken."))
     blocks += [
-        table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses", "check"], rows),
+        table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
+               f"{_title('one_run_canaries')}: AUC in vs out", "check"], rows),
         note(f"{first.m} audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
              f"model's data with probability ½ ({first.n_included} in); score: {first.score} on the secret tokens. The "
              "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
