@@ -44,7 +44,8 @@ def rare_word_pool(tokenizer, public_texts: Sequence[str], fraction: float = 0.5
         if _WORD.match(text):
             words[idx] = text
     counts: Counter[int] = Counter()
-    for ids in tokenizer(list(public_texts), add_special_tokens=False)["input_ids"]:
+    texts = list(public_texts)
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []:
         counts.update(i for i in ids if i in words)
     # Ties (and no public text at all, as with a user's model): later BPE merges are rarer strings.
     ranked = sorted(words, key=lambda i: (counts[i], -i))
