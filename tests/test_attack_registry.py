@@ -27,7 +27,8 @@ def test_every_entry_is_well_formed():
 
 
 def test_selection_by_name_and_family():
-    assert [s.name for s in registry.select(["loss", "canaries"])] == ["loss", "exposure", "canary_extraction"]
+    assert [s.name for s in registry.select(["loss", "canaries"])] == ["loss", "exposure", "one_run_canaries",
+                                                                       "canary_extraction"]
     assert {s.family for s in registry.select(["pii"])} == {"pii"}
     assert len(registry.select(None)) == len(registry.ATTACKS)
     with pytest.raises(ValueError, match="unknown attack or family 'lossy'"):
@@ -80,5 +81,5 @@ def test_a_new_attack_is_a_function_and_one_registry_line(monkeypatch, tiny_hand
 def test_attacks_whose_inputs_are_missing_are_skipped(tiny_handle):
     ctx = make_context(RECORDS[:6], RECORDS[6:], settings=AttackSettings(bootstrap=0), target=tiny_handle)
     out = run_family(registry.family("membership"), tiny_handle, ctx)
-    assert set(out.results) == {"loss", "zlib", "min_k", "min_k_pp"}  # no reference model, no shadows
-    assert run_family(registry.family("canaries"), tiny_handle, ctx).results == {}  # no canaries
+    assert set(out.results) == {"loss", "loss_group", "zlib", "min_k", "min_k_pp"}  # no reference model, no shadows
+    assert run_family(registry.family("canaries"), tiny_handle, ctx).results == {}  # no canaries (of either kind)

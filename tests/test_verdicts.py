@@ -88,6 +88,6 @@ def test_exposure_wording_says_what_was_measured(results):
     exposure = results.arms["baseline"].attacks["exposure"]
     f = exposure.assess("exposure", results.base_model.attacks["exposure"], Policy())
     if exposure.n_ranked_first:
-        assert "top guess among" in f.reason and "recovered outright" not in f.reason
+        assert "rank first among" in f.reason and "extrapolated" in f.reason and "recovered outright" not in f.reason
     assert f"of {exposure.canaries[0].n_candidates:,}" in f.figure
     assert CONTROL in dict(results.models())

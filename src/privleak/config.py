@@ -53,6 +53,7 @@ class SyntheticConfig(_Strict):
 class DataConfig(_Strict):
     path: str | None = None  # None: the synthetic clinical corpus
     text_field: str = "text"
+    group_field: str | None = None  # the person/group of each record (user data); one split per group
     format: Literal["jsonl", "csv", "text", "hf"] | None = None
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     plant_canaries: bool = False
@@ -132,6 +133,9 @@ class DPConfig(_Strict):
     lora_alpha: float = Field(16.0, gt=0)
     lora_lr: float = Field(5e-3, gt=0)  # adapters start at zero: a larger step than full fine-tuning
     lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
+    # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
+    debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
 
     @field_validator("epsilons")
     @classmethod
@@ -241,6 +245,17 @@ class ShadowConfig(_Strict):
         return self
 
 
+class OneRunConfig(_Strict):
+    """The one-run DP audit (Steinke et al. 2023) with LM audit canaries (Panda et al. 2025): ``canaries``
+    random rare-word sequences, each added to every trained model's training data with probability ½
+    (0 = no one-run audit)."""
+
+    canaries: int = Field(1000, ge=0)
+    prefix_words: int = Field(4, ge=1)
+    secret_words: int = Field(8, ge=1)
+    fdp: bool = True  # also the Gaussian f-DP bound (Mahloujifar et al. 2024)
+
+
 class AttackConfig(_Strict):
     max_mia_records: int = Field(2000, ge=10)
     bootstrap: int = Field(200, ge=0)
@@ -291,6 +306,7 @@ class AuditConfig(_Strict):
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
     release: ReleaseConfig = ReleaseConfig()
+    one_run: OneRunConfig = OneRunConfig()
 
     @field_validator("seed")
     @classmethod
@@ -314,6 +330,14 @@ class AuditConfig(_Strict):
         if any(n.startswith("dpw-") for n in names) and "baseline" not in names:
             raise ValueError("a dpw-σ arm adds noise to the baseline's weights; list baseline too")
         return tuple(names)
+
+    @model_validator(mode="after")
+    def _broken_arms_exist(self) -> "AuditConfig":
+        specs = {s.name: s for s in self.arm_specs()}
+        for a in self.dp.debug_break:
+            if a not in specs or specs[a].dp_epsilon is None:
+                raise ValueError(f"dp.debug_break: '{a}' is not a DP arm of this audit")
+        return self
 
     @model_validator(mode="after")
     def _shadow_arms_exist(self) -> "AuditConfig":
@@ -345,7 +369,10 @@ class AuditConfig(_Strict):
         a = self.attacks
         return AttackSettings(max_mia_records=a.max_mia_records, bootstrap=a.bootstrap, min_k_percent=a.min_k_percent,
                               rmia_a=a.rmia_a, global_variance=self.shadows.global_variance,
-                              canary_candidates=self.canaries.candidates, extraction_samples=a.extraction_samples,
+                              canary_candidates=self.canaries.candidates,
+                              one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words,
+                                                self.one_run.secret_words),
+                              extraction_samples=a.extraction_samples,
                               prefix_records=a.prefix_records, phi_records=a.phi_records,
                               pii=PiiSizes.full() if self.profile == "full" else PiiSizes.quick())
 

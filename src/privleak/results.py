@@ -23,10 +23,12 @@ Schema version 2::
                        utility         perplexity on members and held-out non-members
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
                        empirical_epsilon  the membership attacks' ε lower bound, per attack and for the arm
+                       one_run_epsilon    the one-run ε lower bounds from the audit canaries
                        defences        scrub / dedup reports (data-defence arms)
                        guard           interventions and false positives (the guard arm)
                        verdict         near chance / some leakage / leaks, with the findings behind it
     recommendation   the arm to release, and why
+    blind_baseline   a model-free member/non-member classifier on the same sets, and whether it rivals the attacks
     statistical_tests  "baseline vs <arm>: …" → two-proportion comparison
     warnings         strings
     durations_s      stage → seconds (the only field that differs between identical runs)
@@ -64,6 +66,44 @@ class ToolInfo(Typed):
     version: str
 
 
+class MembershipDesign(Typed):
+    """How the membership evaluation sets were drawn (audit/membership.py: ``mia_selection``).
+
+    ``unit``: "person", "group" (``--group-field``) or "distinct text"; pairs are [members, non-members].
+    ``available`` false: the sets cannot support an ε bound, and ``reason`` says why.
+    """
+
+    unit: str
+    eligible_records: list[int]
+    units: list[int]
+    evaluated: list[int]
+    near_duplicate_clusters_dropped: int
+    near_duplicate_records_merged: int
+    strata: dict[str, int]
+    available: bool
+    reason: str = ""
+
+
+class BlindBaseline(Typed):
+    """A model-free classifier on the membership evaluation sets (audit/blind.py; Das, Zhang & Tramèr 2024).
+
+    ``shifted``: it rivals the attacks (``rule``) on the arms in ``rivalled``, or is far from chance on its
+    own — then membership figures are not evidence of memorisation.
+    """
+
+    auc: float
+    auc_ci95: tuple[float, float] | None = None
+    tpr_at_1pct_fpr: float
+    tpr_at_1pct_fpr_ci95: tuple[float, float] | None = None
+    n_members: int
+    n_non_members: int
+    folds: int
+    features: str
+    rule: str
+    shifted: bool = False
+    rivalled: list[str] = []
+
+
 class DataSummary(Typed):
     source: str
     n_public: int
@@ -72,6 +112,7 @@ class DataSummary(Typed):
     n_non_members: int
     n_population: int
     mia_records_per_side: int
+    membership_design: MembershipDesign | None = None
     n_canaries: int
     canary_chance_exposure: float | None
 
@@ -236,6 +277,58 @@ class EmpiricalEpsilon(Typed):
     by_attack: dict[str, EmpiricalEpsilonBound]
 
 
+class OneRunCandidate(Typed):
+    """One guess count of the one-run audit: k_in top guesses "in", k_out bottom guesses "out"."""
+
+    k_in: int
+    k_out: int
+    guesses: int
+    correct: int
+    epsilon_steinke: float
+    epsilon_fdp: float | None = None
+
+
+class OneRunEpsilon(Typed):
+    """The one-run ε lower bounds of one model from its audit canaries (audit/one_run.py).
+
+    ``epsilon_steinke``: Steinke, Nasr & Jagielski 2023 — valid for any (ε, δ)-DP training, the
+    figure checked against the accountant. ``epsilon_fdp``: Mahloujifar, Melis & Chaudhuri 2024 under
+    the Gaussian trade-off function with the same (ε, δ) (the curve DP-SGD's analysis approximates;
+    tighter, but it refutes "as private as that Gaussian mechanism", not (ε, δ)-DP itself). Both are
+    maxima over a fixed grid of guess counts at α / |grid| each. ``available`` false: no bound, and
+    ``reason`` says why.
+    """
+
+    available: bool
+    reason: str = ""
+    epsilon_steinke: float | None = None
+    epsilon_fdp: float | None = None
+    m: int = 0
+    n_included: int = 0
+    score: str = ""
+    alpha: float = 0.05
+    alpha_each: float | None = None
+    delta: float = 0.0
+    best: OneRunCandidate | None = None
+    candidates: list[OneRunCandidate] = []
+    exceeds_accountant: bool | None = None
+
+
+class ExposedPerson(Typed):
+    """One of an arm's most exposed individuals (audit/membership.py: ``exposed_people``), masked.
+
+    ``flagged_by``: the membership attacks that call this person's evaluated record a member at a
+    threshold with ≤ 1 % false positives on the non-members; ``percentile``: the record's highest score
+    percentile among the non-members' scores over the attacks.
+    """
+
+    id: str
+    name: str | None = None
+    records: int
+    flagged_by: list[str]
+    percentile: float
+
+
 class Defences(Typed):
     scrub: ScrubArmReport | None = None
     dedup: DedupArmReport | None = None
@@ -303,6 +396,8 @@ class ArmResult(Typed):
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None
+    one_run_epsilon: OneRunEpsilon | None = None
+    exposed_people: list[ExposedPerson] = []
     defences: Defences | None = None
     guard: GuardReport | None = None
     verdict: Verdict | None = None
@@ -361,6 +456,7 @@ class AuditResults(Typed):
     base_model: ArmResult
     arms: dict[str, ArmResult] = Field(min_length=1)
     recommendation: Recommendation | None = None
+    blind_baseline: BlindBaseline | None = None
     statistical_tests: dict[str, Comparison] = {}
     warnings: list[str] = []
     durations_s: dict[str, float | None] = {}

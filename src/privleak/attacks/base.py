@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..core.masking import PiiMasker
+    from ..data.audit_canaries import AuditCanary
     from ..data.canaries import Canary
     from ..data.records import Record
     from ..models.handle import ModelHandle
@@ -221,6 +222,7 @@ class AttackContext:
     mia_non_members: np.ndarray
     reference: ModelHandle | None = None
     shadows: ShadowData | None = None
+    audit_canaries: list[AuditCanary] = field(default_factory=list)  # the one-run audit's, all m (in and out)
     shared: dict[str, Any] = field(default_factory=dict)
     local: dict[str, Any] = field(default_factory=dict)
 
@@ -248,10 +250,12 @@ class AttackContext:
             return bool(self.population)
         if need == "pii":
             return any(r.has_pii for r in self.members)
+        if need == "audit_canaries":
+            return bool(self.audit_canaries)
         raise ValueError(f"unknown attack input {need!r}")
 
 
-Needs = Literal["reference", "canaries", "shadows", "population", "pii"]
+Needs = Literal["reference", "canaries", "shadows", "population", "pii", "audit_canaries"]
 
 
 @dataclass(frozen=True)

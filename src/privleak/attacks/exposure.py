@@ -88,8 +88,12 @@ class ExposureResult(AttackResult):
         reason = ""
         if n_first:
             reps = sorted({c.repeats for c in self.canaries if c.rank <= 1})
-            reason = (f"{n_first} of {n} planted secrets are the model's top guess among {size:,} candidates "
-                      f"(exposure at its maximum; repeated {', '.join(map(str, reps))}× in training)")
+            first = [c for c in self.canaries if c.rank <= 1]
+            ext = sum(c.exposure_extrapolated for c in first) / len(first)
+            reason = (f"{n_first} of {n} planted secrets rank first among {size:,} sampled candidates (repeated "
+                      f"{', '.join(map(str, reps))}× in training); extrapolated over the whole secret space their "
+                      f"exposure is {ext:.1f} bits on average — measured ranks, not a recovery: greedy canary "
+                      "extraction says whether the model also generates them")
         elif leaks:
             reason = f"planted secrets are more likely than chance (mean exposure {mexp:.2f} bits vs {self.chance_exposure:.2f})"
         return Finding(attack, leaks, figure, reason)

@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..core.metrics import mia_metrics, roc_points
+from ..data.splits import unit_of
 from ..models.handle import ModelHandle
 from .base import AttackContext, AttackResult, Figure, Finding, Policy
 from .membership import (
@@ -131,6 +132,27 @@ def min_k_pp(target: ModelHandle, ctx: AttackContext) -> MembershipResult:
     k, s = ctx.settings.min_k_percent / 100.0, ctx.scoring
     return membership_result(ctx, min_k_pp_scores(s.target("members"), k), min_k_pp_scores(s.target("non_members"), k),
                              k=k)
+
+
+def _unit_mean(records, values: np.ndarray) -> np.ndarray:
+    """Each record's value replaced by the mean over all records of its unit (person / group / text)."""
+    keys = [unit_of(r) for r in records]
+    sums: dict = {}
+    for k, v in zip(keys, values):
+        a = sums.setdefault(k, [0.0, 0])
+        a[0] += float(v)
+        a[1] += 1
+    return np.array([sums[k][0] / sums[k][1] for k in keys])
+
+
+def loss_group(target: ModelHandle, ctx: AttackContext) -> MembershipResult:
+    """Group-level LOSS: a person's (group's) score is the mean −NLL over *all* their records, so the
+    test is "was this person in the training data" — a group-privacy question (k records: ≈ kε), which
+    is why its figures are never turned into a record-level ε."""
+    s = ctx.scoring
+    members = [r for r in ctx.members if r.kind != "canary"]
+    return membership_result(ctx, _unit_mean(members, loss_scores(s.target("members"))),
+                             _unit_mean(ctx.non_members, loss_scores(s.target("non_members"))), group=True)
 
 
 def reference(target: ModelHandle, ctx: AttackContext) -> MembershipResult:

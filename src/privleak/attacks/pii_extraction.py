@@ -375,7 +375,10 @@ def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
 
 def run(target: ModelHandle, ctx: AttackContext) -> PiiExtractionResult:
     s = ctx.settings.pii
-    return pii_extraction(target, ctx.members, ctx.non_members, pii_analyzer(ctx), base=base_emissions(ctx),
+    # Planted canaries are not the members' PII: their secrets come from another generator, and the
+    # non-member floor has none; they have their own measures (exposure, canary extraction).
+    members = [r for r in ctx.members if r.kind != "canary"]
+    return pii_extraction(target, members, ctx.non_members, pii_analyzer(ctx), base=base_emissions(ctx),
                           n_samples=s.extraction_samples, prompts=s.extraction_prompts,
                           max_new_tokens=s.extraction_max_new_tokens, top_k=s.top_k, seed=ctx.seed,
                           batch_size=s.batch_size, labels=IDENTIFYING)

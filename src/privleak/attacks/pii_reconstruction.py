@@ -174,7 +174,7 @@ def pii_reconstruction(
 
 def run(target: ModelHandle, ctx: AttackContext) -> PiiReconstructionResult:
     s = ctx.settings.pii
-    return pii_reconstruction(target, ctx.members, ctx.non_members, pii_analyzer(ctx), n_slots=s.reconstruction_slots,
+    return pii_reconstruction(target, [r for r in ctx.members if r.kind != "canary"], ctx.non_members, pii_analyzer(ctx), n_slots=s.reconstruction_slots,
                               n_candidates=s.reconstruction_candidates, top_k=s.top_k,
                               max_new_tokens=s.reconstruction_max_new_tokens, context_chars=s.context_chars,
                               suffix_chars=s.suffix_chars, seed=ctx.seed, batch_size=s.batch_size, labels=IDENTIFYING,

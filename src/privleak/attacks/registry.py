@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import (
+    audit_canaries,
     exposure,
     extraction,
     mia,
@@ -26,6 +27,8 @@ _MIA = ("max_mia_records", "bootstrap")
 
 ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
     AttackSpec("loss", "membership", mia.loss, mia.MembershipResult, "LOSS", "Yeom et al. 2018", _MIA),
+    AttackSpec("loss_group", "membership", mia.loss_group, mia.MembershipResult, "LOSS (person)",
+               "Yeom et al. 2018, per person / group", _MIA),
     AttackSpec("zlib", "membership", mia.zlib, mia.MembershipResult, "zlib", "Carlini et al. 2021", _MIA),
     AttackSpec("min_k", "membership", mia.min_k, mia.MembershipResult, "min-k%", "Shi et al. 2024",
                _MIA + ("min_k_percent",)),
@@ -43,6 +46,9 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
                "Zarifzadeh et al. 2024", _MIA + ("global_variance", "rmia_a"), needs=("shadows", "population")),
     AttackSpec("exposure", "canaries", exposure.exposure, exposure.ExposureResult, "exposure", "Carlini et al. 2019",
                ("canary_candidates",), needs=("canaries",)),
+    AttackSpec("one_run_canaries", "canaries", audit_canaries.run, audit_canaries.OneRunCanaryResult,
+               "one-run canaries", "Steinke et al. 2023; Panda et al. 2025", ("one_run_canaries",),
+               needs=("audit_canaries",)),
     AttackSpec("canary_extraction", "canaries", extraction.canaries, extraction.CanaryExtractionResult,
                "canary extraction", "Carlini et al. 2019", needs=("canaries",), text_only=True),
     AttackSpec("prefix_extraction", "extraction", extraction.prefix, extraction.PrefixExtractionResult,

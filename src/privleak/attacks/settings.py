@@ -59,6 +59,7 @@ class AttackSettings(BaseModel):
     global_variance: bool = True  # LiRA with few shadows (the paper's advice below ~64)
     # canaries
     canary_candidates: int = 10_000
+    one_run_canaries: tuple[int, int, int] = (1000, 4, 8)  # audit canaries: m, prefix words, secret words
     # extraction
     extraction_samples: int = 400
     prefix_records: int = 250

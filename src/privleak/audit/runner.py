@@ -16,12 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..attacks.base import AttackContext, AttackResult, AttackSpec
+from ..attacks.audit_canaries import OneRunCanaryResult
 from ..attacks.mia import MembershipResult
 from ..core.masking import PiiMasker
 from ..core.typed import Typed
 from ..models.handle import ModelHandle
-from ..results import AnyAttackResult, EmpiricalEpsilon, Interventions
-from .membership import empirical_epsilon_summary
+from ..results import AnyAttackResult, EmpiricalEpsilon, ExposedPerson, Interventions, OneRunEpsilon
+from .membership import empirical_epsilon_summary, exposed_people, one_run_summary
 
 #: Keys never masked: the result-type discriminator must survive masking.
 _KEEP = frozenset({"kind"})
@@ -33,6 +34,8 @@ class AttackStage(Typed):
     results: dict[str, AnyAttackResult]
     seconds: dict[str, float]
     empirical_epsilon: EmpiricalEpsilon | None = None
+    one_run_epsilon: OneRunEpsilon | None = None
+    exposed_people: list[ExposedPerson] | None = None
     interventions: dict[str, Interventions] | None = None
 
 
@@ -56,11 +59,11 @@ def masked(result: AttackResult, masker: PiiMasker) -> AttackResult:
 
 def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackContext, *,
                delta: float | None = None, alpha: float = 0.05, dp_epsilon: float | None = None,
-               on_start: Callable[[str], None] | None = None) -> AttackStage:
+               fdp: bool = True, on_start: Callable[[str], None] | None = None) -> AttackStage:
     """Run ``specs`` (one family) on ``target``; attacks whose inputs ``ctx`` lacks are skipped.
 
     ``delta`` / ``alpha`` / ``dp_epsilon``: for the membership family's
-    empirical-ε bound (``dp_epsilon`` = the accountant's ε of a DP arm, to
+    empirical-ε bound and the one-run bound of the audit canaries (``fdp``: also its f-DP form) (``dp_epsilon`` = the accountant's ε of a DP arm, to
     check the bound against). ``on_start(name)`` is called before each attack.
     """
     results: dict[str, AttackResult] = {}
@@ -77,5 +80,13 @@ def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackCont
     mia = {k: v for k, v in results.items() if isinstance(v, MembershipResult)}
     if mia and delta is not None:
         summary = empirical_epsilon_summary(mia, delta=delta, alpha=alpha, seed=ctx.seed, dp_epsilon=dp_epsilon)
+    exposed = None
+    if mia:
+        members = [r for r in ctx.members if r.kind != "canary"]
+        exposed = exposed_people(mia, members, ctx.mia_members, ctx.masker.mask, seed=ctx.seed)
+    one_run = None
+    canary_scores = [v for v in results.values() if isinstance(v, OneRunCanaryResult)]
+    if canary_scores and delta is not None:
+        one_run = one_run_summary(canary_scores[0], delta=delta, alpha=alpha, fdp=fdp, dp_epsilon=dp_epsilon)
     return AttackStage(results={k: masked(v, ctx.masker) for k, v in results.items()}, seconds=seconds,
-                       empirical_epsilon=summary)
+                       empirical_epsilon=summary, one_run_epsilon=one_run, exposed_people=exposed)

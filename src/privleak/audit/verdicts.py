@@ -51,6 +51,10 @@ def findings(arm: ArmResult, control: ArmResult, policy: Policy = POLICY) -> lis
 
 
 def _dp_violation(arm: ArmResult) -> str | None:
+    one = arm.one_run_epsilon
+    if arm.privacy is not None and one is not None and one.available and one.exceeds_accountant:
+        return (f"the one-run ε lower bound {one.epsilon_steinke:.2f} (95% confidence, {one.m} audit canaries) "
+                f"exceeds the accountant's ε {arm.privacy.epsilon:.2f}: DP guarantee violated")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
         return None
@@ -102,6 +106,10 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
     if arm.weight_noise is not None:
         figures.append(f"DP-Weights σ = {arm.weight_noise.sigma:g}: {arm.weight_noise.guarantee}")
+    one = arm.one_run_epsilon
+    if one is not None and one.available:
+        figures.append(f"one-run ε ≥ {one.epsilon_steinke:.2f} (Steinke et al.; {one.m} canaries)"
+                       + (f", ≥ {one.epsilon_fdp:.2f} under Gaussian f-DP" if one.epsilon_fdp is not None else ""))
     if violation:
         reasons.insert(0, violation)
         leaking.setdefault("membership", [])

@@ -3,8 +3,11 @@
 Exact duplicates (after whitespace normalisation) always land in the same
 split: a text that is both a member and a non-member would be scored as a
 "non-member" the model has in fact memorised, and every membership metric
-would be biased low. Splitting is therefore over *groups* of identical
-texts, and the fractions apply to groups, not records.
+would be biased low. With ``--group-field`` (``meta["group"]``: a person,
+an author) all records of a group land in one split too, so a person is a
+member or not as a whole. Splitting is therefore over *units* — records
+connected by a shared text or a shared group — assigned at random, and the
+fractions apply to units, not records.
 """
 
 from __future__ import annotations
@@ -60,6 +63,47 @@ def _groups_needed(n_groups: int, fractions: tuple[float, ...], min_per_split: i
     return need
 
 
+def unit_of(record: Record) -> tuple[str, str]:
+    """The membership unit of a record: its person (``meta.person_id``, synthetic data), its group
+    (``meta.group``, from ``--group-field``), else its distinct (normalised) text."""
+    meta = record.meta
+    if meta.get("person_id") is not None:
+        return "person", str(meta["person_id"])
+    if meta.get("group") is not None:
+        return "group", str(meta["group"])
+    return "text", normalize_text(record.text)
+
+
+def _units(records: Sequence[Record]) -> dict[str, list[int]]:
+    """Records joined by an identical (normalised) text or the same ``meta["group"]``: unit key → indices.
+
+    Union–find over both relations; dict insertion order keeps the result
+    independent of hash seeds.
+    """
+    parent = list(range(len(records)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, rec in enumerate(records):
+        keys = [("t", normalize_text(rec.text))]
+        if rec.meta.get("group") is not None:
+            keys.append(("g", str(rec.meta["group"])))
+        for k in keys:
+            j = first.setdefault(k, i)
+            a, b = find(i), find(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    units: dict[str, list[int]] = {}
+    for i, rec in enumerate(records):
+        units.setdefault(normalize_text(records[find(i)].text), []).append(i)
+    return units
+
+
 def split_corpus(
     records: Sequence[Record],
     fractions: Sequence[float] = (0.5, 0.25, 0.25),
@@ -75,10 +119,7 @@ def split_corpus(
     if isinstance(min_per_split, bool) or not isinstance(min_per_split, int) or min_per_split < 1:
         raise UserError(f"min_per_split must be a positive integer, got {min_per_split!r}")
 
-    # Dict insertion order keeps the grouping independent of hash seeds.
-    groups: dict[str, list[int]] = {}
-    for i, rec in enumerate(records):
-        groups.setdefault(normalize_text(rec.text), []).append(i)
+    groups = _units(records)
     keys = list(groups)
 
     counts = _allocate(len(keys), fr)

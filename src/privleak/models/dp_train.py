@@ -87,6 +87,14 @@ class DPSettings:
     lora_rank: int | None = None  # None: full fine-tuning; r: DP-LoRA with rank-r adapters
     lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
     lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    # A deliberately broken DP step, to prove the audit catches one (never for real use): "no_noise"
+    # trains with σ = 0, "no_clip" clips at a bound no gradient reaches (noise std kept at σC); the log
+    # still reports the calibrated σ and the target's ε, as a silently buggy DP library would.
+    debug_break: Literal["no_noise", "no_clip"] | None = None
+
+
+#: The clipping bound "no_clip" uses instead of C: far above any per-sample gradient norm here.
+_NO_CLIP = 1e6
 
 
 @dataclass
@@ -278,8 +286,14 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     model = prepare_trainable(model, settings)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
-    private, optimizer, criterion, loader, engine = make_private(model, optimizer, loader, sigma, settings)
-    log = DPTrainLog(sigma=float(optimizer.noise_multiplier), sample_rate=float(sample_rate), accountant=settings.accountant)
+    used_sigma, used = sigma, settings
+    if settings.debug_break == "no_noise":
+        used_sigma = 0.0
+    elif settings.debug_break == "no_clip":
+        used = dataclasses.replace(settings, max_grad_norm=_NO_CLIP)
+        used_sigma = sigma * settings.max_grad_norm / _NO_CLIP  # the same noise std σC, no clipping
+    private, optimizer, criterion, loader, engine = make_private(model, optimizer, loader, used_sigma, used)
+    log = DPTrainLog(sigma=float(sigma), sample_rate=float(sample_rate), accountant=settings.accountant)
     total = settings.epochs * len(loader)
     if total != planned_steps:
         raise RuntimeError(f"DP loader runs {total} steps but σ was calibrated for {planned_steps}")
@@ -300,7 +314,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
                 advance(1, loss=epoch_losses[-1] if epoch_losses else 0.0)
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     log.steps = step
-    log.epsilon = _spent_epsilon(engine, settings, sample_rate)
+    if settings.debug_break is None:
+        log.epsilon = _spent_epsilon(engine, settings, sample_rate)
+    else:  # the claim a broken library would make: the ε of the σ it calibrated
+        log.epsilon = float(_EPSILON[settings.accountant](sample_rate, sigma, step, settings.delta))
     optimizer.zero_grad(set_to_none=True)
     private._close()
     if isinstance(criterion, BookKeeping):

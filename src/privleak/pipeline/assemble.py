@@ -6,11 +6,13 @@ from .. import __version__
 from ..arms import parse_arm
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
+from ..audit.blind import RULE, rivals
 from ..audit.verdicts import judge
 from ..core.io import read_json
 from ..results import (
     ArmResult,
     AuditResults,
+    BlindBaseline,
     BaseModelSource,
     DataRelease,
     DataSummary,
@@ -24,21 +26,25 @@ from ..results import (
     package_versions,
 )
 from .audit import Audit
-from .evaluate import evaluation_subsets, read_stage
+from .evaluate import read_stage, selection
 
 
-def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict]:
-    """Every family stage of one model merged: (results by attack, membership summary, interventions)."""
-    results, summary, interventions = {}, None, {}
+def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict, object]:
+    """Every family stage of one model merged: (results by attack, membership summary, interventions, one-run bound)."""
+    results, summary, interventions, one_run = {}, None, {}, None
+    exposed: list = []
     for family in FAMILIES:
         stage = read_stage(audit, model, family)
         if stage is None:
             continue
         results.update(stage.results)
         summary = stage.empirical_epsilon or summary
+        one_run = stage.one_run_epsilon or one_run
+        exposed = stage.exposed_people or exposed
         interventions.update(stage.interventions or {})
         durations.update({f"{family}/{model}/{k}": v for k, v in stage.seconds.items()})
-    return results, summary, interventions
+    audit.shared.setdefault("exposed_people", {})[model] = exposed
+    return results, summary, interventions, one_run
 
 
 def _utility(audit: Audit, model: str) -> Utility:
@@ -48,6 +54,11 @@ def _utility(audit: Audit, model: str) -> Utility:
 def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
     """An empirical lower bound above the accountant's ε, or a measured operating point significantly
     outside TPR ≤ e^ε·FPR + δ, means a bug (or a broken DP guarantee): never hide it."""
+    one = arm.one_run_epsilon
+    if arm.privacy is not None and one is not None and one.exceeds_accountant:
+        audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the one-run ε lower bound {one.epsilon_steinke:.2f} "
+                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon:.2f} the accountant "
+                   "claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
         return
@@ -63,13 +74,14 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
     cfg, run = audit.cfg, audit.run
     splits, canaries = audit.splits(), audit.canaries()
     durations: dict[str, float] = {}
-    attacks, summary, _ = _attacks(audit, "base", durations)
+    attacks, summary, _, one_run = _attacks(audit, "base", durations)
     base = ArmResult(kind="control", utility=_utility(audit, "base"), attacks=attacks, empirical_epsilon=summary,
+                     one_run_epsilon=one_run, exposed_people=audit.shared["exposed_people"]["base"],
                      source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
     arms: dict[str, ArmResult] = {}
     for name in arm_names:
         spec = parse_arm(name)
-        attacks, summary, interventions = _attacks(audit, name, durations)
+        attacks, summary, interventions, one_run = _attacks(audit, name, durations)
         if spec.guard:
             served = arms["baseline"]
             report = GuardReport.model_validate(read_json(run.path("arms", name, "guard.json")))
@@ -85,20 +97,36 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
         arms[name] = ArmResult(
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"]),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
-            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, defences=defences,
+            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
+            exposed_people=audit.shared["exposed_people"][name], defences=defences,
             weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None)
         _check_dp_claims(audit, name, arms[name])
-    mi, _ = evaluation_subsets(audit)
+    sel = selection(audit)
+    mi = sel.members
+    if not sel.design.available:
+        audit.warn(f"empirical ε unavailable: {sel.design.reason}")
     members = splits["members"]
     data = DataSummary(
         source=cfg.data.path or "synthetic-clinical", n_public=len(splits["public"]), n_members=len(members),
         n_canary_records=sum(r.kind == "canary" for r in members), n_non_members=len(splits["non_members"]),
-        n_population=len(splits["population"]), mia_records_per_side=int(len(mi)), n_canaries=len(canaries),
+        n_population=len(splits["population"]), mia_records_per_side=int(len(mi)),
+        membership_design=sel.design, n_canaries=len(canaries),
         canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None)
     release = None
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
         release = DataRelease.model_validate(read_json(run.path("release.json")))
-    results = AuditResults(
+    blind = BlindBaseline.model_validate({**read_json(run.path("blind_baseline.json")), "rule": RULE})
+    for name, arm in arms.items():
+        _, best = arm.best_membership()
+        if best is not None and rivals(blind.auc, None, best.auc):
+            blind.rivalled.append(name)
+    blind.shifted = bool(blind.rivalled) or rivals(blind.auc, blind.auc_ci95, None)
+    if blind.shifted:
+        audit.warn(f"!!! distribution shift: a classifier that never sees the model tells the evaluated members from "
+                   f"non-members with AUC {blind.auc:.3f} (TPR@1%FPR {blind.tpr_at_1pct_fpr:.3f})"
+                   + (f", rivalling the attacks on {', '.join(blind.rivalled)}" if blind.rivalled else "")
+                   + " — the split is distribution-shifted and membership figures are not evidence of memorisation")
+    results = AuditResults(blind_baseline=blind,
         tool=ToolInfo(name="privleak", version=__version__), config=cfg.model_dump(mode="json"), data=data,
         data_release=release,
         base_model=base, arms=arms, warnings=audit.warnings,

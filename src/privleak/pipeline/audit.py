@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from ..config import AuditConfig
 from ..core.io import read_json
+from ..data.audit_canaries import AuditCanary, load_audit_canaries
 from ..data.canaries import Canary, load_canaries
 from ..data.records import Record, read_jsonl
 from ..models.handle import ModelHandle, load_handle
@@ -35,6 +36,12 @@ class Audit:
 
     def canaries(self) -> list[Canary]:
         return self.memo("canaries", lambda: load_canaries(self.run.path("splits", "canaries.json")))
+
+    def audit_canaries(self) -> list[AuditCanary]:
+        """The one-run audit's canaries (all m, with their inclusion bits); [] when off."""
+        if not self.cfg.one_run.canaries:
+            return []
+        return self.memo("audit_canaries", lambda: load_audit_canaries(self.run.path("audit_canaries.json")))
 
     def base_dir(self) -> str:
         return read_json(self.run.path("base_model.json"))["path"]

@@ -51,7 +51,8 @@ def preflight(cfg: AuditConfig) -> None:
     the attack sizes must fit in memory."""
     check_memory(cfg)
     if cfg.data.path is not None:
-        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
+                              group_field=cfg.data.group_field)
         split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
     if cfg.model.base is not None:
         check_model_ref(cfg.model.base)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ..config import AuditConfig
 from ..core.io import stable_hash, staging_dir, write_json
+from ..attacks.audit_canaries import rare_word_pool
+from ..data.audit_canaries import make_audit_canaries, save_audit_canaries
 from ..data.canaries import make_canaries, plant_canaries, save_canaries
 from ..data.clinical import ClinicalCorpusConfig, generate_corpus
 from ..data.loaders import load_corpus
@@ -59,7 +61,8 @@ def make_data(audit: Audit) -> None:
         corpus = generate_corpus(synthetic_config(cfg))
         splits, canaries = corpus.splits, corpus.canaries
     else:
-        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format)
+        records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
+                              group_field=cfg.data.group_field)
         splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
         canaries = []
         if cfg.data.plant_canaries:
@@ -102,3 +105,19 @@ def resolve_base(audit: Audit, public: list[Record]) -> None:
                 "n_params": int(sum(p.numel() for p in handle.model.parameters()))}
     write_json(audit.run.path("base_model.json"), info)
     audit.shared.pop("base_handle", None)
+
+
+def audit_canaries_key(cfg: AuditConfig, base: str) -> str:
+    return stable_hash("audit-canaries", base, cfg.one_run.model_dump(mode="json", exclude={"fdp"}), cfg.seed)
+
+
+def make_audit_canaries_stage(audit: Audit) -> None:
+    """``audit_canaries.json``: m rare-word canaries of the base tokenizer, each included with probability ½."""
+    cfg = audit.cfg
+    tok = audit.base().tokenizer
+    pool = rare_word_pool(tok, [r.text for r in audit.splits()["public"]])
+    canaries = make_audit_canaries(pool, cfg.one_run.canaries, cfg.one_run.prefix_words, cfg.one_run.secret_words,
+                                   cfg.seed)
+    save_audit_canaries(audit.run.path("audit_canaries.json"), canaries,
+                        {"pool_size": len(pool), "n_included": sum(c.included for c in canaries)})
+    audit.shared.pop("audit_canaries", None)

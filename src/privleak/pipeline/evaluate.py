@@ -18,8 +18,9 @@ import numpy as np
 from ..attacks.base import AttackContext, AttackSpec, ScoringPasses, ShadowData
 from ..attacks.registry import select
 from ..attacks.scoring import cached_scores
+from ..audit.blind import blind_baseline
 from ..audit.guard import Tally, benign_false_positives, guard_target
-from ..audit.membership import mia_subsets
+from ..audit.membership import MiaSelection, mia_selection
 from ..audit.runner import AttackStage, run_family
 from ..audit.utility import perplexity
 from ..config import resolve_delta
@@ -83,12 +84,18 @@ def _passes(audit: Audit, target: Target, handle: ModelHandle, base_key: str) ->
     return ScoringPasses(texts=texts, target_pass=target_pass, reference_pass=reference_pass if target.reference else None)
 
 
-def evaluation_subsets(audit: Audit) -> tuple[np.ndarray, np.ndarray]:
-    def build() -> tuple[np.ndarray, np.ndarray]:
+def selection(audit: Audit) -> MiaSelection:
+    """The exchangeable member / non-member evaluation sets (one record per unit, matched)."""
+    def build() -> MiaSelection:
         s = audit.splits()
         members = [r for r in s["members"] if r.kind != "canary"]
-        return mia_subsets(members, s["non_members"], audit.cfg.attacks.max_mia_records, audit.cfg.seed)
-    return audit.memo("mia_subsets", build)
+        return mia_selection(members, s["non_members"], audit.cfg.attacks.max_mia_records, audit.cfg.seed)
+    return audit.memo("mia_selection", build)
+
+
+def evaluation_subsets(audit: Audit) -> tuple[np.ndarray, np.ndarray]:
+    sel = selection(audit)
+    return sel.members, sel.non_members
 
 
 def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, shadows: bool = False) -> AttackContext:
@@ -102,7 +109,7 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
         members=s["members"], non_members=s["non_members"], population=s["population"], public=s["public"],
         canaries=audit.canaries(), settings=audit.cfg.attack_settings(), seed=audit.cfg.seed, masker=masker(audit),
         scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
-        reference=audit.base() if target.reference else None, shadows=shadow,
+        reference=audit.base() if target.reference else None, shadows=shadow, audit_canaries=audit.audit_canaries(),
         shared=audit.memo("attack_shared", dict))
 
 
@@ -115,9 +122,10 @@ def family_specs(audit: Audit, family: str, target: Target) -> list[AttackSpec]:
 def attack_key(audit: Audit, family: str, target: Target, base_key: str, shadow_key: str | None) -> str:
     settings = audit.cfg.attack_settings()
     used = {s.name: {u: getattr(settings, u) for u in s.uses} for s in family_specs(audit, family, target)}
-    alpha = audit.cfg.attacks.alpha if family == "membership" else None
+    alpha = audit.cfg.attacks.alpha if family in ("membership", "canaries") else None
+    fdp = audit.cfg.one_run.fdp if family == "canaries" else None
     return stable_hash("attacks", family, target.key, base_key if target.reference else None, used, audit.cfg.seed,
-                       alpha, shadow_key, target.serves)
+                       alpha, shadow_key, target.serves, fdp)
 
 
 def _delta(audit: Audit, target: Target) -> tuple[float, float | None]:
@@ -144,7 +152,10 @@ def attack_stage(audit: Audit, family: str, target: Target, base_key: str, shado
         out = run_family(specs, guard_target(served, ctx, tally), ctx, on_start=tally.start)
         out.interventions = tally.counts
     else:
-        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps)
+        if family == "membership" and not selection(audit).design.available:
+            delta = None  # no empirical ε on sets that cannot support one (DataSummary says why)
+        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps,
+                         fdp=audit.cfg.one_run.fdp)
     write_json(stage_path(audit, target.name, family), out.model_dump(mode="json"))
 
 
@@ -165,3 +176,15 @@ def guard_cost_stage(audit: Audit, target: Target, base_key: str) -> None:
     served = model_handle(audit, target)
     ctx = context(audit, target, served, base_key)
     write_json(audit.run.path("arms", target.name, "guard.json"), benign_false_positives(served, ctx).model_dump(mode="json"))
+
+
+BLIND_FEATURES = "word 1-2-grams + character 2-4-grams (TF-IDF), logistic regression, 5-fold CV"
+
+
+def blind_stage(audit: Audit) -> None:
+    """``blind_baseline.json``: the model-free classifier on the membership evaluation sets."""
+    s, sel = audit.splits(), selection(audit)
+    members = [r for r in s["members"] if r.kind != "canary"]
+    b = blind_baseline([members[i].text for i in sel.members], [s["non_members"][i].text for i in sel.non_members],
+                       seed=audit.cfg.seed, bootstrap=audit.cfg.attacks.bootstrap)
+    write_json(audit.run.path("blind_baseline.json"), {**b.__dict__, "features": BLIND_FEATURES})

@@ -26,9 +26,10 @@ from .rundir import RunDir
 from .assemble import assemble
 from .audit import Audit
 from .checks import preflight
-from .data import base_key, data_key, make_data, resolve_base
+from .data import audit_canaries_key, base_key, data_key, make_audit_canaries_stage, make_data, resolve_base
 from .evaluate import (
     Target,
+    blind_stage,
     attack_key,
     attack_stage,
     family_specs,
@@ -67,6 +68,11 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
         audit.stage("release", release_key(cfg, dkey), lambda: release_stage(audit))
     bkey = base_key(cfg, dkey)
     audit.stage("base-model", bkey, lambda: resolve_base(audit, audit.splits()["public"]))
+    if cfg.one_run.canaries:
+        audit.stage("audit-canaries", audit_canaries_key(cfg, bkey), lambda: make_audit_canaries_stage(audit))
+
+    audit.stage("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
+                lambda: blind_stage(audit))
 
     # data defences, arms, shadows
     specs = cfg.arm_specs()

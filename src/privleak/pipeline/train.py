@@ -20,6 +20,7 @@ from ..attacks.scoring import score_texts
 from ..audit.membership import mia_subsets
 from ..config import AuditConfig, resolve_delta
 from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_json
+from ..data.audit_canaries import insert_audit_canaries
 from ..data.canaries import derive_seed
 from ..data.records import Record, read_jsonl, write_jsonl
 from ..defenses.arm_data import dedup_members, scrub_members
@@ -38,6 +39,7 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     data = {
         "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
         "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
+        "audit_canaries": cfg.one_run.model_dump(mode="json", exclude={"fdp"}) if cfg.one_run.canaries else None,
     }
     if spec.dpw_sigma is not None:
         # The baseline's training, then noise on the weights: the shadows of a DP-Weights arm are made the same way.
@@ -48,8 +50,10 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     delta, _ = resolve_delta(cfg, n_members)
     lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets"}
     settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
-                **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"} | (set() if spec.lora else lora)),
+                **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break"} | (set() if spec.lora else lora)),
                 "seed": cfg.seed, "data_defences": data}
+    if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
+        settings["debug_break"] = cfg.dp.debug_break[spec.name]
     if spec.lora:
         settings["lr"] = settings.pop("lora_lr")
     return settings
@@ -87,7 +91,13 @@ def training_records(audit: Audit, spec: ArmSpec) -> list[Record]:
         out = read_jsonl(audit.run.path("defences", "scrub", "members.jsonl"))
     if spec.dedup:
         out = [out[i] for i in read_json(audit.run.path("defences", "dedup", "kept.json"))]
-    return out
+    return with_audit_canaries(audit, out)
+
+
+def with_audit_canaries(audit: Audit, records: list[Record]) -> list[Record]:
+    """``records`` plus the included one-run audit canaries, after any data defence: the canaries audit
+    the training step (the mechanism whose ε the accountant states), so no defence may touch them."""
+    return insert_audit_canaries(records, audit.audit_canaries(), audit.cfg.seed)
 
 
 # ---------------------------------------------------------------- trainers
@@ -109,6 +119,7 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
         expected_batch_size=s["batch_size"], lr=s["lr"], seed=seed, accountant=s["accountant"],
         train_embeddings=s["train_embeddings"], micro_batch_tokens=s["micro_batch_tokens"],
         grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
+        debug_break=s.get("debug_break"),
         **({"lora_alpha": s["lora_alpha"], "lora_targets": tuple(s["lora_targets"])} if s["lora"] else {}),
     )
     model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
@@ -215,6 +226,7 @@ def train_shadow(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int, 
     if spec.dedup:
         d = cfg.defences.dedup
         records, _ = dedup_members(records, method=d.method, threshold=d.threshold, num_perm=d.num_perm, seed=cfg.seed)
+    records = with_audit_canaries(audit, records)  # a shadow is trained like its arm, canaries included
     base = audit.base()
     label = f"{spec.name} shadow {k + 1}/{cfg.shadows.n_shadows}"
     model, _ = fit(audit, label, settings, records)

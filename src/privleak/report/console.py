@@ -19,19 +19,26 @@ def _specs(results: AuditResults, family: str, exclude: tuple[str, ...] = ()) ->
 
 def privacy_table(results: AuditResults) -> Table:
     t = Table(title="Privacy parameters and utility")
-    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε empirical ≥", "σ", "q", "steps", "δ", "ppl members",
-                "ppl held-out"):
+    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε one-run ≥", "ε one-run f-DP ≥", "ε empirical ≥", "σ",
+                "q", "steps", "δ", "ppl members", "ppl held-out"):
         t.add_column(col, justify="left" if col == "arm" else "right")
+    design = results.data.membership_design
     for name, arm in results.models():
-        p, emp = arm.privacy, arm.empirical_epsilon
+        p, emp, one = arm.privacy, arm.empirical_epsilon, arm.one_run_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
         wn = arm.weight_noise
         # A DP-Weights arm has no accountant ε to show: say so instead of a dash.
         spent = wn.guarantee if wn else fmt.num(p.epsilon if p else None)
+        one_s = fmt.num(one.epsilon_steinke, ".2f") if one and one.available else "—"
+        if one and one.exceeds_accountant:
+            one_s = f"[bold red]{one_s} !![/bold red]"
+        emp_s = fmt.num(emp.epsilon_lb if emp else None, ".2f")
+        if emp is None and design is not None and not design.available:
+            emp_s = "unavailable"
         t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
-                  fmt.num(emp.epsilon_lb if emp else None, ".2f"),
-                  fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
+                  one_s, fmt.num(one.epsilon_fdp if one and one.available else None, ".2f"),
+                  emp_s, fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
                   fmt.num(arm.utility.ppl_members, ".2f"), fmt.num(arm.utility.ppl_non_members, ".2f"))
     return t
@@ -41,16 +48,24 @@ def membership_table(results: AuditResults) -> Table | None:
     names = _specs(results, "membership")
     if not names:
         return None
+    d = results.data.membership_design
+    unit = f", one record per {d.unit}" if d else ""
     t = Table(title=f"Membership inference — AUC (TPR at 1 % FPR) on {results.data.mia_records_per_side} members vs "
-                    "as many non-members")
+                    f"as many non-members{unit}")
     t.add_column("arm")
     for a in names:
         t.add_column(ATTACKS[a].title, justify="right")
+    b = results.blind_baseline
+    if b is not None:
+        t.add_column("blind (no model)", justify="right")
     for name, arm in results.models():
         mia = arm.membership()
         if not mia:
             continue
-        t.add_row(name, *["—" if a not in mia else f"{mia[a].auc:.3f} ({mia[a].tpr_at_1pct_fpr:.2f})" for a in names])
+        cells = ["—" if a not in mia else f"{mia[a].auc:.3f} ({mia[a].tpr_at_1pct_fpr:.2f})" for a in names]
+        if b is not None:
+            cells.append(f"{b.auc:.3f} ({b.tpr_at_1pct_fpr:.2f})" + (" !!" if name in b.rivalled else ""))
+        t.add_row(name, *cells)
     return t
 
 

@@ -111,16 +111,19 @@ def _weight_scale(w: Any) -> str:
 
 
 def section_arms(results: AuditResults) -> Section:
-    cols = ["arm", "kind", "ε target", "ε accountant", "ε empirical (lower bound)", "σ", "q", "steps", "δ", "ppl members",
+    cols = ["arm", "kind", "ε target", "ε accountant", "ε one-run (lower bound)", "ε empirical (lower bound)", "σ", "q",
+            "steps", "δ", "ppl members",
             "ppl held-out", "best MIA attack", "AUC [95% CI]", "TPR@1%FPR", "mean exposure (bits)", "secrets ranked first"]
     rows = []
     for name, m in results.models():
-        p, emp = m.privacy, m.empirical_epsilon
+        p, emp, one = m.privacy, m.empirical_epsilon, m.one_run_epsilon
         att, best = m.best_membership()
         exp = m.attacks.get("exposure")
         exp = exp if isinstance(exp, ExposureResult) and exp.canaries else None
         steps = p.steps if p else (m.training.steps if m.training else None)
-        rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m),
+        one_cell = (_n(one.epsilon_steinke, ".2f", title=f"Steinke et al. 2023, {one.m} audit canaries, 95%")
+                    if one is not None and one.available else _t("—"))
+        rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m), one_cell,
                      _n(emp.epsilon_lb if emp else None, title=f"from {emp.attack}" if emp else None),
                      _n(p.sigma if p else None) if not m.weight_noise else
                      _t(f"{m.weight_noise.sigma:g} (on weights)", title=_weight_scale(m.weight_noise)),
@@ -135,6 +138,13 @@ def section_arms(results: AuditResults) -> Section:
     data = (f"Data: {d.source}; {d.n_members:,} members ({d.n_canary_records} canary copies), {d.n_non_members:,} "
             f"non-members, {d.n_population:,} population, {d.n_public:,} public records; membership attacks compare "
             f"{d.mia_records_per_side} members with as many non-members.")
+    if d.membership_design is not None:
+        md = d.membership_design
+        data += (f" Membership unit: the {md.unit} — one record per {md.unit} ({md.units[0]} member and {md.units[1]} "
+                 f"non-member units), near-duplicate clusters spanning both sides dropped "
+                 f"({md.near_duplicate_clusters_dropped}), sides matched by records per unit.")
+        if not md.available:
+            data += f" Empirical ε unavailable: {md.reason}."
     return {"id": "arms", "title": "Arms", "blocks": [table(cols, rows, id="arms-table"), note(data)]}
 
 
@@ -148,7 +158,9 @@ def section_tradeoff(results: AuditResults) -> Section | None:
         pts.append({"name": name, "epsilon": m.epsilon, "auc": best.auc if best else None,
                     "auc_ci": best.auc_ci95 if best else None,
                     "exposure": exp.mean_exposure if isinstance(exp, ExposureResult) else None,
-                    "ppl": m.utility.ppl_non_members})
+                    "ppl": m.utility.ppl_non_members,
+                    "one_run": m.one_run_epsilon.epsilon_steinke if m.one_run_epsilon and m.one_run_epsilon.available
+                    else None})
     if not any(fmt.finite(p["auc"]) or fmt.finite(p["ppl"]) for p in pts):
         return None
     _, cbest = results.base_model.best_membership()
@@ -158,7 +170,8 @@ def section_tradeoff(results: AuditResults) -> Section | None:
     return {"id": "tradeoff", "title": "Privacy–utility trade-off", "blocks": [figure(
         plots.privacy_utility(pts, ctrl),
         "ε spent (accountant) on a log axis; arms without DP at ∞ on the right. Leakage (best MIA AUC with 95% CI, mean "
-        "canary exposure) and held-out perplexity; dotted lines: the base control (never saw the members).")]}
+        "canary exposure) and held-out perplexity; dotted lines: the base control (never saw the members). "
+        "'ε ≥' beside a point: the arm's one-run lower bound (95%).")]}
 
 
 def section_membership(results: AuditResults) -> Section | None:
@@ -166,10 +179,15 @@ def section_membership(results: AuditResults) -> Section | None:
     if not names:
         return None
     rows = []
+    b = results.blind_baseline
     for name, m in results.models():
         for att, r in m.membership().items():
             rows.append([name, _title(att), _n(r.auc), _t(fmt.interval(r.auc_ci95)), _n(r.tpr_at_1pct_fpr),
                          _t(fmt.interval(r.tpr_at_1pct_fpr_ci95)), _n(r.tpr_at_0_1pct_fpr), _n(r.n_members, "d")])
+        if b is not None and m.membership():
+            rows.append([name, _t("blind baseline (no model)" + (" — RIVALS THE ATTACKS" if name in b.rivalled else "")),
+                         _n(b.auc), _t(fmt.interval(b.auc_ci95)), _n(b.tpr_at_1pct_fpr),
+                         _t(fmt.interval(b.tpr_at_1pct_fpr_ci95)), _t("—"), _n(b.n_members, "d")])
     curves = {name: {ATTACKS[a].title: (r.roc.fpr, r.roc.tpr) for a, r in m.membership().items()}
               for name, m in results.models() if m.membership()}
     return {"id": "membership", "title": "Membership inference", "blocks": [
@@ -424,6 +442,74 @@ def section_release(results: AuditResults) -> Section | None:
     return {"id": "release", "title": "Released under differential privacy", "blocks": blocks}
 
 
+def section_one_run(results: AuditResults) -> Section | None:
+    rows, plot_rows = [], []
+    for name, m in results.models():
+        one = m.one_run_epsilon
+        if one is None:
+            continue
+        acc = m.epsilon
+        canary = m.attacks.get("one_run_canaries")
+        auc = _n(getattr(canary, "auc", None))
+        if not one.available:
+            rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"), auc,
+                         _t(one.reason)])
+            continue
+        if m.kind == "control":
+            check = "control: never saw the canaries (the bound's floor)"
+        elif acc is None:
+            check = "no DP claim to check"
+        elif one.exceeds_accountant:
+            check = "DP GUARANTEE VIOLATED: the lower bound is above the accountant's ε"
+        else:
+            check = "ok: below the accountant's ε"
+        best = one.best
+        acc_cell = _t(f"{acc:.3f}") if acc is not None else _t("—" if m.kind == "control" else "∞ (no DP)")
+        rows.append([name, acc_cell, _n(one.epsilon_steinke),
+                     _n(one.epsilon_fdp), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
+                                              + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
+                     auc, check])
+        if m.kind != "control":
+            plot_rows.append((name, acc, one.epsilon_steinke, None))
+    if not rows:
+        return None
+    first = next(m.one_run_epsilon for _, m in results.models() if m.one_run_epsilon and m.one_run_epsilon.available)
+    blocks = []
+    if plot_rows:
+        blocks.append(figure(plots.epsilon_compare(plot_rows), "Accountant ε (proven upper bound) beside the one-run lower "
+                                                               "bound (95%); a lower bound above the upper bound means the "
+                                                               "DP step is broken."))
+    blocks += [
+        table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
+               f"{_title('one_run_canaries')}: AUC in vs out", "check"], rows),
+        note(f"{first.m} audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
+             f"model's data with probability ½ ({first.n_included} in); score: {first.score} on the secret tokens. The "
+             "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
+             f"bound (α = {first.alpha:g} overall), δ = the arm's. Steinke, Nasr & Jagielski 2023 hold for any (ε, δ)-DP "
+             "training and decide the check; the f-DP bound (Mahloujifar, Melis & Chaudhuri 2024) assumes the "
+             "Gaussian trade-off curve of the same (ε, δ).")]
+    return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": blocks}
+
+
+def section_people(results: AuditResults) -> Section | None:
+    rows = []
+    for name, m in results.arms.items():
+        for p in m.exposed_people[:5]:
+            if not p.flagged_by:
+                continue
+            rows.append([name, _t(p.id), _t(p.name or "—"), _n(p.records, "d"),
+                         _t(", ".join(_title(a) for a in p.flagged_by)), _n(p.percentile, ".3f")])
+    if not rows:
+        return None
+    unit = results.data.membership_design.unit if results.data.membership_design else "person"
+    return {"id": "people", "title": "Most exposed individuals", "blocks": [
+        table(["arm", f"{unit} (masked id)", "name (masked)", "records", "attacks that flag them at ≤ 1% FPR",
+               "highest percentile among non-members"], rows),
+        note("An aggregate AUC hides the people at risk: these are the evaluated members (one record per "
+             f"{unit}) that the most attacks single out at a threshold with at most 1% false alarms on the "
+             "non-members, up to five per arm. Ids are salted hashes; names are masked.")]}
+
+
 def section_tests(results: AuditResults) -> Section | None:
     if not results.statistical_tests:
         return None
@@ -538,7 +624,8 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     src = source or (str(rd / "results.json") if rd is not None else "results.json")
     sections = [section_summary(results), section_arms(results), section_tradeoff(results), section_membership(results),
                 section_canaries(results), *[section_family(results, f) for f in FAMILIES if f not in ("membership", "canaries")],
-                section_defences(results), section_guard(results), section_empirical(results), section_release(results),
+                section_defences(results), section_guard(results), section_one_run(results), section_people(results),
+                section_empirical(results), section_release(results),
                 section_tests(results),
                 section_examples(results, canaries, mask, show_pii), section_repro(results, src, digest)]
     sections = [s for s in sections if s]

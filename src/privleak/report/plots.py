@@ -74,7 +74,8 @@ def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None
     """Leakage and held-out perplexity against ε.
 
     ``points``: one dict per arm: name, epsilon (None → ∞, drawn at the right),
-    auc, auc_ci (pair or None), exposure (mean bits or None), ppl (held-out).
+    auc, auc_ci (pair or None), exposure (mean bits or None), ppl (held-out), one_run (the one-run
+    ε lower bound or None, written beside the arm's leakage point).
     ``control``: the base model's auc / exposure / ppl, drawn as dotted lines.
     """
     has_exp = any(_finite(p.get("exposure")) for p in points)
@@ -111,6 +112,9 @@ def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None
                 yerr = [[max(v - p["auc_ci"][0], 0)], [max(p["auc_ci"][1] - v, 0)]]
             ax.errorbar([xs[p["name"]]], [v], yerr=yerr, fmt="o", color=colors[p["name"]], capsize=3, zorder=2,
                         label=p["name"] if key == rows[0][0] else None)
+            if key == rows[0][0] and _finite(p.get("one_run")):
+                ax.annotate(f"ε ≥ {p['one_run']:.2f}", (xs[p["name"]], v), fontsize=7, xytext=(4, -10),
+                            textcoords="offset points", color=colors[p["name"]])
         if control and _finite(control.get(key)):
             ax.axhline(control[key], color="#555", ls=":", lw=1, label="base control" if key == rows[0][0] else None)
         if key == "auc":

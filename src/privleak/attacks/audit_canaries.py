@@ -1,0 +1,118 @@
+"""The one-run audit canaries as an attack: the loss on each canary's secret tokens.
+
+Panda et al. (ICLR 2025): score an audit canary by the model's loss on its
+secret tokens only (the prefix is context, not evidence). Score (higher =
+"included"): −NLL_secret under the target, as Panda et al. (a reference
+model's calibration, NLL_ref − NLL_target, was no better on these random
+secrets, which every model of the vocabulary finds equally surprising). The ε bound from these scores is computed by the audit layer
+(:func:`privleak.audit.one_run.one_run_audit`), which knows the arm's δ.
+
+:func:`rare_word_pool` picks the canary vocabulary: whole-word tokens of the
+base tokenizer that public text uses least.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from typing import ClassVar, Literal, Sequence
+
+import numpy as np
+from pydantic import PrivateAttr
+
+from ..core.metrics import roc_auc
+from ..data.audit_canaries import AuditCanary
+from ..models.handle import ModelHandle
+from .base import AttackContext, AttackResult, Figure
+from .scoring import score_texts
+
+_WORD = re.compile(r"^ [a-z]{3,}$")
+MIN_POOL = 64
+
+
+def rare_word_pool(tokenizer, public_texts: Sequence[str], fraction: float = 0.5) -> list[str]:
+    """Whole-word tokens (" xyz", lower-case letters) in the rarest ``fraction`` by public-text frequency.
+
+    Each pool word is one token of the vocabulary, so a canary of k words is
+    k secret tokens (the byte-level pre-tokenizer splits before each space).
+    """
+    vocab = tokenizer.get_vocab()
+    words = {}
+    for tok, idx in vocab.items():
+        text = tokenizer.decode([idx])
+        if _WORD.match(text):
+            words[idx] = text
+    counts: Counter[int] = Counter()
+    texts = list(public_texts)
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []:
+        counts.update(i for i in ids if i in words)
+    # Ties (and no public text at all, as with a user's model): later BPE merges are rarer strings.
+    ranked = sorted(words, key=lambda i: (counts[i], -i))
+    pool = [words[i] for i in ranked[: int(len(ranked) * fraction)]]
+    if len(pool) < MIN_POOL:
+        # A toy vocabulary with few whole-word tokens: random letter strings are rare under any tokenizer
+        # (several tokens each, all of them scored).
+        rng = random.Random(len(vocab))
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        while len(pool) < MIN_POOL:
+            pool.append(" " + "".join(rng.choice(letters) for _ in range(6)))
+    return pool
+
+
+def secret_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str = "score audit canaries") -> np.ndarray:
+    """Mean NLL of each canary's secret tokens given its prefix, one value per canary."""
+    if not canaries:
+        return np.zeros(0)
+    scores = score_texts(handle, [c.text for c in canaries], desc=desc)
+    tok = handle.tokenizer
+    n_prefix = [len(x) for x in tok([c.prefix for c in canaries], add_special_tokens=False)["input_ids"]]
+    n_body = [len(x) for x in tok([c.text for c in canaries], add_special_tokens=False)["input_ids"]]
+    out = np.empty(len(canaries))
+    for i in range(len(canaries)):
+        # predicted token k of text i is body token k (the sequence starts with <eos>)
+        start = int(scores.offsets[i])
+        lp = scores.logprob[start + n_prefix[i]: start + min(n_body[i], int(scores.offsets[i + 1] - start))]
+        out[i] = -float(np.mean(lp)) if lp.size else 0.0
+    return out
+
+
+class OneRunCanaryResult(AttackResult):
+    """Scores of the m audit canaries; the ε bounds from them are the arm's ``one_run_epsilon``."""
+
+    kind: Literal["one_run_canaries"] = "one_run_canaries"
+    title: ClassVar[str] = "one-run audit canaries"
+
+    m: int
+    n_included: int
+    score: Literal["loss", "reference"]
+    auc: float  # included vs left-out canaries (a diagnostic; the bound counts guesses)
+    nll_included: float
+    nll_excluded: float
+
+    _scores: tuple[np.ndarray, np.ndarray] | None = PrivateAttr(default=None)
+
+    @property
+    def scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """(score per canary, inclusion bits); only on a freshly computed result."""
+        if self._scores is None:
+            raise ValueError("scores are kept only in the process that computed the result")
+        return self._scores
+
+    def headline(self) -> list[Figure]:
+        return [Figure("canary AUC", self.auc, "auc", chance=0.5),
+                Figure("secret NLL in / out", self.nll_included, "number"),
+                Figure("canaries", self.m, "count")]
+
+
+def run(target: ModelHandle, ctx: AttackContext) -> OneRunCanaryResult:
+    canaries = ctx.audit_canaries
+    included = np.array([c.included for c in canaries], dtype=bool)
+    nll_t = secret_nll(target, canaries, desc=f"score audit canaries {getattr(target, 'name', '')}".strip())
+    score, kind = -nll_t, "loss"
+    auc = roc_auc(score[included], score[~included]) if included.any() and (~included).any() else 0.5
+    res = OneRunCanaryResult(m=len(canaries), n_included=int(included.sum()), score=kind, auc=float(auc),
+                             nll_included=float(nll_t[included].mean()) if included.any() else 0.0,
+                             nll_excluded=float(nll_t[~included].mean()) if (~included).any() else 0.0)
+    res._scores = (score, included)
+    return res

@@ -1,0 +1,278 @@
+"""One-run ε lower bounds from canaries inserted independently with probability ½.
+
+Steinke, Nasr & Jagielski (NeurIPS 2023, "Privacy auditing with one (1)
+training run", arXiv 2305.08846): m canaries, each included in the training
+data independently with probability ½ (S_i ∈ {in, out}). After training, an
+auditor who sees only the model guesses T_i ∈ {in, out, abstain}; say r
+guesses, v of them correct. If the training algorithm is ε-DP, then the
+number of correct guesses is stochastically dominated by Binomial(r,
+e^ε/(1+e^ε)) — every canary behaves at best like ε-randomised response
+(their Theorem 3.1). For (ε, δ)-DP (their Theorem 5.2 / Algorithm 3)
+
+    P[W ≥ v] ≤ P[B ≥ v] + 2 m δ · max_{i=1..v} P[v − i ≤ B < v] / i,
+    B ~ Binomial(r, e^ε/(1+e^ε)),
+
+so ε is rejected at level α when the right-hand side is < α, and the
+largest rejected ε is a (1 − α)-confidence lower bound on the true ε.
+
+Mahloujifar, Melis & Chaudhuri (2024, "Auditing f-differential privacy in
+one run", arXiv 2410.22235) bound the same event for an f-DP mechanism;
+with f the trade-off function of the Gaussian mechanism that is exactly
+(ε, δ)-DP (Balle & Wang 2018's analytic calibration, μ = 1/σ) it tests the
+hypothesis "the training is at least as private as that Gaussian
+mechanism", which DP-SGD's own analysis assumes, and is tighter than the
+binomial bound for noisy-gradient training. Their recursion (the capped
+"r/h" procedure of the paper's numerical algorithm) tracks an upper bound r
+on the expected fraction of correct guesses and h on the incorrect ones,
+each pushed up by the trade-off function from the rarest event down; the
+claim is falsified when even these upper bounds cannot account for the r
+guesses observed (r + h < guesses / m).
+
+How many guesses: the auditor picks the k canaries with the highest scores
+as "in" (and, in the two-sided design, the k lowest as "out"). k must not be
+chosen by looking at which guesses were right; :func:`one_run_audit` tries a
+fixed grid of k chosen from m alone and pays for the choice with a union
+(Bonferroni) bound, α / |grid| per candidate, so the maximum over the grid is
+still a (1 − α)-confidence bound.
+
+Tests (``tests/test_one_run.py``) check the bound against values computed
+from the paper's formula, its limit when every guess is right, and that it
+exceeds the true ε of simulated ε-DP randomised response (and μ-GDP Gaussian
+scores) in at most an α fraction of seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize, special, stats
+
+__all__ = ["OneRunBound", "OneRunAudit", "fdp_epsilon", "gaussian_mu", "guess_grid", "one_run_audit",
+           "steinke_epsilon", "steinke_p_value"]
+
+
+def _check_counts(m: int, r: int, v: int) -> None:
+    if not (0 <= v <= r <= m):
+        raise ValueError(f"need 0 ≤ correct ≤ guesses ≤ canaries, got v={v}, r={r}, m={m}")
+
+
+def steinke_p_value(m: int, r: int, v: int, epsilon: float, delta: float = 0.0) -> float:
+    """P[≥ v of r guesses correct] under the null "(ε, δ)-DP" (Steinke et al. 2023, Thm 5.2).
+
+    β = P[B ≥ v] with B ~ Binomial(r, e^ε/(1+e^ε)); with δ > 0 add
+    2 m δ · max_{1≤i≤v} P[v − i ≤ B < v] / i. Capped at 1.
+    """
+    _check_counts(m, r, v)
+    if epsilon < 0 or not 0.0 <= delta <= 1.0:
+        raise ValueError(f"need ε ≥ 0 and δ in [0, 1], got {epsilon}, {delta}")
+    q = float(special.expit(epsilon))  # accuracy of ε-randomised response
+    beta = float(stats.binom.sf(v - 1, r, q))
+    if delta == 0.0 or v == 0:
+        return min(beta, 1.0)
+    i = np.arange(1, v + 1)
+    # P[v − i ≤ B < v] = P[B ≥ v − i] − P[B ≥ v]
+    window = stats.binom.sf(v - i - 1, r, q) - beta
+    alpha = float(np.max(window / i))
+    return min(beta + 2.0 * m * delta * alpha, 1.0)
+
+
+def _largest_rejected(p_value, alpha: float, hi_start: float = 1.0, tol: float = 1e-6) -> float:
+    """The largest ε ≥ 0 with p_value(ε) < alpha (p_value increases with ε); 0 if none."""
+    if not p_value(0.0) < alpha:
+        return 0.0
+    lo, hi = 0.0, hi_start
+    while p_value(hi) < alpha:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e3:  # every guess right with r → ∞: no finite bound is refuted; cap
+            return lo
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if p_value(mid) < alpha:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def steinke_epsilon(m: int, r: int, v: int, alpha: float = 0.05, delta: float = 0.0) -> float:
+    """(1 − alpha)-confidence lower bound on ε from v correct of r guesses over m canaries.
+
+    The largest ε that :func:`steinke_p_value` rejects at level ``alpha``
+    (0 when even ε = 0 is not rejected). With δ = 0 and v = r (all guesses
+    right) it solves (e^ε/(1+e^ε))^r = alpha: ε = logit(alpha^(1/r)).
+    """
+    _check_counts(m, r, v)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if r == 0:
+        return 0.0
+    return _largest_rejected(lambda e: steinke_p_value(m, r, v, e, delta), alpha)
+
+
+# ----------------------------------------------------------------------------- f-DP (Gaussian)
+
+def gaussian_delta(mu: float, epsilon: float) -> float:
+    """δ(ε) of μ-GDP (Dong, Roth & Su 2022, Cor. 2.13; Balle & Wang 2018):
+    Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)."""
+    if mu <= 0:
+        return 0.0
+    return float(stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2))
+
+
+def gaussian_mu(epsilon: float, delta: float) -> float:
+    """The μ of the Gaussian mechanism that is exactly (ε, δ)-DP (μ = sensitivity / σ)."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"the Gaussian f-DP audit needs 0 < δ < 1, got {delta}")
+    if epsilon <= 0:
+        # ε = 0 with δ > 0: the μ whose total variation is δ.
+        return float(optimize.brentq(lambda mu: gaussian_delta(mu, 0.0) - delta, 1e-12, 100.0))
+    if gaussian_delta(1e-12, epsilon) >= delta:
+        return 1e-12
+    hi = 1.0
+    while gaussian_delta(hi, epsilon) < delta:
+        hi *= 2.0
+        if hi > 1e4:
+            return hi
+    return float(optimize.brentq(lambda mu: gaussian_delta(mu, epsilon) - delta, 1e-12, hi, xtol=1e-12))
+
+
+def _fdp_falsified(m: int, r: int, v: int, alpha: float, mu: float) -> float:
+    """Positive when v correct of r guesses refute μ-GDP at level alpha (Mahloujifar et al. 2024).
+
+    Start from the rarest tail: the correct and incorrect fractions the event
+    needs, scaled by alpha (r_ = alpha·v/m, h = alpha·(r − v)/m), then for
+    i = v−1 … 0 raise h to the trade-off function's inverse blow-up of r_
+    (x ↦ Φ(Φ⁻¹(x) − μ)), and r_ by the share i/(r − i) of that increase.
+    The claim survives only if r_ + h can reach r/m.
+    """
+    corr = alpha * v / m
+    inc = alpha * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        inc_new = max(inc, float(stats.norm.cdf(stats.norm.ppf(corr) - mu))) if corr > 0 else inc
+        if inc_new == inc:
+            break  # neither can change again
+        corr = min(corr + (i / (r - i)) * (inc_new - inc), 1.0)
+        inc = inc_new
+    return corr + inc - r / m
+
+
+def fdp_epsilon(m: int, r: int, v: int, alpha: float = 0.05, delta: float = 1e-5) -> float:
+    """(1 − alpha)-confidence lower bound on ε under the Gaussian trade-off function
+    (Mahloujifar, Melis & Chaudhuri 2024): the largest ε whose exactly-(ε, δ)-DP Gaussian
+    mechanism the observed guesses refute; 0 when none is refuted."""
+    _check_counts(m, r, v)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if r == 0 or v == 0:
+        return 0.0
+
+    def refuted(eps: float) -> bool:
+        return _fdp_falsified(m, r, v, alpha, gaussian_mu(eps, delta)) > 0
+
+    if not refuted(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while refuted(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 200:
+            return lo
+    while hi - lo > 1e-4:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if refuted(mid) else (lo, mid)
+    return lo
+
+
+# ----------------------------------------------------------------------------- the audit
+
+def guess_grid(m: int) -> list[tuple[int, int]]:
+    """Candidate (k_in, k_out) guess counts, fixed by m alone (never by the outcome).
+
+    Two-sided, as Steinke et al. guess: the top k and the bottom k scores for
+    2k ∈ {5 %, 20 %, 50 %, 100 %} of m — few guesses for a weak signal (a DP
+    arm), all of them for a strong one (an undefended arm). Kept to four
+    because every extra candidate costs the union bound α/|grid|, and with
+    δ > 0 Theorem 5.2's 2mδ term makes that cost heavy: with the default
+    δ ≈ 1/(10 n) a 12-candidate grid capped a perfect auditor near ε ≈ 2.8.
+    """
+    if m < 1:
+        raise ValueError(f"need at least one canary, got m={m}")
+    out: list[tuple[int, int]] = []
+    for frac in (0.05, 0.2, 0.5, 1.0):
+        k = int(round(frac * m / 2))
+        pair = (k, k) if k >= 1 else (1, 0)
+        if pair not in out and sum(pair) <= m:
+            out.append(pair)
+    return out
+
+
+@dataclass(frozen=True)
+class OneRunBound:
+    """One candidate (k_in, k_out): its guesses, correct ones and bounds (each at ``alpha_each``)."""
+
+    k_in: int
+    k_out: int
+    guesses: int
+    correct: int
+    epsilon_steinke: float
+    epsilon_fdp: float | None
+
+
+@dataclass(frozen=True)
+class OneRunAudit:
+    """The one-run audit of one model: the bounds at 1 − alpha, and every candidate behind them."""
+
+    m: int
+    n_in: int
+    alpha: float
+    alpha_each: float
+    delta: float
+    epsilon_steinke: float
+    epsilon_fdp: float | None
+    best_steinke: OneRunBound
+    candidates: list[OneRunBound] = field(default_factory=list)
+
+
+def one_run_audit(scores: np.ndarray, included: np.ndarray, *, alpha: float = 0.05, delta: float = 0.0,
+                  fdp: bool = True, grid: list[tuple[int, int]] | None = None) -> OneRunAudit:
+    """The one-run ε lower bounds of a model from its canary ``scores`` (higher = "in").
+
+    For every (k_in, k_out) of ``grid`` (default :func:`guess_grid` of m): guess
+    "in" for the k_in highest scores, "out" for the k_out lowest, abstain on
+    the rest; count the correct guesses against ``included``; bound at level
+    alpha / |grid| (union bound over the grid). The reported bounds are the
+    maxima over the grid, each a (1 − alpha)-confidence lower bound on ε.
+    Ties in the scores are broken by a fixed permutation (index order), not by
+    the outcome. ``fdp`` adds the Gaussian f-DP bound (needs δ > 0).
+    """
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    included = np.asarray(included, dtype=bool).ravel()
+    if scores.shape != included.shape:
+        raise ValueError(f"scores and inclusion bits differ in length: {scores.size} vs {included.size}")
+    if scores.size == 0:
+        raise ValueError("no canaries to audit")
+    if not np.isfinite(scores).all():
+        raise ValueError("canary scores contain NaN or infinity")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    m = scores.size
+    grid = guess_grid(m) if grid is None else list(grid)
+    a = alpha / len(grid)
+    order = np.argsort(-scores, kind="stable")  # highest first
+    inc_sorted = included[order]
+    use_fdp = fdp and delta > 0
+    cands: list[OneRunBound] = []
+    for k_in, k_out in grid:
+        if k_in + k_out > m:
+            raise ValueError(f"{k_in} + {k_out} guesses exceed the {m} canaries")
+        v = int(inc_sorted[:k_in].sum()) + int((~inc_sorted[m - k_out:]).sum() if k_out else 0)
+        r = k_in + k_out
+        cands.append(OneRunBound(k_in=k_in, k_out=k_out, guesses=r, correct=v,
+                                 epsilon_steinke=steinke_epsilon(m, r, v, a, delta),
+                                 epsilon_fdp=fdp_epsilon(m, r, v, a, delta) if use_fdp else None))
+    best = max(cands, key=lambda c: c.epsilon_steinke)
+    return OneRunAudit(m=m, n_in=int(included.sum()), alpha=alpha, alpha_each=a, delta=delta,
+                       epsilon_steinke=best.epsilon_steinke,
+                       epsilon_fdp=max(c.epsilon_fdp for c in cands) if use_fdp else None,
+                       best_steinke=best, candidates=cands)

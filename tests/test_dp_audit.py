@@ -1,0 +1,99 @@
+"""The audit can see DP: a broken DP step is caught, a correct one is never flagged (also on a heavily
+duplicated foreign corpus), and the one-run bound never exceeds the accountant's ε of a correct arm."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SMALL
+from corpora.email import write_email_corpus
+
+from privleak import pipeline
+from privleak.config import build_config
+
+# A tiny audit in which noise-free clipped SGD memorises its audit canaries: many short canaries, a
+# small δ (the bound's 2mδ term), many DP steps at a high learning rate.
+TINY_DP = {**SMALL, "arms": ["dp-1"],
+           "model": {"max_length": 96, "embedded": {"n_layer": 2, "n_embd": 64, "n_head": 2, "epochs": 1,
+                                                    "vocab_size": 400}},
+           "dp": {"epsilons": [1], "epochs": 20, "batch_size": 16, "lr": 0.01, "delta": 1e-4},
+           "one_run": {"canaries": 200, "prefix_words": 2, "secret_words": 3},
+           "attacks": {"bootstrap": 10, "extraction": False, "pii": False,
+                       "select": ["membership", "one_run_canaries"]}}
+
+
+def _flags(results) -> list[str]:
+    return [w for w in results.warnings if "EXCEEDS" in w or "VIOLATED" in w or "violate" in w]
+
+
+def test_broken_dp_step_is_caught(tmp_path):
+    cfg = {**TINY_DP, "dp": {**TINY_DP["dp"], "debug_break": {"dp-1": "no_noise"}}}
+    res = pipeline.run_audit(build_config(cfg), tmp_path)
+    arm = res.arms["dp-1"]
+    assert arm.privacy.epsilon <= 1.0  # the claim a silently broken library makes
+    one = arm.one_run_epsilon
+    assert one.available and one.epsilon_steinke > 1.0 and one.exceeds_accountant
+    assert arm.verdict.label == "DP GUARANTEE VIOLATED"
+    assert any("DP GUARANTEE VIOLATED" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_correct_dp_is_never_flagged(tmp_path, seed):
+    res = pipeline.run_audit(build_config({**TINY_DP, "seed": seed}), tmp_path)
+    arm = res.arms["dp-1"]
+    one = arm.one_run_epsilon
+    assert one.available and one.epsilon_steinke <= arm.privacy.epsilon and not one.exceeds_accountant
+    assert not _flags(res) and arm.verdict.label != "DP GUARANTEE VIOLATED"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_heavily_duplicated_foreign_corpus_is_not_a_false_alarm(tmp_path, seed):
+    # A corporate mailbox: five boilerplate messages ~50× each, near-duplicate notifications, threads.
+    data = write_email_corpus(tmp_path / "emails.jsonl", n=700, seed=seed)
+    cfg = {**SMALL, "seed": seed, "arms": ["dp-1"], "data": {"path": str(data)},
+           "dp": {"epsilons": [1], "epochs": 2, "batch_size": 32},
+           "one_run": {"canaries": 100, "prefix_words": 2, "secret_words": 3},
+           "attacks": {"bootstrap": 10, "extraction": False, "pii": False,
+                       "select": ["membership", "one_run_canaries"]}}
+    res = pipeline.run_audit(build_config(cfg), tmp_path / "run")
+    design = res.data.membership_design
+    assert design.unit == "distinct text"
+    arm = res.arms["dp-1"]
+    assert not _flags(res), res.warnings
+    if arm.empirical_epsilon is not None:
+        assert not arm.empirical_epsilon.exceeds_accountant and arm.empirical_epsilon.dp_bound.ok
+    else:
+        assert not design.available and design.reason
+    assert not arm.one_run_epsilon.exceeds_accountant
+
+
+def test_a_shifted_user_split_is_called_out(tmp_path):
+    """Members from one generator, non-members from another (as a user's pre-split data could be): the
+    blind baseline separates them without the model, and the audit says the split is shifted."""
+    from corpora.shifted import build_shifted_corpus
+
+    from privleak.data.canaries import save_canaries
+    from privleak.data.clinical import generate_corpus
+    from privleak.data.records import Record, write_jsonl
+    from privleak.pipeline.data import data_key, synthetic_config
+    from privleak.pipeline.rundir import RunDir
+
+    a, b = build_shifted_corpus(n_per_source=140, seed=0)
+    user = lambda rows: [Record(text=r["text"], pii=None, meta={"kind": "user"}) for r in rows]  # noqa: E731
+    corpus = tmp_path / "brought.jsonl"
+    corpus.write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in a + b))  # the user's file
+    cfg = build_config({**SMALL, "arms": ["baseline"], "data": {"path": str(corpus)}, "one_run": {"canaries": 0},
+                        "attacks": {"bootstrap": 20, "extraction": False, "pii": False, "select": ["membership"]}})
+    run = RunDir.open(tmp_path / "run")
+    splits = {"members": user(a[:120]), "non_members": user(b[:120]), "population": user(a[120:] + b[120:]),
+              "public": generate_corpus(synthetic_config(cfg, n_members=0, n_non_members=0, n_population=0,
+                                                         canary_repeats=())).splits["public"]}
+    for name, recs in splits.items():
+        write_jsonl(run.path("splits", f"{name}.jsonl"), recs)
+    save_canaries(run.path("splits", "canaries.json"), [])
+    run.mark("data", data_key(cfg), 0.0)  # the data stage is done: these are the splits
+    res = pipeline.run_audit(cfg, run.root)
+    blind = res.blind_baseline
+    assert blind.auc > 0.9 and blind.shifted
+    assert any("distribution shift" in w for w in res.warnings)
