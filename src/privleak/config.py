@@ -44,7 +44,8 @@ class SyntheticConfig(_Strict):
     n_members: int = Field(1200, ge=10)
     n_non_members: int = Field(1200, ge=10)
     n_population: int = Field(1200, ge=10)
-    phi_fraction: float = Field(0.15, ge=0.0, le=1.0)
+    n_public_heldout: int = Field(300, ge=10)  # generic public text never trained on: forgetting is measured on it
+    phi_fraction: float = Field(0.8, ge=0.0, le=1.0)  # of the private splits: house-style notes (the rest generic text)
     public_phi_fraction: float = Field(0.5, ge=0.0, le=1.0)
     repeat_fraction: float = Field(0.1, ge=0.0, le=1.0)  # patients with several notes (repeated PII)
     repeat_visits: tuple[int, ...] = (2, 4, 8)
@@ -56,6 +57,10 @@ class DataConfig(_Strict):
     format: Literal["jsonl", "csv", "text", "hf"] | None = None
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     plant_canaries: bool = False
+    # Text the user may train on at no privacy cost (their domain's public documents): the
+    # embedded base model's tokenizer and weights are pre-trained on it instead of the
+    # synthetic public split. Choosing the DP recipe on it costs no privacy either.
+    public: str | None = None
     synthetic: SyntheticConfig = SyntheticConfig()
 
     @field_validator("split")
@@ -226,7 +231,7 @@ class AttackConfig(_Strict):
 class AuditConfig(_Strict):
     seed: int = 0
     profile: Literal["quick", "full"] = "quick"
-    # None: baseline, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
+    # None: baseline, best, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
     # (full profile: also dedup and dp-<max ε>+lora).
     arms: tuple[str, ...] | None = None
     data: DataConfig = DataConfig()
@@ -269,7 +274,7 @@ class AuditConfig(_Strict):
     def arm_specs(self) -> list[ArmSpec]:
         if self.arms is not None:
             return [parse_arm(a) for a in self.arms]
-        specs = [ArmSpec()] + [ArmSpec(dp_epsilon=e) for e in self.dp.epsilons]
+        specs = [ArmSpec(), ArmSpec(best=True)] + [ArmSpec(dp_epsilon=e) for e in self.dp.epsilons]
         specs.append(ArmSpec(scrub=True))
         if self.dp.epsilons:
             specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), scrub=True))
