@@ -21,7 +21,7 @@ from ..attacks.lira import shadow_splits
 from ..attacks.scoring import score_texts
 from ..audit.membership import mia_subsets
 from ..audit.utility import mean_nll
-from ..config import AuditConfig, resolve_delta
+from ..config import AuditConfig, dp_recipe, resolve_delta
 from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_json
 from ..data.canaries import derive_seed
 from ..data.records import Record, read_jsonl, write_jsonl
@@ -52,6 +52,9 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
                 **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta"} | (set() if spec.lora else lora)),
                 "seed": cfg.seed, "data_defences": data}
+    recipe_batch, recipe_epochs = dp_recipe(n_members)
+    settings["batch_size"] = settings["batch_size"] or recipe_batch
+    settings["epochs"] = settings["epochs"] or recipe_epochs
     if spec.lora:
         settings["lr"] = settings.pop("lora_lr")
     return settings
