@@ -91,6 +91,7 @@ streaming.
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections import deque
@@ -916,16 +917,58 @@ def _lean_engine_class():
                 return []
             return super().get_supported_entities()
 
+        def process_batch(self, texts, language: str, batch_size: int = 1, n_process: int = 1,
+                          as_tuples: bool = False):
+            """Presidio's ``process_batch``, yielding the texts given rather
+            than ``doc.text``, which rebuilds each text token by token."""
+            if as_tuples:
+                yield from super().process_batch(texts, language, batch_size, n_process, as_tuples)
+                return
+            pairs = ((t, t) for t in (str(x) for x in texts))
+            for doc, text in self.nlp[language].pipe(pairs, as_tuples=True, batch_size=batch_size,
+                                                     n_process=n_process):
+                yield text, self._artifacts(doc, text, language)
+
         def _doc_to_nlp_artifact(self, doc, language: str) -> NlpArtifacts:
+            return self._artifacts(doc, doc.text, language)
+
+        def _artifacts(self, doc, text: str, language: str) -> NlpArtifacts:
+            from spacy.attrs import IDX, LENGTH
+
             entities, scores = self._get_updated_entities(
                 self._get_entities(doc), self._get_scores_for_entities(doc)
             )
-            artifacts = NlpArtifacts(
-                entities=entities, tokens=doc, tokens_indices=[t.idx for t in doc],
-                lemmas=[t.lower_ for t in doc], nlp_engine=self, language=language, scores=scores,
-            )
-            artifacts.privleak_token_ends = [t.idx + len(t) for t in doc]  # see _enhancer_class
+            # Token offsets from one array read, not a Token object per token
+            # per field (most of the time of a regex-only pass over a long text).
+            spans = doc.to_array([IDX, LENGTH]).tolist() if len(doc) else []
+            starts = [a for a, _ in spans]
+            ends = [a + n for a, n in spans]
+            lemmas = [text[a:b].lower() for a, b in zip(starts, ends)]
+            # nlp_engine=None skips Presidio's keyword pass (a vocabulary
+            # lookup per token); the same keywords, memoised per word:
+            artifacts = NlpArtifacts(entities=entities, tokens=doc, tokens_indices=starts, lemmas=lemmas,
+                                     nlp_engine=None, language=language, scores=scores)
+            artifacts.nlp_engine = self
+            artifacts.keywords = self._keywords(lemmas, language)
+            artifacts.privleak_token_ends = ends  # see _enhancer_class
             return artifacts
+
+        def _keywords(self, lemmas: list[str], language: str) -> list[str]:
+            # Presidio's NlpArtifacts.set_keywords: lemmas that are no stop
+            # word, no punctuation and not "be", split at ":".
+            memo = self.__dict__.setdefault("_privleak_keyword_memo", {})
+            vocab = self.nlp[language].vocab
+            out: list[str] = []
+            for k in lemmas:
+                parts = memo.get(k)
+                if parts is None:
+                    lex = vocab[k]
+                    keep = not lex.is_stop and not lex.is_punct and k != "be"
+                    parts = tuple(k.lower().split(":")) if keep else ()
+                    if len(memo) < 200_000:
+                        memo[k] = parts
+                out.extend(parts)
+            return out
 
     return LeanSpacyNlpEngine
 
@@ -937,9 +980,11 @@ def _enhancer_class():
     from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer
 
     class TokenIndexedEnhancer(LemmaContextAwareEnhancer):
-        """Presidio's context enhancer, finding a match's token by binary
-        search: Presidio scans the tokens from the start for every match,
-        which is quadratic in a long text (minutes for a 1 MB record)."""
+        """Presidio's context enhancer without its two linear scans per match:
+        it finds a match's token by scanning the tokens from the start, and
+        tests every neighbouring word against the text's keyword *list*;
+        both are quadratic in a long text (minutes for a 1 MB record). Here
+        the token is found by binary search and the keywords are a set."""
 
         def _extract_surrounding_words(self, nlp_artifacts, word: str, start: int) -> list[str]:
             ends = getattr(nlp_artifacts, "privleak_token_ends", None)
@@ -948,10 +993,12 @@ def _enhancer_class():
             i = bisect.bisect_right(ends, start)  # the first token ending after ``start``
             if i >= len(ends):
                 return super()._extract_surrounding_words(nlp_artifacts, word, start)
-            words = self._add_n_words_backward(i, self.context_prefix_count, nlp_artifacts.lemmas,
-                                               nlp_artifacts.keywords)
-            words += self._add_n_words_forward(i, self.context_suffix_count, nlp_artifacts.lemmas,
-                                               nlp_artifacts.keywords)
+            keywords = getattr(nlp_artifacts, "privleak_keyword_set", None)
+            if keywords is None:
+                keywords = frozenset(nlp_artifacts.keywords)
+                nlp_artifacts.privleak_keyword_set = keywords
+            words = self._add_n_words_backward(i, self.context_prefix_count, nlp_artifacts.lemmas, keywords)
+            words += self._add_n_words_forward(i, self.context_suffix_count, nlp_artifacts.lemmas, keywords)
             return list(set(words))
 
     return TokenIndexedEnhancer
@@ -1123,12 +1170,19 @@ def resolve_overlaps(detections: Iterable[Detection]) -> list[Detection]:
     """
     ds = [d for d in detections if d.end > d.start]
     patterns = _union_clusters([d for d in ds if d.source not in SOFT_SOURCES])
-    ner = [d for d in ds if d.source in SOFT_SOURCES and not _overlaps_any(d, patterns)]
+    starts = [p.start for p in patterns]
+    ner = [d for d in ds if d.source in SOFT_SOURCES and not _overlaps_any(d, patterns, starts)]
     return sorted(patterns + _union_clusters(ner), key=lambda d: (d.start, d.end))
 
 
-def _overlaps_any(d: Detection, spans: list[Detection]) -> bool:
-    return any(s.start < d.end and d.start < s.end for s in spans)
+def _overlaps_any(d: Detection, spans: list[Detection], starts: list[int] | None = None) -> bool:
+    """Whether ``d`` overlaps one of ``spans`` (disjoint, sorted by start,
+    ``starts`` their starts): only the last span starting before ``d.end``
+    can, so a binary search replaces a scan (a long text has many spans)."""
+    if starts is None:
+        starts = [s.start for s in spans]
+    i = bisect.bisect_left(starts, d.end) - 1
+    return i >= 0 and spans[i].end > d.start
 
 
 def _union_clusters(detections: list[Detection]) -> list[Detection]:

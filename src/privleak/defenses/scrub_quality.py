@@ -29,6 +29,7 @@ scrub arm reports as "PII that went into training despite scrubbing".
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -131,6 +132,22 @@ def _covered(start: int, end: int, spans: Iterable[tuple[int, int]]) -> int:
     return total
 
 
+class _SpanIndex:
+    """Spans sorted by start, for finding those that overlap [start, end)
+    by binary search: a long text has thousands of spans, and scanning
+    them all for each span of the other side is quadratic."""
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        self.spans = sorted(spans)
+        self.starts = [s for s, _ in self.spans]
+        self.longest = max((e - s for s, e in self.spans), default=0)
+
+    def covered(self, start: int, end: int) -> int:
+        lo = bisect.bisect_left(self.starts, start - self.longest)
+        hi = bisect.bisect_left(self.starts, end)
+        return _covered(start, end, self.spans[lo:hi])
+
+
 def match_spans(
     truth: Sequence[tuple[int, int, str]],
     detections: Sequence[tuple[int, int, str]],
@@ -141,21 +158,45 @@ def match_spans(
     label in one text, by the rule in the module docstring."""
     gt = [(s, e) for s, e, lab in truth if lab == label and e > s]
     det = [(s, e) for s, e, lab in detections if lab == label and e > s]
-    caught = sum(1 for s, e in gt if _covered(s, e, det) >= min_overlap * (e - s))
-    correct = sum(1 for s, e in det if _covered(s, e, gt) >= min_overlap * (e - s))
+    det_index, gt_index = _SpanIndex(det), _SpanIndex(gt)
+    caught = sum(1 for s, e in gt if det_index.covered(s, e) >= min_overlap * (e - s))
+    correct = sum(1 for s, e in det if gt_index.covered(s, e) >= min_overlap * (e - s))
     exact = len(set(gt) & set(det))
     return caught, correct, exact
 
 
-def value_survives(label: str, value: str, scrubbed_text: str) -> bool:
+class _Normalised:
+    """A scrubbed text in the two forms values are looked up in, each built
+    once (not once per value: a 10 MB record has thousands of values)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._digits: str | None = None
+        self._words: str | None = None
+
+    @property
+    def digits(self) -> str:
+        # The digit runs, separated by a non-digit: a key never spans two runs.
+        if self._digits is None:
+            self._digits = "|".join(re.sub(r"\D", "", m.group(0)) for m in _DIGIT_RUN.finditer(self.text))
+        return self._digits
+
+    @property
+    def words(self) -> str:
+        if self._words is None:
+            self._words = " ".join(self.text.casefold().split())
+        return self._words
+
+
+def value_survives(label: str, value: str, scrubbed_text: str | _Normalised) -> bool:
     """Whether ``value`` (normalised as in leak counting) is still in ``scrubbed_text``."""
     key = normalise_value(label, value)
     if not key:
         return False
+    norm = scrubbed_text if isinstance(scrubbed_text, _Normalised) else _Normalised(scrubbed_text)
     if label in ("SSN", "PHONE"):
-        runs = (re.sub(r"\D", "", m.group(0)) for m in _DIGIT_RUN.finditer(scrubbed_text))
-        return any(key in run for run in runs)
-    return key in " ".join(scrubbed_text.casefold().split())
+        return key in norm.digits
+    return key in norm.words
 
 
 def residual_pii(
@@ -177,7 +218,7 @@ def residual_pii(
     for rec, scr in zip(records, scrubbed):
         if not rec.pii:
             continue
-        text = scr.text if isinstance(scr, Record) else str(scr)
+        text = _Normalised(scr.text if isinstance(scr, Record) else str(scr))
         seen: set[tuple[str, str]] = set()
         for sp in rec.pii:
             if wanted is not None and sp.label not in wanted:
