@@ -84,6 +84,7 @@ def main(before_path: str, after_path: str) -> int:
     b_arms = {"base_model": before["base_model"], **before["arms"]}
     a_arms = {"base_model": after["base_model"], **after["arms"]}
     diffs, missing, extra = [], [], []
+    common = 0
     for name in b_arms:
         b = dict(b_arms[name])
         a = to_v1(a_arms[name])
@@ -115,14 +116,16 @@ def main(before_path: str, after_path: str) -> int:
         if b.get("privacy") and all(v is None for k, v in b["privacy"].items() if k != "steps"):
             b["privacy"] = None
         lb, la = leaves(b, name), leaves(a, name)
+        common += sum(p in la for p in lb)
         diffs += [(p, lb[p], la[p]) for p in lb if p in la and not same(lb[p], la[p])]
         missing += [p for p in lb if p not in la]
         extra += [p for p in la if p not in lb]
     for k in ("data", "statistical_tests"):
         lb, la = leaves(before.get(k, {}), k), leaves(after.get(k, {}), k)
+        common += sum(p in la for p in lb)
         diffs += [(p, lb[p], la.get(p)) for p in lb if p in la and not same(lb[p], la[p])]
         missing += [p for p in lb if p not in la]
-    print(f"figures compared: differing {len(diffs)}, only before {len(missing)}, only after {len(extra)}")
+    print(f"figures compared: {common} in both, differing {len(diffs)}, only before {len(missing)}, only after {len(extra)}")
     for p, x, y in diffs:
         print(f"  DIFF {p}: {x!r} → {y!r}")
     for p in missing[:40]:
