@@ -27,8 +27,11 @@ def privacy_table(results: AuditResults) -> Table:
         p, emp, one = arm.privacy, arm.empirical_epsilon, arm.one_run_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
         wn = arm.weight_noise
-        # A DP-Weights arm has no accountant ε to show: say so instead of a dash.
-        spent = wn.guarantee if wn else fmt.num(p.epsilon if p else None)
+        # A DP-Weights arm has no accountant ε to show: say so instead of a dash (in full in the
+        # caption, which wraps, where a narrow cell would be cut).
+        spent = "none †" if wn else fmt.num(p.epsilon if p else None)
+        if wn:
+            t.caption = f"† {name}: {wn.guarantee}" if not t.caption else f"{t.caption}; {name}: {wn.guarantee}"
         one_s = fmt.num(one.epsilon_steinke, ".2f") if one and one.available else "—"
         if one and one.exceeds_accountant:
             one_s = f"[bold red]{one_s} !![/bold red]"
