@@ -19,12 +19,11 @@ from collections import Counter
 from typing import ClassVar, Literal, Sequence
 
 import numpy as np
-from pydantic import PrivateAttr
 
 from ..core.metrics import roc_auc
 from ..data.audit_canaries import AuditCanary
 from ..models.handle import ModelHandle
-from .base import AttackContext, AttackResult, Figure
+from .base import AttackContext, Figure, KeepsScores
 from .scoring import score_texts
 
 _WORD = re.compile(r"^ [a-z]{3,}$")
@@ -77,8 +76,11 @@ def secret_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str =
     return out
 
 
-class OneRunCanaryResult(AttackResult):
-    """Scores of the m audit canaries; the ε bounds from them are the arm's ``one_run_epsilon``."""
+class OneRunCanaryResult(KeepsScores):
+    """Scores of the m audit canaries; the ε bounds from them are the arm's ``one_run_epsilon``.
+
+    ``scores``: (score per canary, inclusion bits).
+    """
 
     kind: Literal["one_run_canaries"] = "one_run_canaries"
     title: ClassVar[str] = "one-run audit canaries"
@@ -89,15 +91,6 @@ class OneRunCanaryResult(AttackResult):
     auc: float  # included vs left-out canaries (a diagnostic; the bound counts guesses)
     nll_included: float
     nll_excluded: float
-
-    _scores: tuple[np.ndarray, np.ndarray] | None = PrivateAttr(default=None)
-
-    @property
-    def scores(self) -> tuple[np.ndarray, np.ndarray]:
-        """(score per canary, inclusion bits); only on a freshly computed result."""
-        if self._scores is None:
-            raise ValueError("scores are kept only in the process that computed the result")
-        return self._scores
 
     def headline(self) -> list[Figure]:
         return [Figure("canary AUC", self.auc, "auc", chance=0.5),

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from pydantic import PrivateAttr
+
 from ..core.stats import exceeds
 from ..core.typed import Typed
 
@@ -149,6 +151,21 @@ class AttackResult(Typed):
     def leaked(self) -> LeakCount | None:
         """Leaked items, for extraction attacks (the guard arm compares these)."""
         return None
+
+
+class KeepsScores(AttackResult):
+    """A result that also holds its raw scores in memory, for the bounds computed
+    from them in the same process (empirical and one-run ε). A pydantic private
+    attribute: never serialised, so a result read back from results.json has none."""
+
+    _scores: tuple[Any, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pair of score arrays the subclass documents; only on a freshly computed result."""
+        if self._scores is None:
+            raise ValueError("scores are kept only in the process that computed the result")
+        return self._scores
 
 
 # --------------------------------------------------------------------------- running one

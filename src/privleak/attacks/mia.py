@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict
 
 from ..core.metrics import mia_metrics, roc_points
 from ..data.splits import unit_of
 from ..models.handle import ModelHandle
-from .base import AttackContext, AttackResult, Figure, Finding, Policy
+from .base import AttackContext, AttackResult, Figure, Finding, KeepsScores, Policy
 from .membership import (
     loss_scores,
     min_k_pp_scores,
@@ -42,8 +42,11 @@ class Roc(BaseModel):
     threshold: list[float | None]
 
 
-class MembershipResult(AttackResult):
-    """AUC and TPR at low FPR (strict <) with percentile-bootstrap 95 % CIs, on equal-size member/non-member sets."""
+class MembershipResult(KeepsScores):
+    """AUC and TPR at low FPR (strict <) with percentile-bootstrap 95 % CIs, on equal-size member/non-member sets.
+
+    ``scores``: (member scores, non-member scores) of the evaluated sets.
+    """
 
     kind: Literal["membership"] = "membership"
     title: ClassVar[str] = "membership inference"
@@ -58,15 +61,6 @@ class MembershipResult(AttackResult):
     tpr_at_0_1pct_fpr_ci95: tuple[float, float] | None = None
     roc: Roc
     parameters: dict[str, float | int | bool | str] = {}
-
-    _scores: tuple[np.ndarray, np.ndarray] | None = PrivateAttr(default=None)
-
-    @property
-    def scores(self) -> tuple[np.ndarray, np.ndarray]:
-        """(member scores, non-member scores) of the evaluated sets; only on a freshly computed result."""
-        if self._scores is None:
-            raise ValueError("scores are kept only in the process that computed the result")
-        return self._scores
 
     def headline(self) -> list[Figure]:
         return [Figure("AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5),
