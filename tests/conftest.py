@@ -62,7 +62,10 @@ SMALL = {
 # Every kind of arm, and a baseline trained long enough to memorise its canaries (so extraction finds leaks).
 ALL_ARMS = {**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"],
             "canaries": {"repeats": [1, 16], "per_repeat": 1, "candidates": 200},
-            "train": {"epochs": 30, "batch_size": 16, "lr": 0.01}}
+            "train": {"epochs": 30, "batch_size": 16, "lr": 0.01},
+            # 100 audit canaries (½ inserted): with the default 1,000 about 500 extra records swamp
+            # the 137 member records and the baseline no longer reliably memorises its 16× canary.
+            "one_run": {"canaries": 100, "prefix_words": 2, "secret_words": 3}}
 
 
 class AuditedRun:
