@@ -52,7 +52,7 @@ def tiny_handle(tiny_model_dir: Path):
 SMALL = {
     "seed": 7,
     "arms": ["baseline", "dp-4"],
-    "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "phi_fraction": 0.5}},
+    "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "n_public_heldout": 40, "phi_fraction": 0.5}},
     "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
     "model": {"max_length": 160, "embedded": {"n_layer": 1, "n_embd": 32, "n_head": 2, "epochs": 1, "vocab_size": 400}},
     "train": {"epochs": 2, "batch_size": 16},
@@ -60,7 +60,7 @@ SMALL = {
     "attacks": {"bootstrap": 10},
 }
 # Every kind of arm, and a baseline trained long enough to memorise its canaries (so extraction finds leaks).
-ALL_ARMS = {**SMALL, "arms": ["baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"],
+ALL_ARMS = {**SMALL, "arms": ["baseline", "best", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"],
             "canaries": {"repeats": [1, 16], "per_repeat": 1, "candidates": 200},
             "train": {"epochs": 30, "batch_size": 16, "lr": 0.01},
             # 100 audit canaries (½ inserted): with the default 1,000 about 500 extra records swamp

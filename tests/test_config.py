@@ -6,7 +6,7 @@ from privleak.core.errors import UserError
 
 def test_defaults_and_arm_names():
     cfg = build_config()
-    assert cfg.arm_names() == ["baseline", "dp-1", "dp-4", "dp-8", "scrub", "dp-8+scrub", "guard"]
+    assert cfg.arm_names() == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
     assert cfg.profile == "quick"
 
 
@@ -86,7 +86,7 @@ def test_unparseable_config_file(tmp_path):
 
 def test_full_profile_adds_dedup_and_lora_arms():
     assert build_config(overrides={"profile": "full"}).arm_names() == [
-        "baseline", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
+        "baseline", "best", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
         *[f"dpw-{s:g}" for s in build_config(overrides={"profile": "full"}).dp_weights.sigmas], "guard"]
 
 

@@ -12,8 +12,11 @@ import pytest
 from privleak.core.errors import UserError
 from privleak.data import vocab
 from privleak.data.clinical import (
+    HOUSE_TEMPLATES,
+    PRIVATE_SPLITS,
     SPLITS,
     TEMPLATES,
+    house_formulary,
     ClinicalCorpusConfig,
     Corpus,
     generate_corpus,
@@ -98,7 +101,7 @@ def test_spans_exact_and_well_formed_on_generated_records(corpus: Corpus) -> Non
                 assert re.fullmatch(FORMATS[s.label], value), (s.label, value)
         labels = [s.label for s in spans]
         assert "NAME" in labels
-        template = next(t for t in TEMPLATES if t.name == rec.meta["template"])
+        template = next(t for t in TEMPLATES + HOUSE_TEMPLATES if t.name == rec.meta["template"])
         assert set(labels) == template.fields
 
 
@@ -122,22 +125,69 @@ def test_all_labels_present(corpus: Corpus) -> None:
     assert set(seen) == set(PHI_LABELS)
 
 
-def test_templates_are_varied() -> None:
-    assert len(TEMPLATES) >= 6
-    assert len({t.name for t in TEMPLATES}) == len(TEMPLATES)
-    assert all("NAME" in t.fields for t in TEMPLATES)
-    assert any(t.fields == set(PHI_LABELS) for t in TEMPLATES)
+@pytest.mark.parametrize("templates", [TEMPLATES, HOUSE_TEMPLATES], ids=["public", "house"])
+def test_templates_are_varied(templates) -> None:
+    assert len(templates) >= 6
+    assert len({t.name for t in templates}) == len(templates)
+    assert all("NAME" in t.fields for t in templates)
+    assert any(t.fields == set(PHI_LABELS) for t in templates)
     placeholder = re.compile(r"\{([A-Z_]+)\}")
-    for t in TEMPLATES:
+    for t in templates:
         for slot in t.slots:
             field_sets = {frozenset(placeholder.findall(alt)) for alt in slot}
             assert len(field_sets) == 1, (t.name, slot)
 
 
+def test_public_and_private_domains_use_their_own_templates(corpus: Corpus) -> None:
+    """The private institution writes in its house style; the public text is other institutions'."""
+    house, public = {t.name for t in HOUSE_TEMPLATES}, {t.name for t in TEMPLATES}
+    assert not house & public
+    for name in SPLITS:
+        used = Counter(r.meta["template"] for r in corpus.splits[name] if r.kind == "phi")
+        assert set(used) == (house if name in PRIVATE_SPLITS else public), name
+
+
+def test_house_notes_follow_their_care_line(corpus: Corpus) -> None:
+    """What fine-tuning can learn: a condition's medication, department and lab come from
+    its care line (shared by every patient with it), not at random."""
+    lines = {c.condition: c for c in house_formulary(0)}
+    house = [r for name in PRIVATE_SPLITS for r in corpus.splits[name] if r.kind == "phi"]
+    assert len({s.value(r.text) for r in house for s in r.pii if s.label == "CONDITION"}) >= 15
+    first_line = 0
+    for rec in house:
+        values = {s.label: s.value(rec.text) for s in rec.pii}
+        line = lines[values["CONDITION"]]
+        if "MEDICATION" in values:
+            assert values["MEDICATION"] in {m for m, _, _ in line.regimens}
+            first_line += values["MEDICATION"] == line.regimens[0][0]
+        if "PROCEDURE" in values:
+            assert values["PROCEDURE"] in line.procedures
+        template = next(t for t in HOUSE_TEMPLATES if t.name == rec.meta["template"])
+        if any("{dept}" in alt for alt in template.slots[0]):
+            assert line.dept in rec.text.split(" Pt ")[0], (line.dept, rec.text)
+    n_med = sum(1 for r in house for s in r.pii if s.label == "MEDICATION")
+    assert 0.65 < first_line / n_med < 0.85  # first-line 75 %
+
+
+def test_house_age_matches_date_of_birth(corpus: Corpus) -> None:
+    import datetime as dt
+    checked = 0
+    for rec in corpus.splits["members"]:
+        m = re.search(r"\b(\d{2})([FM])\b", rec.text)
+        dob = next((s.value(rec.text) for s in rec.pii if s.label == "DOB"), None)
+        if rec.kind != "phi" or not m or not dob:
+            continue
+        born = dt.date.fromisoformat(dob) if "-" in dob else dt.datetime.strptime(dob, "%m/%d/%Y").date()
+        age = 2026 - born.year - ((1, 1) < (born.month, born.day))
+        assert int(m.group(1)) == age, (rec.text, dob)
+        checked += 1
+    assert checked > 50
+
+
 def test_at_least_six_templates_used(corpus: Corpus) -> None:
     used = Counter(r.meta["template"] for r in _phi(corpus))
     assert len(used) >= 6
-    assert set(used) == {t.name for t in TEMPLATES}
+    assert set(used) == {t.name for t in TEMPLATES + HOUSE_TEMPLATES}
 
 
 def test_note_lengths(corpus: Corpus) -> None:
@@ -156,6 +206,7 @@ def test_phi_fraction_per_split(corpus: Corpus) -> None:
         "members": (cfg.n_members, cfg.phi_fraction),
         "non_members": (cfg.n_non_members, cfg.phi_fraction),
         "population": (cfg.n_population, cfg.phi_fraction),
+        "public_heldout": (cfg.n_public_heldout, cfg.public_phi_fraction),
     }
     for name, (n, frac) in expected.items():
         kinds = Counter(r.kind for r in corpus.splits[name])
@@ -252,7 +303,7 @@ def test_same_config_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     write_corpus(generate_corpus(ClinicalCorpusConfig(**SMALL, seed=7)), tmp_path / "b")
     write_corpus(generate_corpus(ClinicalCorpusConfig(**SMALL, seed=8)), tmp_path / "c")
     a, b, c = _files(tmp_path / "a"), _files(tmp_path / "b"), _files(tmp_path / "c")
-    assert set(a) == {"public.jsonl", "members.jsonl", "non_members.jsonl",
+    assert set(a) == {"public.jsonl", "public_heldout.jsonl", "members.jsonl", "non_members.jsonl",
                       "population.jsonl", "canaries.json"}
     assert a == b
     assert all(a[k] != c[k] for k in a)

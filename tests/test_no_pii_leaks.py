@@ -57,7 +57,7 @@ def test_show_pii_reveals_with_a_warning(audited, capfd, tmp_path):
 def test_every_arm_kind_lands_in_results(audited):
     results = audited.results
     arms = results.arms
-    assert set(arms) == {"baseline", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"}
+    assert set(arms) == {"baseline", "best", "dp-8", "scrub", "dedup", "dp-8+scrub", "guard"}
     assert arms["scrub"].defences.scrub.quality.overall.recall > 0.9
     assert arms["dedup"].defences.dedup.n_in == results.data.n_members
     for name in ("baseline", "scrub", "dp-8+scrub"):

@@ -2,7 +2,11 @@
 
 An arm name is ``+``-joined parts, each one defence:
 
-* ``baseline`` — plain fine-tuning, no defence (only on its own);
+* ``baseline`` — plain fine-tuning, no defence (only on its own): trained
+  to the end, the overfit model that shows what leaks;
+* ``best`` — the best non-private reference: plain fine-tuning early-stopped
+  on the population split (only on its own). Its held-out loss is the L_best
+  of every arm's utility gain recovered;
 * ``dp-<ε>`` — DP-SGD at target ε (``dp-8``); ``lora`` after it trains
   LoRA adapters under DP instead of the full model (``dp-8+lora``);
 * ``scrub`` — the members are PII-scrubbed (Presidio) before training;
@@ -35,6 +39,7 @@ class ArmSpec:
     scrub: bool = False
     guard: bool = False
     dpw_sigma: float | None = None
+    best: bool = False
 
     @property
     def name(self) -> str:
@@ -42,6 +47,8 @@ class ArmSpec:
             return "guard"
         if self.dpw_sigma is not None:
             return dpw_arm_name(self.dpw_sigma)
+        if self.best:
+            return "best"
         parts = []
         if self.dp_epsilon is not None:
             parts.append(dp_arm_name(self.dp_epsilon))
@@ -93,10 +100,11 @@ def parse_arm(name: str) -> ArmSpec:
         raise ValueError(f"arm {name!r}: a part appears twice")
     fields: dict[str, object] = {}
     for p in parts:
-        if p in ("baseline", "guard"):
+        if p in ("baseline", "guard", "best"):
             if len(parts) > 1:
                 raise ValueError(f"arm {name!r}: '{p}' stands alone; combine defences as e.g. dp-8+scrub")
             fields["guard"] = p == "guard"
+            fields["best"] = p == "best"
         elif p.startswith("dpw-"):
             if len(parts) > 1:
                 raise ValueError(f"arm {name!r}: '{p}' stands alone (noise on the baseline's weights); "
@@ -111,7 +119,7 @@ def parse_arm(name: str) -> ArmSpec:
         elif p in _DATA_PARTS:
             fields[p] = True
         else:
-            raise ValueError(f"arm {name!r}: unknown part '{p}'; use baseline, guard, dp-<ε>, dpw-<σ>, lora, scrub, dedup")
+            raise ValueError(f"arm {name!r}: unknown part '{p}'; use baseline, best, guard, dp-<ε>, dpw-<σ>, lora, scrub, dedup")
     if fields.get("lora") and "dp_epsilon" not in fields:
         raise ValueError(f"arm {name!r}: lora is the DP-SGD LoRA path; combine it with a dp-ε part, e.g. dp-8+lora")
     return ArmSpec(**fields)  # type: ignore[arg-type]

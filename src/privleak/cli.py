@@ -96,6 +96,7 @@ def run(
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
     dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
     ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
+    public: Optional[str] = typer.Option(None, "--public", help="Public text of your domain (no privacy cost): the embedded base model is pre-trained on it instead of generic clinical text."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
     from .config import build_config, read_config_file
@@ -116,6 +117,8 @@ def run(
         over.setdefault("data", {})["group_field"] = group_field
     if plant_canaries:
         over.setdefault("data", {})["plant_canaries"] = True
+    if public is not None:
+        over.setdefault("data", {})["public"] = public
     if model is not None:
         over.setdefault("model", {})["base"] = model
     if epsilons is not None:
@@ -136,6 +139,8 @@ def run(
     cfg = build_config(file_data, over)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
+    if cfg.data.public is not None and not Path(cfg.data.public).expanduser().exists():
+        raise UserError(f"--public {cfg.data.public}: file does not exist; pass a JSONL, CSV or text file of public text")
     # Every check that needs no work, before anything is created: a refused
     # run leaves no (empty) --out directory behind (run_audit preflights the
     # corpus, the model and memory before it opens the run directory).

@@ -27,7 +27,7 @@ from .arms import ArmSpec, dp_arm_name, parse_arm
 from .attacks.settings import AttackSettings, PiiSizes
 from .core.errors import UserError
 
-__all__ = ["MAX_SEED", "AuditConfig", "build_config", "dp_arm_name", "resolve_delta"]
+__all__ = ["MAX_SEED", "AuditConfig", "build_config", "dp_arm_name", "dp_recipe", "resolve_delta"]
 
 #: Seeds are unsigned 32-bit: numpy's legacy RandomState, torch and Python's
 #: hash-based derivations all accept 0 … 2**32 - 1, and numpy's
@@ -44,7 +44,8 @@ class SyntheticConfig(_Strict):
     n_members: int = Field(1200, ge=10)
     n_non_members: int = Field(1200, ge=10)
     n_population: int = Field(1200, ge=10)
-    phi_fraction: float = Field(0.15, ge=0.0, le=1.0)
+    n_public_heldout: int = Field(300, ge=10)  # generic public text never trained on: forgetting is measured on it
+    phi_fraction: float = Field(0.8, ge=0.0, le=1.0)  # of the private splits: house-style notes (the rest generic text)
     public_phi_fraction: float = Field(0.5, ge=0.0, le=1.0)
     repeat_fraction: float = Field(0.1, ge=0.0, le=1.0)  # patients with several notes (repeated PII)
     repeat_visits: tuple[int, ...] = (2, 4, 8)
@@ -57,6 +58,10 @@ class DataConfig(_Strict):
     format: Literal["jsonl", "csv", "text", "hf"] | None = None
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     plant_canaries: bool = False
+    # Text the user may train on at no privacy cost (their domain's public documents): the
+    # embedded base model's tokenizer and weights are pre-trained on it instead of the
+    # synthetic public split. Choosing the DP recipe on it costs no privacy either.
+    public: str | None = None
     synthetic: SyntheticConfig = SyntheticConfig()
 
     @field_validator("split")
@@ -111,16 +116,31 @@ class TrainConfig(_Strict):
     weight_decay: float = Field(0.0, ge=0)
 
 
+def dp_recipe(n: int) -> tuple[int, int]:
+    """(expected batch, epochs) of the DP arms for ``n`` training records.
+
+    Large batches and many epochs, as Li et al. (2022) and Yu et al. (2022)
+    find DP fine-tuning needs: the noise σC/B on the averaged gradient falls
+    with the batch, and at fixed ε the σ that many steps need grows more
+    slowly than the steps. B ≈ n/5 (q ≈ 0.2, capped at 256 so a step stays
+    cheap) and 15 epochs (≈ 75 steps at any n). Chosen on public and
+    population data only, so choosing it costs no privacy; a function of n,
+    never tuned on the members.
+    """
+    return max(16, min(256, n // 5)), 15
+
+
 class DPConfig(_Strict):
     """DP-SGD arms. They differ from the baseline only where DP-SGD needs it:
-    a large expected batch (the noise is averaged over it), fewer epochs
-    (each costs privacy), and frozen embedding tables (noise grows with √d)."""
+    a large expected batch (the noise is averaged over it), epochs counted in
+    privacy, and frozen embedding tables (noise grows with √d; the public
+    split covers the vocabulary)."""
 
     epsilons: tuple[float, ...] = (1.0, 4.0, 8.0)
     delta: float | None = None  # None: 1 / (10 n), below 1/n as DP requires
     max_grad_norm: float = Field(1.0, gt=0)
-    epochs: int = Field(3, ge=1)
-    batch_size: int = Field(128, ge=1)
+    epochs: int | None = Field(None, ge=1)  # None: dp_recipe(n)
+    batch_size: int | None = Field(None, ge=1)  # None: dp_recipe(n)
     lr: float = Field(1e-3, gt=0)
     train_embeddings: bool = False
     micro_batch_tokens: int = Field(4096, ge=16)
@@ -293,7 +313,7 @@ class AttackConfig(_Strict):
 class AuditConfig(_Strict):
     seed: int = 0
     profile: Literal["quick", "full"] = "quick"
-    # None: baseline, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
+    # None: baseline, best, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
     # (full profile: also dedup and dp-<max ε>+lora).
     arms: tuple[str, ...] | None = None
     data: DataConfig = DataConfig()
@@ -349,7 +369,7 @@ class AuditConfig(_Strict):
     def arm_specs(self) -> list[ArmSpec]:
         if self.arms is not None:
             return [parse_arm(a) for a in self.arms]
-        specs = [ArmSpec()] + [ArmSpec(dp_epsilon=e) for e in self.dp.epsilons]
+        specs = [ArmSpec(), ArmSpec(best=True)] + [ArmSpec(dp_epsilon=e) for e in self.dp.epsilons]
         specs.append(ArmSpec(scrub=True))
         if self.dp.epsilons:
             specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), scrub=True))
@@ -393,9 +413,11 @@ class AuditConfig(_Strict):
 
 # What a profile changes; the rest are the defaults above.
 PROFILES: dict[str, dict[str, Any]] = {
-    "quick": {},
+    # ≤ 10 min on 2 cores: the DP arms train ~75 steps each at the recipe's batch, so the quick
+    # sweep keeps the two ends of the useful range (dp-4 and the rest by name or in `full`).
+    "quick": {"dp": {"epsilons": [1.0, 8.0]}},
     "full": {
-        "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "epochs": 5},
+        "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0]},
         "dp_weights": {"sigmas": [0.003, 0.01, 0.03]},
         "canaries": {"candidates": 100_000},
         "attacks": {"bootstrap": 1000},

@@ -15,12 +15,13 @@ Schema version 2::
                      (--ldp-terms ε), with the ε spent; null when neither was asked for
     base_model       ArmResult (kind "control") + source: the base model never saw the members
     arms             arm name → ArmResult
-                       kind            "baseline" | "dp" | "dpw" | "guard"
+                       kind            "baseline" | "best" | "dp" | "dpw" | "guard"
                        serves          the arm whose model a guard arm serves
-                       training        steps, epoch losses, settings, records trained on
+                       training        steps, epoch losses, settings, records trained on, tokens, seconds
                        privacy         DP parameters and ε by three accountants (DP-SGD arms only)
                        weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
-                       utility         perplexity on members and held-out non-members
+                       utility         log-perplexity (nats) and perplexity on held-out private and
+                                       public text, and the utility gain recovered G
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
                        empirical_epsilon  the membership attacks' ε lower bound, per attack and for the arm
                        one_run_epsilon    the one-run ε lower bounds from the audit canaries
@@ -182,9 +183,14 @@ class BaseModelSource(Typed):
 
 
 class Training(Typed):
+    """What training cost, so arms are compared at their real compute."""
+
     steps: int
     epoch_losses: list[float]
     settings: dict[str, Any]
+    tokens: int | None = None  # tokens processed (DP: expected, q · steps · tokens in the data)
+    seconds: float | None = None  # wall-clock training time on this machine
+    stopped_epoch: float | None = None  # the best arm: where early stopping kept the model
 
 
 class Privacy(Typed):
@@ -217,8 +223,22 @@ class WeightNoise(Typed):
 
 
 class Utility(Typed):
+    """Held-out language-modelling quality. L = mean token negative log-likelihood
+    (nats; log-perplexity), token-weighted over the texts.
+
+    ``gain_recovered`` is G = (L_base − L_arm) / (L_base − L_best) on the private
+    held-out text (non-members): the share of the best non-private fine-tune's
+    gain over the base model that this arm keeps (1: all of it; 0: none; < 0:
+    worse than not fine-tuning). On log-perplexity, not perplexity: when the
+    base model is far off, a ratio of perplexities is dominated by the base.
+    """
+
     ppl_members: float | None
     ppl_non_members: float | None
+    nll_non_members: float | None = None  # L on the private domain's held-out text
+    nll_public: float | None = None  # L on held-out public (generic) text: does fine-tuning forget?
+    ppl_public: float | None = None
+    gain_recovered: float | None = None  # G; None without a best reference or when it gained nothing
 
 
 class EmpiricalEpsilonBound(Typed):
@@ -387,7 +407,7 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "dp", "dpw", "guard"]
+    kind: Literal["control", "baseline", "best", "dp", "dpw", "guard"]
     serves: str | None = None
     training: Training | None = None
     n_train_records: int | None = None

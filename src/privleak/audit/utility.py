@@ -1,4 +1,5 @@
-"""Utility of an arm: perplexity from the shared scoring pass."""
+"""Utility of an arm: log-perplexity and perplexity from the shared scoring pass,
+and the utility gain recovered relative to the base model and the best non-private fine-tune."""
 
 from __future__ import annotations
 
@@ -8,9 +9,34 @@ import numpy as np
 
 from ..attacks.scoring import TokenScores
 
+#: Below this many nats of held-out gain from base to best, G is a ratio of
+#: noise: fine-tuning had nothing to teach, and G is left undefined.
+MIN_GAIN_NATS = 0.01
+
+
+def mean_nll(scores: TokenScores) -> float | None:
+    """L = −(1/T) Σ_t log p(x_t | x_<t) over every token of every text (nats); None for no tokens."""
+    if scores.logprob.size == 0:
+        return None
+    return float(-np.mean(scores.logprob.astype(np.float64)))
+
 
 def perplexity(scores: TokenScores) -> float:
-    """Corpus perplexity exp(−Σ_tokens log p / #tokens), token-weighted over all texts."""
-    if scores.logprob.size == 0:
-        return float("nan")
-    return float(math.exp(-float(np.mean(scores.logprob.astype(np.float64)))))
+    """Corpus perplexity exp(L), token-weighted over all texts (NaN for no tokens)."""
+    nll = mean_nll(scores)
+    return float("nan") if nll is None else float(math.exp(nll))
+
+
+def gain_recovered(l_base: float | None, l_arm: float | None, l_best: float | None) -> float | None:
+    """G = (L_base − L_arm) / (L_base − L_best) (Li et al. 2022 compare DP fine-tunes
+    with the non-private one the same way, on loss rather than perplexity).
+
+    None when a figure is missing or the best reference gained less than
+    :data:`MIN_GAIN_NATS` over the base (then no arm has anything to recover).
+    """
+    if l_base is None or l_arm is None or l_best is None:
+        return None
+    gain = l_base - l_best
+    if not math.isfinite(gain) or gain < MIN_GAIN_NATS:
+        return None
+    return float((l_base - l_arm) / gain)

@@ -68,11 +68,36 @@ def _dp_violation(arm: ArmResult) -> str | None:
     return None
 
 
+#: An arm that recovers less than this share of the best non-private fine-tune's gain learned little.
+LOW_GAIN = 0.2
+
+
 def _utility_note(arm: ArmResult, control: ArmResult) -> str:
+    g = arm.utility.gain_recovered
+    if g is not None:
+        if g < LOW_GAIN:
+            return (f" It recovers only {g:.2f} of the best non-private fine-tune's gain on held-out text "
+                    f"(utility recovered G < {LOW_GAIN}): it learned little that is useful.")
+        return ""
     ppl, bppl = arm.utility.ppl_non_members, control.utility.ppl_non_members
     if _finite(ppl) and _finite(bppl) and ppl >= bppl * (1 - UTILITY_SAME):
         return " It is no better than the untrained control on held-out text: it learned (almost) nothing useful from the members."
     return ""
+
+
+def _utility_key(arm: ArmResult) -> float:
+    """Higher is better: G where defined, else minus the held-out perplexity."""
+    if arm.utility.gain_recovered is not None:
+        return arm.utility.gain_recovered
+    ppl = arm.utility.ppl_non_members
+    return -ppl if _finite(ppl) else -math.inf
+
+
+def _utility_phrase(arm: ArmResult) -> str:
+    g = arm.utility.gain_recovered
+    if g is not None:
+        return f"utility recovered G = {g:.2f}"
+    return f"held-out perplexity {arm.utility.ppl_non_members:.2f}"
 
 
 def _finite(x: float | None) -> bool:
@@ -114,7 +139,10 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         reasons.insert(0, violation)
         leaking.setdefault("membership", [])
         judged.add("membership")
-    if _finite(arm.utility.ppl_non_members):
+    if arm.utility.gain_recovered is not None:
+        figures.append(f"utility recovered G = {arm.utility.gain_recovered:.2f} (held-out log-perplexity "
+                       f"{arm.utility.nll_non_members:.3f} nats; control {control.utility.nll_non_members:.3f})")
+    elif _finite(arm.utility.ppl_non_members):
         b = control.utility.ppl_non_members
         figures.append(f"held-out perplexity {arm.utility.ppl_non_members:.2f}" + (f" (control {b:.2f})" if _finite(b) else ""))
     note = _utility_note(arm, control)
@@ -155,24 +183,32 @@ def guard_verdict(name: str, arm: ArmResult, results: AuditResults) -> Verdict:
 
 
 def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
-    """The arm to release: the best held-out perplexity among the arms whose verdict is near chance."""
+    """The arm to release: the highest utility recovered G (where the audit has a best
+    reference; else the best held-out perplexity) among the arms whose verdict is near
+    chance. One that learned little (G < ``LOW_GAIN``) is named as such, never silently."""
     arms = {n: a for n, a in results.arms.items() if a.verdict is not None}
-    ok = {n: a for n, a in arms.items() if a.verdict.near_chance and _finite(a.utility.ppl_non_members)}
+    ok = {n: a for n, a in arms.items() if a.verdict.near_chance and _finite(-_utility_key(a))}
     rules = policy.describe()
     if ok:
-        best = min(ok, key=lambda n: ok[n].utility.ppl_non_members)
-        bppl = ok[best].utility.ppl_non_members
+        best = max(ok, key=lambda n: _utility_key(ok[n]))
+        key = _utility_key(ok[best])
+        by_g = ok[best].utility.gain_recovered is not None
         others = [n for n, a in arms.items() if n not in ok and a.verdict.level not in ("guard",)
-                  and _finite(a.utility.ppl_non_members) and a.utility.ppl_non_members < bppl]
-        why = (f"Recommended arm: {best} — the best held-out perplexity ({bppl:.2f}) among the arms whose attacks are "
-               f"near chance ({', '.join(ok)}).")
+                  and _utility_key(a) > key]
+        what = "utility recovered" if by_g else "held-out perplexity"
+        why = (f"Recommended arm: {best} — the best {what} ({_utility_phrase(ok[best])}) among the arms whose attacks "
+               f"are near chance ({', '.join(ok)}).")
         if others:
-            why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} better perplexity but leak{'s' if len(others) == 1 else ''}."
+            why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} more utility but leak{'s' if len(others) == 1 else ''}."
         if ok[best].weight_noise is not None:
             why += (f" It has {ok[best].weight_noise.guarantee}: near chance holds for these attacks, not for every "
                     "attacker, unlike a DP-SGD arm's ε.")
-        cppl = results.base_model.utility.ppl_non_members
-        if _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
+        g = ok[best].utility.gain_recovered
+        cppl, bppl = results.base_model.utility.ppl_non_members, ok[best].utility.ppl_non_members
+        if g is not None and g < LOW_GAIN:
+            why += (f" Caution: it recovers only {g:.2f} of the best non-private fine-tune's gain — it is safe because "
+                    "it learned little; consider a larger ε, more steps or a larger batch.")
+        elif g is None and _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
             why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
                     "it learned little — consider more epochs, a larger ε or a larger batch.")
         return Recommendation(arm=best, text=why, policy=rules)
@@ -180,8 +216,7 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
     cands = {n: a for n, a in arms.items() if a.verdict.level != "guard"}
     if cands:
         order = {"chance": 0, "some": 1, "leaks": 2}
-        least = min(cands, key=lambda n: (order.get(cands[n].verdict.level, 3),
-                                          cands[n].utility.ppl_non_members if _finite(cands[n].utility.ppl_non_members) else 1e9))
+        least = min(cands, key=lambda n: (order.get(cands[n].verdict.level, 3), -_utility_key(cands[n])))
         text += f" The least leaky is {least}."
     return Recommendation(arm=None, text=text, policy=rules)
 

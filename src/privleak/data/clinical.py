@@ -1,14 +1,29 @@
 """The seeded synthetic clinical corpus (PrivAI-Leak's data, done properly).
 
-Four splits:
+Five splits, in two domains:
 
 * ``public``: the stand-in for public pre-training text. Generic medical
-  text plus notes in the same formats about *other* synthetic people, so a
-  base model pre-trained on it knows the formats but none of the private
-  values.
-* ``members``: the fine-tuning set; ``phi_fraction`` of it are notes about
-  synthetic patients, the rest generic text, plus the planted canaries.
+  text plus notes in *other institutions'* formats (``TEMPLATES``) about
+  other synthetic people: a base model pre-trained on it knows the medical
+  vocabulary and what a note looks like, but none of the private values and
+  not the private institution's house style.
+* ``public_heldout``: the same distribution, never trained on: the generic
+  text on which forgetting is measured (does fine-tuning make the model
+  worse at everything else?).
+* ``members``: the fine-tuning set, from the private institution (Westbrook
+  Health Centre, ``HOUSE_TEMPLATES``): ``phi_fraction`` of it are notes in
+  its house style, the rest generic text, plus the planted canaries.
 * ``non_members`` and ``population``: the same distribution, never trained on.
+
+What fine-tuning can learn is population-level and shared by many
+patients: the house's layout, section headers and abbreviations, and its
+clinical regularities (``house_formulary``: each condition has its own
+symptoms, regimens, procedures, monitoring lab and department; age, sex,
+body size and blood pressure depend on the condition). What it must not
+learn is each person's identifiers, the only per-record secrets. A
+tokenizer trained on the public split covers the house's vocabulary: the
+formulary draws from the same word lists, and two public formats use the
+same abbreviations in other layouts.
 
 Every note is assembled piece by piece and the exact character span of each
 PHI value is recorded while the text is being built, so the ground truth
@@ -46,7 +61,8 @@ from privleak.data.canaries import (
 )
 from privleak.data.records import PHI_LABELS, PiiSpan, Record, read_jsonl, write_jsonl
 
-SPLITS: tuple[str, ...] = ("public", "members", "non_members", "population")
+SPLITS: tuple[str, ...] = ("public", "public_heldout", "members", "non_members", "population")
+PRIVATE_SPLITS: tuple[str, ...] = ("members", "non_members", "population")
 CANARY_FILE = "canaries.json"
 
 
@@ -62,7 +78,8 @@ class ClinicalCorpusConfig:
     n_members: int = 1200
     n_non_members: int = 1200
     n_population: int = 1200
-    phi_fraction: float = 0.15
+    n_public_heldout: int = 300
+    phi_fraction: float = 0.8
     public_phi_fraction: float = 0.5
     canary_repeats: tuple[int, ...] = (1, 2, 4, 8, 16)
     canaries_per_repeat: int = 3
@@ -71,7 +88,7 @@ class ClinicalCorpusConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("n_public", "n_members", "n_non_members", "n_population",
+        for name in ("n_public", "n_members", "n_non_members", "n_population", "n_public_heldout",
                      "canaries_per_repeat", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -85,9 +102,10 @@ class ClinicalCorpusConfig:
             if not 0.0 <= float(value) <= 1.0:
                 raise UserError(f"corpus config: {name} must be in [0, 1], got {value}")
         self.repeat_visits = tuple(self.repeat_visits)
-        if not self.repeat_visits or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= len(TEMPLATES)
+        most = min(len(TEMPLATES), len(HOUSE_TEMPLATES))
+        if not self.repeat_visits or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most
                                          for v in self.repeat_visits):
-            raise UserError(f"corpus config: repeat_visits must be integers in 1..{len(TEMPLATES)} (one note per template), "
+            raise UserError(f"corpus config: repeat_visits must be integers in 1..{most} (one note per template), "
                             f"got {self.repeat_visits!r}")
         # YAML/TOML give lists; a tuple keeps the config hashable and comparable.
         repeats = self.canary_repeats
@@ -221,7 +239,137 @@ TEMPLATES: tuple[NoteTemplate, ...] = (
         ("Call-back number: {PHONE}.", "If disconnected, call {PHONE}."),
         ("Next virtual visit {followup}.", "Follow-up {followup}."),
     )),
+    # Other institutions abbreviate too: the public text carries the
+    # abbreviations and pipes of the house style (c/o, PMHx, A/P, D/c, f/u,
+    # s/p), so the tokenizer and the base model know them; the house's own
+    # layout and clinical regularities stay private.
+    NoteTemplate("soap_note", (
+        ("SOAP note, {facility}.", "SOAP - {dept}, {facility}."),
+        ("Patient {NAME}, {MRN}.", "{NAME} ({MRN})."),
+        ("S: c/o {symptom} x {duration}; PMHx {CONDITION}.", "S: HPI of {symptom} for {duration}; PMHx {CONDITION}."),
+        ("O: BP {BLOOD_PRESSURE}, HR {pulse}, Wt {WEIGHT}, Ht {HEIGHT}; {lab1}.",),
+        ("A/P: {CONDITION}; {MEDICATION} {dose} {freq}, f/u {followup}.",),
+        ("Tel {PHONE}.", "Contact {PHONE}."),
+    )),
+    NoteTemplate("brief_discharge", (
+        ("D/c note - {dept}, {facility}.", "Brief D/c, {facility}."),
+        ("{NAME} | DOB {DOB} | {MRN}",),
+        ("Dx {CONDITION}; s/p {PROCEDURE}.", "Dx: {CONDITION}, s/p {PROCEDURE}."),
+        ("D/c meds: {MEDICATION} {dose} {freq}. f/u {followup}.",),
+        ("Addr {ADDRESS} | Tel {PHONE} | {EMAIL}",),
+    )),
 )
+
+#: The private institution's house style: Westbrook Health Centre (WHC).
+#: Pipe-separated headers, SOAP sections, age/sex shorthand ("67F"), and
+#: lower-case filler from the patient's care line (``house_formulary``), so
+#: the medication, dose, lab and department follow the condition.
+HOUSE_TEMPLATES: tuple[NoteTemplate, ...] = (
+    NoteTemplate("whc_soap", (
+        ("WHC {dept} | SOAP",),
+        ("Pt {NAME} | DOB {DOB} | {MRN}",),
+        ("S: {age}{sex} c/o {symptom}, {symptom2} x {duration}.", "S: {age}{sex}, {symptom} and {symptom2} x {duration}."),
+        ("PMHx {CONDITION}.",),
+        ("O: BP {BLOOD_PRESSURE} | HR {pulse} | Wt {WEIGHT} | Ht {HEIGHT} | {lab}.",),
+        ("A: {CONDITION}, {control}.",),
+        ("P: {MEDICATION} {dose} {freq}; {PROCEDURE}; f/u {followup}. Tel {PHONE}",),
+    )),
+    NoteTemplate("whc_admit", (
+        ("WHC ADMIT | {dept}",),
+        ("Pt {NAME} | DOB {DOB} | {MRN} | SSN {SSN}",),
+        ("HPI: {age}{sex} w/ {CONDITION}, p/w {symptom} x {duration}.",
+         "HPI: {age}{sex} w/ known {CONDITION}, p/w {symptom} and {symptom2}."),
+        ("Vitals: BP {BLOOD_PRESSURE} | HR {pulse} | Wt {WEIGHT}. Labs: {lab}.",),
+        ("A/P: {CONDITION} - {MEDICATION} {dose} {freq}, {PROCEDURE} in AM.",),
+        ("Addr {ADDRESS} | Tel {PHONE}",),
+    )),
+    NoteTemplate("whc_discharge", (
+        ("WHC D/C SUMMARY | {dept}",),
+        ("Pt {NAME} | {MRN} | DOB {DOB}",),
+        ("Dx: {CONDITION}. Proc: {PROCEDURE}, uncomplicated.",),
+        ("D/c BP {BLOOD_PRESSURE} | Wt {WEIGHT} | {lab}.",),
+        ("D/c meds: {MEDICATION} {dose} {freq}.",),
+        ("f/u {dept} {followup}. Tel {PHONE} | {EMAIL}",),
+    )),
+    NoteTemplate("whc_pharmacy", (
+        ("WHC PHARMACY | Rx",),
+        ("Pt {NAME} | DOB {DOB} | {MRN} | Wt {WEIGHT}",),
+        ("Rx: {MEDICATION} {dose} {freq} for {CONDITION}.",),
+        ("Monitor {lab_name} q3mo; last {lab}.",),
+        ("Deliver: {ADDRESS} | Tel {PHONE}",),
+    )),
+    NoteTemplate("whc_lab", (
+        ("WHC LAB | {dept}",),
+        ("Pt {NAME} | {MRN} | DOB {DOB}",),
+        ("{lab} | BP {BLOOD_PRESSURE} | HR {pulse} | Ht {HEIGHT} | Wt {WEIGHT}",),
+        ("Hx {CONDITION} on {MEDICATION} {dose} {freq}.",),
+        ("Result sent to {EMAIL}",),
+    )),
+    NoteTemplate("whc_followup", (
+        ("WHC F/U | {dept}",),
+        ("Pt {NAME} ({MRN}) - {age}{sex}, {CONDITION}.",),
+        ("S: {progress} on {MEDICATION} {dose} {freq}.",),
+        ("O: BP {BLOOD_PRESSURE} | Wt {WEIGHT} | {lab}.",),
+        ("A/P: {CONDITION}, {control}; continue; {PROCEDURE} {followup}.",),
+        ("Tel {PHONE}",),
+    )),
+    NoteTemplate("whc_registration", (
+        ("WHC REGISTRATION",),
+        ("Pt {NAME} | DOB {DOB} | SSN {SSN} | {MRN}",),
+        ("Addr {ADDRESS} | Tel {PHONE} | {EMAIL}",),
+        ("PMHx {CONDITION} | Meds {MEDICATION} {dose} | PSHx {PROCEDURE}",),
+        ("Ht {HEIGHT} | Wt {WEIGHT} | BP {BLOOD_PRESSURE}",),
+    )),
+    NoteTemplate("whc_telehealth", (
+        ("WHC TELEHEALTH | {dept}",),
+        ("Pt {NAME} | DOB {DOB} | ID chk SSN {SSN}",),
+        ("S: {age}{sex} w/ {CONDITION}, c/o {symptom} x {duration}.",),
+        ("Meds: {MEDICATION} {dose} {freq}, {progress}.",),
+        ("P: {PROCEDURE}; f/u {followup}. Tel {PHONE} | {EMAIL}",),
+    )),
+)
+
+
+# --------------------------------------------------------------------------
+# the house's clinical regularities
+
+
+@dataclass(frozen=True)
+class CareLine:
+    """How the private institution treats one condition: learnable, shared by
+    every patient with it, and identifying no one."""
+
+    condition: str
+    symptoms: tuple[str, ...]
+    regimens: tuple[tuple[str, str, str], ...]  # (medication, dose, frequency), first-line first
+    procedures: tuple[str, ...]
+    lab: tuple[str, float, float, int, str]  # a vocab.LAB_TESTS entry
+    dept: str
+    age_mean: int
+    bp_shift: int  # mmHg added to the systolic (and half to the diastolic)
+
+
+_CONTROL = ("well controlled", "stable", "improving", "suboptimally controlled")
+
+
+def house_formulary(seed: int, n_lines: int = 24) -> tuple[CareLine, ...]:
+    """The house's care lines, drawn once per corpus seed from the shared
+    vocabulary (so the public text covers every word, but not the pairing)."""
+    rng = random.Random(derive_seed(seed, "clinical.formulary"))
+    lines = []
+    for condition in rng.sample(vocab.CONDITIONS, min(n_lines, len(vocab.CONDITIONS))):
+        meds = rng.sample(vocab.MEDICATIONS, 2)
+        lines.append(CareLine(
+            condition=condition,
+            symptoms=tuple(rng.sample(vocab.SYMPTOMS, 3)),
+            regimens=tuple((m, rng.choice(vocab.DOSES), rng.choice(vocab.FREQUENCIES)) for m in meds),
+            procedures=tuple(rng.sample(vocab.PROCEDURES, 2)),
+            lab=rng.choice(vocab.LAB_TESTS),
+            dept=rng.choice(vocab.DEPARTMENTS),
+            age_mean=rng.randint(30, 75),
+            bp_shift=18 if "hypertension" in condition else rng.choice((0, 0, 0, 10)),
+        ))
+    return tuple(lines)
 
 
 # --------------------------------------------------------------------------
@@ -301,6 +449,26 @@ def _dob(rng: random.Random) -> str:
     return d.isoformat() if rng.random() < 0.5 else d.strftime("%m/%d/%Y")
 
 
+# Ages in house notes are as of this date (fixed: the corpus must not change with the clock).
+_AGE_REFERENCE = _dt.date(2026, 1, 1)
+
+
+def _dob_for_age(rng: random.Random, age: int) -> str:
+    """A date of birth that makes the patient ``age`` on the reference date."""
+    latest = _AGE_REFERENCE.replace(year=_AGE_REFERENCE.year - age).toordinal()
+    d = _dt.date.fromordinal(latest - rng.randint(0, 364))
+    return d.isoformat() if rng.random() < 0.5 else d.strftime("%m/%d/%Y")
+
+
+def _body_for_sex(rng: random.Random, sex: str) -> tuple[str, str]:
+    cm = round(min(200, max(148, rng.gauss(177 if sex == "M" else 163, 7))))
+    kg = round(min(140, max(45, rng.gauss(86 if sex == "M" else 72, 14))))
+    if rng.random() < 0.6:
+        inches = round(cm / 2.54)
+        return f"{inches // 12}'{inches % 12}\"", f"{round(kg * 2.20462)} lb"
+    return f"{cm} cm", f"{kg} kg"
+
+
 def _body(rng: random.Random) -> tuple[str, str]:
     cm = rng.randint(150, 198)
     kg = rng.randint(47, 135)
@@ -310,18 +478,23 @@ def _body(rng: random.Random) -> tuple[str, str]:
     return f"{cm} cm", f"{kg} kg"
 
 
-def _blood_pressure(rng: random.Random) -> str:
-    systolic = rng.randint(98, 172)
-    diastolic = rng.randint(58, min(104, systolic - 25))
+def _blood_pressure(rng: random.Random, shift: int | None = None) -> str:
+    if shift is None:
+        systolic = rng.randint(98, 172)
+        diastolic = rng.randint(58, min(104, systolic - 25))
+    else:  # house patients: centred, and raised by their condition
+        systolic = round(min(190, max(95, rng.gauss(124 + shift, 10))))
+        diastolic = round(min(systolic - 25, max(55, rng.gauss(78 + shift / 2, 7))))
     return f"{systolic}/{diastolic}"
 
 
-def _new_person(fake: Faker, rng: random.Random, registry: _Registry) -> dict[str, str]:
+def _new_person(fake: Faker, rng: random.Random, registry: _Registry, sex: str | None = None) -> dict[str, str]:
     """One synthetic patient: the 13 PHI values, keyed by label."""
     names: list[str] = []
+    first_name = {"F": fake.first_name_female, "M": fake.first_name_male}.get(sex or "", fake.first_name)
 
     def draw_name() -> str:
-        names[:] = [fake.first_name(), fake.last_name()]
+        names[:] = [first_name(), fake.last_name()]
         return f"{names[0]} {names[1]}"
 
     name = _draw_unique("NAME", draw_name, registry)
@@ -348,6 +521,54 @@ def _new_person(fake: Faker, rng: random.Random, registry: _Registry) -> dict[st
         "WEIGHT": weight,
     }
     return person
+
+
+@dataclass(frozen=True)
+class HousePatient:
+    """A house patient: PHI values plus the care that shapes their notes."""
+
+    phi: dict[str, str]
+    line: CareLine
+    regimen: tuple[str, str, str]
+    age: int
+    sex: str
+
+
+def _new_house_person(fake: Faker, rng: random.Random, registry: _Registry,
+                      formulary: tuple[CareLine, ...]) -> HousePatient:
+    """A patient of the private institution: identifiers as anyone's, clinical
+    values from a care line (medication and procedure mostly first-line; age,
+    body size and blood pressure depend on sex and condition)."""
+    line = rng.choice(formulary)
+    sex = rng.choice("FM")
+    age = round(min(92, max(18, rng.gauss(line.age_mean, 11))))
+    phi = _new_person(fake, rng, registry, sex=sex)
+    regimen = line.regimens[0] if rng.random() < 0.75 else line.regimens[1]
+    height, weight = _body_for_sex(rng, sex)
+    phi.update({
+        "DOB": _dob_for_age(rng, age),
+        "CONDITION": line.condition,
+        "MEDICATION": regimen[0],
+        "PROCEDURE": line.procedures[0] if rng.random() < 0.75 else line.procedures[1],
+        "BLOOD_PRESSURE": _blood_pressure(rng, line.bp_shift),
+        "HEIGHT": height,
+        "WEIGHT": weight,
+    })
+    return HousePatient(phi=phi, line=line, regimen=regimen, age=age, sex=sex)
+
+
+def _house_filler(rng: random.Random, p: HousePatient) -> dict[str, str]:
+    """Untagged note material from the patient's care line; identifies no one."""
+    analyte, lo, hi, decimals, unit = p.line.lab
+    symptom, symptom2 = rng.sample(p.line.symptoms, 2)
+    return {
+        "dept": p.line.dept, "symptom": symptom, "symptom2": symptom2,
+        "duration": rng.choice(vocab.DURATIONS), "dose": p.regimen[1], "freq": p.regimen[2],
+        "followup": rng.choice(vocab.FOLLOW_UPS), "progress": rng.choice(vocab.PROGRESS),
+        "control": rng.choice(_CONTROL), "pulse": str(round(min(120, max(50, rng.gauss(76, 9))))),
+        "lab": f"{analyte} {rng.uniform(lo, hi):.{decimals}f}{unit}", "lab_name": analyte,
+        "age": str(p.age), "sex": p.sex,
+    }
 
 
 # --------------------------------------------------------------------------
@@ -382,15 +603,17 @@ def _filler(rng: random.Random) -> dict[str, str]:
 
 
 def render_note(
-    template: NoteTemplate, person: dict[str, str], rng: random.Random
+    template: NoteTemplate, person: dict[str, str], rng: random.Random, filler: dict[str, str] | None = None,
 ) -> tuple[str, list[PiiSpan]]:
     """Text of one note and the exact spans of its PHI values.
 
     Offsets are counted while the pieces are appended, never recovered by
     searching, so a value that occurs twice gets both spans and a value that
     happens to occur inside another (a surname in a street name) gets none.
+    ``filler``: the untagged material (default: drawn at random, as other
+    institutions' notes are; house notes pass their care line's).
     """
-    filler = _filler(rng)
+    filler = _filler(rng) if filler is None else filler
     pieces: list[str] = []
     spans: list[PiiSpan] = []
     pos = 0
@@ -459,14 +682,18 @@ class _Generator:
         self.n_people = 0
         self.cfg = cfg
         self.visit_rng = random.Random(derive_seed(cfg.seed, "clinical.visits"))
+        self.formulary = house_formulary(cfg.seed)
 
-    def patient_records(self, n_notes: int) -> list[Record]:
-        """``n_notes`` notes about one new patient, each from a different template."""
-        person = _new_person(self.fake, self.rng, self.registry)
+    def patient_records(self, n_notes: int, house: bool) -> list[Record]:
+        """``n_notes`` notes about one new patient, each from a different template
+        (the private institution's, or other institutions')."""
+        patient = _new_house_person(self.fake, self.rng, self.registry, self.formulary) if house else None
+        person = patient.phi if patient else _new_person(self.fake, self.rng, self.registry)
         self.n_people += 1
         out = []
-        for template in self.rng.sample(TEMPLATES, n_notes):
-            text, spans = render_note(template, person, self.rng)
+        for template in self.rng.sample(HOUSE_TEMPLATES if house else TEMPLATES, n_notes):
+            filler = _house_filler(self.rng, patient) if patient else None
+            text, spans = render_note(template, person, self.rng, filler)
             # Unique names make a repeat across patients impossible, and each
             # visit has its own template; keep the invariant explicit.
             assert text not in self.texts
@@ -487,28 +714,30 @@ class _Generator:
                 return Record(text=text, pii=[], meta={"kind": "generic"})
         raise RuntimeError("generic text space exhausted")  # not reachable at sane sizes
 
-    def split(self, n: int, phi_fraction: float) -> list[Record]:
+    def split(self, n: int, phi_fraction: float, house: bool) -> list[Record]:
         n_phi = round(n * phi_fraction)
         records: list[Record] = []
         while len(records) < n_phi:
             visits = 1
             if self.visit_rng.random() < self.cfg.repeat_fraction:
                 visits = self.visit_rng.choice(self.cfg.repeat_visits)
-            records += self.patient_records(min(visits, n_phi - len(records)))
+            records += self.patient_records(min(visits, n_phi - len(records)), house)
         records += [self.generic_record() for _ in range(n - n_phi)]
         self.rng.shuffle(records)
         return records
 
 
 def generate_corpus(cfg: ClinicalCorpusConfig) -> Corpus:
-    """All four splits and the canaries; the same cfg gives the same corpus."""
+    """All five splits and the canaries; the same cfg gives the same corpus."""
     canaries = make_canaries(cfg.canary_repeats, cfg.canaries_per_repeat, seed=cfg.seed)
     gen = _Generator(cfg, canaries)
     splits = {
-        "public": gen.split(cfg.n_public, cfg.public_phi_fraction),
-        "members": gen.split(cfg.n_members, cfg.phi_fraction),
-        "non_members": gen.split(cfg.n_non_members, cfg.phi_fraction),
-        "population": gen.split(cfg.n_population, cfg.phi_fraction),
+        "public": gen.split(cfg.n_public, cfg.public_phi_fraction, house=False),
+        "members": gen.split(cfg.n_members, cfg.phi_fraction, house=True),
+        "non_members": gen.split(cfg.n_non_members, cfg.phi_fraction, house=True),
+        "population": gen.split(cfg.n_population, cfg.phi_fraction, house=True),
+        # Drawn last so the other splits do not change with its size.
+        "public_heldout": gen.split(cfg.n_public_heldout, cfg.public_phi_fraction, house=False),
     }
     splits["members"] = plant_canaries(splits["members"], canaries, seed=cfg.seed)
     return Corpus(splits=splits, canaries=canaries)
@@ -544,13 +773,17 @@ def read_corpus(corpus_dir: str | Path) -> Corpus:
 
 
 __all__ = [
+    "HOUSE_TEMPLATES",
+    "PRIVATE_SPLITS",
     "SPLITS",
     "TEMPLATES",
+    "CareLine",
     "ClinicalCorpusConfig",
     "Corpus",
     "NoteTemplate",
     "generate_corpus",
     "generic_text",
+    "house_formulary",
     "read_corpus",
     "render_note",
     "write_corpus",

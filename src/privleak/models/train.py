@@ -7,7 +7,9 @@ the non-DP arms (``baseline``, and later ``scrub``, ``dedup``). The DP loop in
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -31,6 +33,18 @@ class TrainSettings:
 class TrainLog:
     steps: int = 0
     losses: list[float] = field(default_factory=list)  # mean loss per epoch
+    val_losses: list[tuple[int, float]] = field(default_factory=list)  # (step, validation loss) when early-stopping
+    best_step: int | None = None  # the step whose weights were kept (early stopping)
+
+
+@dataclass(frozen=True)
+class EarlyStopping:
+    """Validate every ``every`` steps; keep the weights with the lowest
+    validation loss; stop after ``patience`` validations without improvement."""
+
+    validate: Callable[[PreTrainedModel], float]
+    every: int
+    patience: int = 3
 
 
 def lr_at(step: int, total: int, base_lr: float, warmup_fraction: float) -> float:
@@ -66,8 +80,15 @@ def make_optimizer(model: PreTrainedModel, lr: float, weight_decay: float) -> to
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
-def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id: int, desc: str = "train") -> TrainLog:
-    """Mini-batch AdamW on the mean per-sequence NLL, length-bucketed batches reshuffled each epoch (seeded)."""
+def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id: int, desc: str = "train",
+          early_stopping: EarlyStopping | None = None) -> TrainLog:
+    """Mini-batch AdamW on the mean per-sequence NLL, length-bucketed batches reshuffled each epoch (seeded).
+
+    With ``early_stopping`` the learning-rate schedule still spans
+    ``settings.epochs`` (so the run is the one that would have happened), but
+    training stops once validation stops improving and the best weights are
+    restored.
+    """
     gen = torch.Generator().manual_seed(settings.seed)
     n = len(data)
     per_epoch = math.ceil(n / settings.batch_size)
@@ -77,8 +98,10 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
     model.train()
     step = 0
     lengths = [len(s) for s in data.ids]
+    best_loss, best_state, stale = math.inf, None, 0
+    stop = False
     with progress_bar(desc, total=total) as advance:
-        while step < total:
+        while step < total and not stop:
             epoch_losses = []
             for idx in bucketed_batches(lengths, settings.batch_size, gen):
                 if step >= total:
@@ -94,7 +117,23 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
                 epoch_losses.append(loss.item())
                 step += 1
                 advance(1, loss=epoch_losses[-1])
+                if early_stopping is not None and (step % early_stopping.every == 0 or step == total):
+                    model.eval()
+                    with torch.no_grad():
+                        val = float(early_stopping.validate(model))
+                    model.train()
+                    log.val_losses.append((step, val))
+                    if val < best_loss:
+                        best_loss, stale, log.best_step = val, 0, step
+                        best_state = copy.deepcopy(model.state_dict())
+                    else:
+                        stale += 1
+                        if stale >= early_stopping.patience:
+                            stop = True
+                            break
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     log.steps = step
+    if best_state is not None:
+        model.load_state_dict(best_state)
     model.eval()
     return log

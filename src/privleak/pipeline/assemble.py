@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from .. import __version__
 from ..arms import parse_arm
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
 from ..audit.blind import RULE, rivals
+from ..audit.utility import MIN_GAIN_NATS, gain_recovered
 from ..audit.verdicts import judge
 from ..core.io import read_json
 from ..results import (
@@ -70,6 +73,32 @@ def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
                    "the DP guarantee is contradicted")
 
 
+#: The base model "does not fit" the private domain when its held-out perplexity
+#: there is this many times the best fine-tune's (≈ 3 nats): fine-tuning is then
+#: mostly learning the domain's text from scratch, which DP does poorly.
+BASE_MISFIT_RATIO = 20.0
+
+
+def _utility_recovered(audit: Audit, base: ArmResult, arms: dict[str, ArmResult]) -> None:
+    """Fill in every arm's G against the base and the best reference; warn when the base does not fit."""
+    best = arms.get("best")
+    l_base = base.utility.nll_non_members
+    l_best = best.utility.nll_non_members if best else None
+    for arm in [base, *arms.values()]:
+        arm.utility.gain_recovered = gain_recovered(l_base, arm.utility.nll_non_members, l_best)
+    if best is None or l_base is None or l_best is None:
+        return
+    if l_base - l_best < MIN_GAIN_NATS:
+        audit.warn(f"the best non-private fine-tune is no better than the base model on held-out text "
+                   f"(log-perplexity {l_best:.3f} vs {l_base:.3f} nats): there was nothing to learn from the members, "
+                   "so utility recovered is undefined and no defence's cost can be measured")
+    elif l_base - l_best > math.log(BASE_MISFIT_RATIO):
+        audit.warn(f"the base model does not fit this corpus: its held-out perplexity ({math.exp(l_base):,.1f}) is "
+                   f"{math.exp(l_base - l_best):,.0f}× the best fine-tune's ({math.exp(l_best):.2f}), so fine-tuning mostly "
+                   "learns the domain's text from scratch and DP arms pay for it; pass public text of your domain with "
+                   "--public FILE (or a base model that knows it with --model)")
+
+
 def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
     cfg, run = audit.cfg, audit.run
     splits, canaries = audit.splits(), audit.canaries()
@@ -95,12 +124,15 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
             defences = Defences.model_validate({d: read_json(run.path("defences", d, "report.json"))
                                                 for d in spec.data_defences})
         arms[name] = ArmResult(
-            kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"]),
+            kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"],
+                                               tokens=tr.get("tokens"), seconds=tr.get("seconds"),
+                                               stopped_epoch=tr.get("stopped_epoch")),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
             exposed_people=audit.shared["exposed_people"][name], defences=defences,
             weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None)
         _check_dp_claims(audit, name, arms[name])
+    _utility_recovered(audit, base, arms)
     sel = selection(audit)
     mi = sel.members
     if not sel.design.available:

@@ -13,7 +13,7 @@ from ..data.records import Record, read_jsonl
 from ..models.handle import ModelHandle, load_handle
 from .rundir import RunDir, Timer
 
-SPLITS = ("public", "members", "non_members", "population")
+SPLITS = ("public", "public_heldout", "members", "non_members", "population")
 
 
 @dataclass

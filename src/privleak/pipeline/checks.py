@@ -56,5 +56,12 @@ def preflight(cfg: AuditConfig) -> None:
         split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
     if cfg.model.base is not None:
         check_model_ref(cfg.model.base)
+    if cfg.data.public is not None:
+        if cfg.model.base is not None:
+            raise UserError("--public pre-trains the embedded base model; it cannot be combined with --model "
+                            "(fine-tune your model on that text yourself, or drop --model)")
+        if len(load_corpus(cfg.data.public, text_field=cfg.data.text_field, fmt=None)) < 20:
+            raise UserError(f"--public {cfg.data.public}: fewer than 20 records; a base model cannot be pre-trained on "
+                            "so little — give more public text of your domain or drop --public")
 
 

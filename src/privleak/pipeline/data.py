@@ -6,11 +6,13 @@ import hashlib
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+
 from ..config import AuditConfig
 from ..core.io import stable_hash, staging_dir, write_json
 from ..attacks.audit_canaries import rare_word_pool
 from ..data.audit_canaries import make_audit_canaries, save_audit_canaries
-from ..data.canaries import make_canaries, plant_canaries, save_canaries
+from ..data.canaries import derive_seed, make_canaries, plant_canaries, save_canaries
 from ..data.clinical import ClinicalCorpusConfig, generate_corpus
 from ..data.loaders import load_corpus
 from ..data.records import Record, write_jsonl
@@ -36,18 +38,19 @@ def _file_digest(path: Path) -> str:
 
 def data_key(cfg: AuditConfig) -> str:
     """What determines the splits: the data config, the canaries, the seed and the user's file content."""
-    source = None
-    if cfg.data.path is not None:
-        p = Path(cfg.data.path).expanduser()
-        source = _file_digest(p) if p.exists() else str(p)
-    return stable_hash("data", cfg.seed, cfg.data.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), source,
+    sources = []
+    for path in (cfg.data.path, cfg.data.public):
+        if path is not None:
+            p = Path(path).expanduser()
+            sources.append(_file_digest(p) if p.exists() else str(p))
+    return stable_hash("data", cfg.seed, cfg.data.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), sources,
                        cfg.model.base is None)
 
 
 def synthetic_config(cfg: AuditConfig, **over: object) -> ClinicalCorpusConfig:
     s = cfg.data.synthetic
     kw = dict(n_public=s.n_public, n_members=s.n_members, n_non_members=s.n_non_members, n_population=s.n_population,
-              phi_fraction=s.phi_fraction, public_phi_fraction=s.public_phi_fraction, repeat_fraction=s.repeat_fraction,
+              n_public_heldout=s.n_public_heldout, phi_fraction=s.phi_fraction, public_phi_fraction=s.public_phi_fraction, repeat_fraction=s.repeat_fraction,
               repeat_visits=tuple(s.repeat_visits), canary_repeats=tuple(cfg.canaries.repeats),
               canaries_per_repeat=cfg.canaries.per_repeat, seed=cfg.seed)
     kw.update(over)
@@ -68,19 +71,30 @@ def make_data(audit: Audit) -> None:
         if cfg.data.plant_canaries:
             canaries = make_canaries(repeats=tuple(cfg.canaries.repeats), per_repeat=cfg.canaries.per_repeat, seed=cfg.seed)
             splits["members"] = plant_canaries(splits["members"], canaries, seed=cfg.seed)
-        if cfg.model.base is None:
+        if cfg.model.base is None and cfg.data.public is None:
             # The embedded base model still needs public text to learn from:
             # the synthetic public split, which shares nothing with the user's data.
             public_cfg = synthetic_config(cfg, n_members=0, n_non_members=0, n_population=0, canary_repeats=())
-            splits["public"] = generate_corpus(public_cfg).splits["public"]
+            generated = generate_corpus(public_cfg).splits
+            splits["public"], splits["public_heldout"] = generated["public"], generated["public_heldout"]
+        elif cfg.model.base is None:
+            splits["public"], splits["public_heldout"] = public_splits(cfg)
         else:
-            splits["public"] = []
+            splits["public"], splits["public_heldout"] = [], []
     with staging_dir(run.path("splits")) as tmp:
         for name in SPLITS:
             write_jsonl(tmp / f"{name}.jsonl", splits.get(name, []))
         save_canaries(tmp / "canaries.json", canaries)
     audit.shared.pop("splits", None)
     audit.shared.pop("canaries", None)
+
+
+def public_splits(cfg: AuditConfig) -> tuple[list[Record], list[Record]]:
+    """The user's ``--public`` text: 90 % to pre-train the embedded base model on, 10 % held out for forgetting."""
+    records = load_corpus(cfg.data.public, text_field=cfg.data.text_field, fmt=None)
+    order = np.random.default_rng(derive_seed(cfg.seed, "public-split")).permutation(len(records))
+    n_held = max(1, len(records) // 10)
+    return [records[i] for i in order[n_held:]], [records[i] for i in order[:n_held]]
 
 
 def base_spec(cfg: AuditConfig) -> BaseModelSpec:

@@ -22,7 +22,7 @@ from ..audit.blind import blind_baseline
 from ..audit.guard import Tally, benign_false_positives, guard_target
 from ..audit.membership import MiaSelection, mia_selection
 from ..audit.runner import AttackStage, run_family
-from ..audit.utility import perplexity
+from ..audit.utility import mean_nll, perplexity
 from ..config import resolve_delta
 from ..core.io import read_json, stable_hash, write_json
 from ..core.masking import PiiMasker
@@ -67,6 +67,8 @@ def scored_texts(audit: Audit) -> dict[str, list[str]]:
         "members": [r.text for r in s["members"] if r.kind != "canary"],
         "non_members": [r.text for r in s["non_members"]],
         "population": [r.text for r in s["population"]],
+        # Utility only: held-out public text, for forgetting (no attack reads it).
+        "public_heldout": [r.text for r in s["public_heldout"]],
     })
 
 
@@ -167,9 +169,12 @@ def read_stage(audit: Audit, model: str, family: str) -> AttackStage | None:
 def utility_stage(audit: Audit, target: Target, base_key: str) -> None:
     handle = model_handle(audit, target)
     passes = _passes(audit, target, handle, base_key)
+    non_members = passes.target("non_members")
+    public = passes.target("public_heldout") if scored_texts(audit)["public_heldout"] else None
     write_json(audit.run.path("arms", target.name, "utility.json"),
-               Utility(ppl_members=perplexity(passes.target("members")),
-                       ppl_non_members=perplexity(passes.target("non_members"))).model_dump(mode="json"))
+               Utility(ppl_members=perplexity(passes.target("members")), ppl_non_members=perplexity(non_members),
+                       nll_non_members=mean_nll(non_members), nll_public=mean_nll(public) if public else None,
+                       ppl_public=perplexity(public) if public else None).model_dump(mode="json"))
 
 
 def guard_cost_stage(audit: Audit, target: Target, base_key: str) -> None:

@@ -8,6 +8,8 @@ attacks), so a new kind of arm is one trainer and one line.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +20,8 @@ from ..arms import ArmSpec
 from ..attacks.lira import shadow_splits
 from ..attacks.scoring import score_texts
 from ..audit.membership import mia_subsets
-from ..config import AuditConfig, resolve_delta
+from ..audit.utility import mean_nll
+from ..config import AuditConfig, dp_recipe, resolve_delta
 from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_json
 from ..data.audit_canaries import insert_audit_canaries
 from ..data.canaries import derive_seed
@@ -29,7 +32,7 @@ from ..models.accounting import epsilons as accountant_epsilons
 from ..models.batching import Encoded, encode
 from ..models.dp_train import DPSettings, train_dp
 from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
-from ..models.train import TrainSettings, train
+from ..models.train import EarlyStopping, TrainSettings, train
 from .audit import Audit
 
 # ---------------------------------------------------------------- settings
@@ -45,6 +48,10 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
         # The baseline's training, then noise on the weights: the shadows of a DP-Weights arm are made the same way.
         return {"kind": "dpw", "sigma": spec.dpw_sigma, "noise_seed": derive_seed(cfg.seed, spec.name),
                 "trained_as": arm_settings(cfg, ArmSpec(), n_members)}
+    if spec.best:
+        # The same run as the baseline, stopped where held-out population loss is lowest.
+        return {"kind": "best", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data,
+                "validate_every_epochs": 0.5, "patience": 2}
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
@@ -54,6 +61,9 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
                 "seed": cfg.seed, "data_defences": data}
     if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
         settings["debug_break"] = cfg.dp.debug_break[spec.name]
+    recipe_batch, recipe_epochs = dp_recipe(n_members)
+    settings["batch_size"] = settings["batch_size"] or recipe_batch
+    settings["epochs"] = settings["epochs"] or recipe_epochs
     if spec.lora:
         settings["lr"] = settings.pop("lora_lr")
     return settings
@@ -102,18 +112,33 @@ def with_audit_canaries(audit: Audit, records: list[Record]) -> list[Record]:
 
 # ---------------------------------------------------------------- trainers
 
-Trainer = Callable[[Any, Encoded, dict[str, Any], int, int, int, str], tuple[Any, dict[str, Any]]]
+Trainer = Callable[..., tuple[Any, dict[str, Any]]]
 
 
 def fit_plain(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
-              label: str) -> tuple[Any, dict[str, Any]]:
+              label: str, validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Plain fine-tuning; early-stopped on ``validate`` when the settings ask for it (the best arm)."""
+    stopping = None
+    if "validate_every_epochs" in s:
+        if validate is None:
+            raise ValueError("early stopping needs a validation function")
+        per_epoch = -(-len(data) // s["batch_size"])
+        stopping = EarlyStopping(validate=validate, every=max(1, round(s["validate_every_epochs"] * per_epoch)),
+                                 patience=s["patience"])
     tlog = train(model, data, TrainSettings(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
-                                            weight_decay=s["weight_decay"], seed=seed), pad, desc=f"train {label}")
-    return model, {"kind": "baseline", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None}
+                                            weight_decay=s["weight_decay"], seed=seed), pad, desc=f"train {label}",
+                 early_stopping=stopping)
+    record = {"kind": s["kind"], "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None,
+              "epochs_run": tlog.steps / max(1, -(-len(data) // s["batch_size"]))}
+    if stopping is not None:
+        record["stopped_epoch"] = round(tlog.best_step / (-(-len(data) // s["batch_size"])), 3)
+        record["val_losses"] = tlog.val_losses
+    return model, record
 
 
 def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
-           label: str) -> tuple[Any, dict[str, Any]]:
+           label: str, validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
+    """DP-SGD fine-tuning (``validate`` is not used: looking at held-out loss to stop would need accounting too)."""
     dps = DPSettings(
         target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
         expected_batch_size=s["batch_size"], lr=s["lr"], seed=seed, accountant=s["accountant"],
@@ -123,16 +148,19 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
         **({"lora_alpha": s["lora_alpha"], "lora_targets": tuple(s["lora_targets"])} if s["lora"] else {}),
     )
     model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
+    # Poisson sampling: each step sees q·n records in expectation.
+    epochs_run = tlog.sample_rate * tlog.steps
     cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
     privacy = {"target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,
                "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
                "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp, "epsilon_pld": cross.epsilon_pld,
                "epsilon_prv": cross.epsilon_prv, "empty_batches": tlog.empty_batches}
-    return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy}
+    return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy,
+                   "epochs_run": epochs_run}
 
 
 def fit_dpw(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
-            label: str) -> tuple[Any, dict[str, Any]]:
+            label: str, validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
     """DP-Weights from scratch (the shadows): plain training as the baseline, then θ + N(0, σ²I)."""
     model, record = fit_plain(model, data, s["trained_as"], pad, max_length, seed, label)
     noise = add_weight_noise(model, s["sigma"], s["noise_seed"])
@@ -140,16 +168,32 @@ def fit_dpw(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: 
 
 
 #: Arm training kind (``arm_settings(...)["kind"]``) → trainer.
-TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "dp": fit_dp, "dpw": fit_dpw}
+TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "best": fit_plain, "dp": fit_dp, "dpw": fit_dpw}
+
+
+def _validation(audit: Audit) -> Callable[[Any], float]:
+    """Mean token NLL on the population split: the best arm's early-stopping signal (never members)."""
+    base = audit.base()
+    texts = [r.text for r in audit.splits()["population"]]
+
+    def validate(model: Any) -> float:
+        handle = ModelHandle(model=model, tokenizer=base.tokenizer, max_length=audit.cfg.model.max_length)
+        return float(mean_nll(score_texts(handle, texts, desc="validate on population")) or math.inf)
+    return validate
 
 
 def fit(audit: Audit, label: str, settings: dict[str, Any], records: list[Record]) -> tuple[Any, dict[str, Any]]:
     """A fresh copy of the base model trained on ``records`` as ``settings`` say; (model, training record)."""
     cfg, base = audit.cfg, audit.base()
     data = encode(base.tokenizer, [r.text for r in records], cfg.model.max_length)
+    start = time.perf_counter()
     model, record = TRAINERS[settings["kind"]](clone_model(base.model), data, settings, base.pad_id,
-                                               cfg.model.max_length, cfg.seed, label)
-    return model, {**record, "settings": settings, "n_train_records": len(records)}
+                                               cfg.model.max_length, cfg.seed, label,
+                                               validate=_validation(audit) if settings["kind"] == "best" else None)
+    tokens = sum(min(len(s), cfg.model.max_length) for s in data.ids)
+    return model, {**record, "settings": settings, "n_train_records": len(records),
+                   "tokens": int(round(record.pop("epochs_run") * tokens)),
+                   "seconds": round(time.perf_counter() - start, 2)}
 
 
 def train_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:

@@ -26,12 +26,12 @@ def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 def _metrics(m: ArmResult | None, name: str) -> list[Any]:
     if m is None:
-        return [None] * 5
+        return [None] * 6
     _, best = m.best_membership()
     exp = m.attacks.get("exposure")
     eps = m.epsilon if m.epsilon is not None else (None if name == CONTROL else math.inf)
     return [eps, best.auc if best else None, best.tpr_at_1pct_fpr if best else None,
-            getattr(exp, "mean_exposure", None), m.utility.ppl_non_members]
+            getattr(exp, "mean_exposure", None), m.utility.ppl_non_members, m.utility.gain_recovered]
 
 
 def render_compare(runs: Sequence[AuditResults], names: Sequence[str] | None = None) -> str:
@@ -48,7 +48,7 @@ def render_compare(runs: Sequence[AuditResults], names: Sequence[str] | None = N
     sections: list[dict[str, Any]] = [{"id": "summary", "title": "Summary", "blocks": [
         table(["run", "recommended arm", "arms", "seed", "profile", "data", "total s", "warnings"], summary),
         *[{"kind": "p", "text": f"{n}: {r.recommendation.text}"} for n, r in zip(names, runs) if r.recommendation]]}]
-    labels = [("ε", ".2f"), ("AUC", ".3f"), ("TPR@1%", ".3f"), ("exposure", ".2f"), ("ppl held-out", ".2f")]
+    labels = [("ε", ".2f"), ("AUC", ".3f"), ("TPR@1%", ".3f"), ("exposure", ".2f"), ("ppl held-out", ".2f"), ("G", ".2f")]
     arm_names = list(dict.fromkeys([CONTROL] + [a for r in runs for a in r.arms]))
     rows = []
     for a in arm_names:

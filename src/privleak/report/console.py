@@ -20,7 +20,7 @@ def _specs(results: AuditResults, family: str, exclude: tuple[str, ...] = ()) ->
 def privacy_table(results: AuditResults) -> Table:
     t = Table(title="Privacy parameters and utility")
     for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε one-run ≥", "ε one-run f-DP ≥", "ε empirical ≥", "σ",
-                "q", "steps", "δ", "ppl members", "ppl held-out"):
+                "q", "steps", "δ", "G"):
         t.add_column(col, justify="left" if col == "arm" else "right")
     design = results.data.membership_design
     for name, arm in results.models():
@@ -43,7 +43,24 @@ def privacy_table(results: AuditResults) -> Table:
                   one_s, fmt.num(one.epsilon_fdp if one and one.available else None, ".2f"),
                   emp_s, fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
-                  fmt.num(arm.utility.ppl_members, ".2f"), fmt.num(arm.utility.ppl_non_members, ".2f"))
+                  fmt.num(arm.utility.gain_recovered, ".2f"))
+    return t
+
+
+def utility_table(results: AuditResults) -> Table:
+    """Held-out utility per model — private domain (non-members) and generic public text — and what training cost."""
+    t = Table(title="Utility and compute — L = held-out log-perplexity (nats/token); G = utility gain recovered "
+                    "(L_base − L_arm) / (L_base − L_best)")
+    for col in ("arm", "L private", "ppl private", "ppl generic", "generic vs base", "G", "steps", "tokens", "train s"):
+        t.add_column(col, justify="left" if col == "arm" else "right")
+    base_pub = results.base_model.utility.ppl_public
+    for name, arm in results.models():
+        u, tr = arm.utility, arm.training
+        change = (u.ppl_public / base_pub - 1) if (u.ppl_public is not None and base_pub) else None
+        t.add_row(name, fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
+                  fmt.num(u.ppl_public, ".2f"), "—" if change is None else f"{change:+.1%}",
+                  fmt.num(u.gain_recovered, ".2f"), fmt.num(tr.steps if tr else None, "d"),
+                  fmt.num(tr.tokens if tr else None, ",d"), fmt.num(tr.seconds if tr else None, ".0f"))
     return t
 
 
@@ -206,7 +223,7 @@ def verdict_lines(results: AuditResults) -> list[str]:
 
 
 def all_tables(results: AuditResults) -> list[Table]:
-    tables = [privacy_table(results), membership_table(results), exposure_table(results)]
+    tables = [privacy_table(results), utility_table(results), membership_table(results), exposure_table(results)]
     tables += [family_table(results, f) for f in FAMILIES]
     tables += [defence_table(results), guard_table(results), release_table(results)]
     return [t for t in tables if t is not None]

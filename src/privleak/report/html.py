@@ -112,8 +112,8 @@ def _weight_scale(w: Any) -> str:
 
 def section_arms(results: AuditResults) -> Section:
     cols = ["arm", "kind", "ε target", "ε accountant", "ε one-run (lower bound)", "ε empirical (lower bound)", "σ", "q",
-            "steps", "δ", "ppl members",
-            "ppl held-out", "best MIA attack", "AUC [95% CI]", "TPR@1%FPR", "mean exposure (bits)", "secrets ranked first"]
+            "steps", "δ", "L held-out (nats)", "ppl held-out", "ppl generic", "G (utility recovered)", "best MIA attack",
+            "AUC [95% CI]", "TPR@1%FPR", "mean exposure (bits)", "secrets ranked first"]
     rows = []
     for name, m in results.models():
         p, emp, one = m.privacy, m.empirical_epsilon, m.one_run_epsilon
@@ -128,7 +128,9 @@ def section_arms(results: AuditResults) -> Section:
                      _n(p.sigma if p else None) if not m.weight_noise else
                      _t(f"{m.weight_noise.sigma:g} (on weights)", title=_weight_scale(m.weight_noise)),
                      _n(p.sample_rate if p else None, ".4f"), _n(steps, "d"),
-                     _n(p.delta if p else None, ".1e"), _n(m.utility.ppl_members, ".2f"), _n(m.utility.ppl_non_members, ".2f"),
+                     _n(p.delta if p else None, ".1e"), _n(m.utility.nll_non_members, ".3f"),
+                     _n(m.utility.ppl_non_members, ".2f"), _n(m.utility.ppl_public, ".2f"),
+                     _n(m.utility.gain_recovered, ".2f"),
                      ATTACKS[att].title if att in ATTACKS else (att or "—"),
                      _t(f"{best.auc:.3f} [{fmt.interval(best.auc_ci95)}]" if best else "—"),
                      _n(best.tpr_at_1pct_fpr if best else None),
@@ -149,28 +151,36 @@ def section_arms(results: AuditResults) -> Section:
 
 
 def section_tradeoff(results: AuditResults) -> Section | None:
+    arms = {n: m for n, m in results.arms.items() if m.kind != "guard"}
+    # G where the audit has a best reference (the utility measure that compares arms); perplexity otherwise.
+    by_g = any(m.utility.gain_recovered is not None for m in arms.values())
+
+    def utility(m: ArmResult) -> float | None:
+        return m.utility.gain_recovered if by_g else m.utility.ppl_non_members
+
     pts = []
-    for name, m in results.arms.items():
-        if m.kind == "guard":
-            continue
+    for name, m in arms.items():
         _, best = m.best_membership()
         exp = m.attacks.get("exposure")
         pts.append({"name": name, "epsilon": m.epsilon, "auc": best.auc if best else None,
                     "auc_ci": best.auc_ci95 if best else None,
                     "exposure": exp.mean_exposure if isinstance(exp, ExposureResult) else None,
-                    "ppl": m.utility.ppl_non_members,
+                    "utility": utility(m),
                     "one_run": m.one_run_epsilon.epsilon_steinke if m.one_run_epsilon and m.one_run_epsilon.available
                     else None})
-    if not any(fmt.finite(p["auc"]) or fmt.finite(p["ppl"]) for p in pts):
+    if not any(fmt.finite(p["auc"]) or fmt.finite(p["utility"]) for p in pts):
         return None
     _, cbest = results.base_model.best_membership()
     cexp = results.base_model.attacks.get("exposure")
-    ctrl = {"auc": cbest.auc if cbest else None, "ppl": results.base_model.utility.ppl_non_members,
+    ctrl = {"auc": cbest.auc if cbest else None, "utility": utility(results.base_model),
             "exposure": cexp.mean_exposure if isinstance(cexp, ExposureResult) else None}
+    label = "utility recovered G" if by_g else "held-out perplexity"
+    what = ("utility recovered G = (L_base − L_arm)/(L_base − L_best) on held-out private text (1: the best "
+            "non-private fine-tune's gain; 0: none)") if by_g else "held-out perplexity"
     return {"id": "tradeoff", "title": "Privacy–utility trade-off", "blocks": [figure(
-        plots.privacy_utility(pts, ctrl),
+        plots.privacy_utility(pts, ctrl, utility_label=label),
         "ε spent (accountant) on a log axis; arms without DP at ∞ on the right. Leakage (best MIA AUC with 95% CI, mean "
-        "canary exposure) and held-out perplexity; dotted lines: the base control (never saw the members). "
+        f"canary exposure) and {what}; dotted lines: the base control (never saw the members). "
         "'ε ≥' beside a point: the arm's one-run lower bound (95%).")]}
 
 

@@ -70,13 +70,15 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None = None) -> str:
-    """Leakage and held-out perplexity against ε.
+def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None = None,
+                    utility_label: str = "held-out perplexity") -> str:
+    """Leakage and utility against ε.
 
     ``points``: one dict per arm: name, epsilon (None → ∞, drawn at the right),
-    auc, auc_ci (pair or None), exposure (mean bits or None), ppl (held-out), one_run (the one-run
-    ε lower bound or None, written beside the arm's leakage point).
-    ``control``: the base model's auc / exposure / ppl, drawn as dotted lines.
+    auc, auc_ci (pair or None), exposure (mean bits or None), utility (the
+    utility gain recovered G, or held-out perplexity; ``utility_label`` says which), one_run
+    (the one-run ε lower bound or None, written beside the arm's leakage point).
+    ``control``: the base model's auc / exposure / utility, drawn as dotted lines.
     """
     has_exp = any(_finite(p.get("exposure")) for p in points)
     n = 3 if has_exp else 2
@@ -96,7 +98,7 @@ def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None
         else:
             xs[p["name"]] = float(p["epsilon"])
     colors = arm_colors([p["name"] for p in points])
-    rows = [("auc", "MIA AUC (best attack)"), ("exposure", "mean canary exposure (bits)"), ("ppl", "held-out perplexity")]
+    rows = [("auc", "MIA AUC (best attack)"), ("exposure", "mean canary exposure (bits)"), ("utility", utility_label)]
     if not has_exp:
         rows = [rows[0], rows[2]]
     for ax, (key, label) in zip(axes, rows):
