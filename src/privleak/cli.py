@@ -385,9 +385,12 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
         abort.append(click.exceptions.Abort)
     except ImportError:  # pragma: no cover
         pass
-    from typer import exceptions as typer_exceptions
+    try:
+        from typer import exceptions as typer_exceptions  # typer >= 0.25
 
-    abort.append(typer_exceptions.Abort)
+        abort.append(typer_exceptions.Abort)
+    except ImportError:  # pragma: no cover - click-based typer (e.g. the one Flower pins, < 0.21)
+        pass
     return tuple(usage), tuple(abort)
 
 
