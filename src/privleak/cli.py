@@ -26,6 +26,9 @@ app.add_typer(data_app, name="data")
 from .cli_guard import guard_app  # noqa: E402  (the output guard's sub-commands)
 
 app.add_typer(guard_app, name="guard")
+from .cli_attack import attack  # noqa: E402  (privleak attack: audit a model you already trained)
+
+app.command("attack")(attack)
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
