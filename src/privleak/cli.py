@@ -470,7 +470,9 @@ def main(argv: list[str] | None = None) -> None:
     _quiet_libraries()
     usage_errors, aborts = _click_exceptions()
     try:
-        app(args=argv, standalone_mode=False, prog_name="privleak")
+        rc = app(args=argv, standalone_mode=False, prog_name="privleak")
+        if rc == 130:  # typer < 0.21 turns Ctrl-C into Exit(130), which non-standalone mode returns
+            raise KeyboardInterrupt
     except UserError as exc:
         _one_line_error(str(exc), exc.exit_code)
     except KeyboardInterrupt:
