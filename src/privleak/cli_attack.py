@@ -64,10 +64,9 @@ def attack(
         over.setdefault("model", {})["max_length"] = max_length
     cfg = build_config(file_data, over)
     # Every check that needs no work, cheapest first, before anything is created.
-    inputs_files = dict(members=members, non_members=non_members, population=population, canaries=canaries)
     tgt = check_target(target, base)
     ref = check_full_model(reference, "--reference") if reference is not None else None
-    inputs = check_inputs(cfg, tgt, ref, **inputs_files)
+    inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
     _check_out_dir(out_dir)
     results = run_attack(cfg, inputs, out_dir, notify=err.print)
     for table in all_tables(results):

@@ -49,6 +49,7 @@ from ..models.external import ModelRef
 from ..results import ArmResult, AuditResults, BaseModelSource, BlindBaseline, DataSummary, ExternalModel, ToolInfo, package_versions
 from .assemble import _attacks, _utility
 from .audit import SPLITS, Audit
+from .checks import check_memory
 from .evaluate import Target, attack_key, attack_stage, blind_stage, family_specs, selection, utility_stage
 from .rundir import RunDir
 
@@ -175,6 +176,7 @@ def _overlap(a: list[Record], b: list[Record], a_opt: str, b_opt: str, what: str
 def check_inputs(cfg: AuditConfig, target: ModelRef, reference: ModelRef | None, members: str, non_members: str,
                  population: str | None, canaries: str | None) -> AttackInputs:
     """Load and check every input file before any work: one line naming the problem and the fix."""
+    check_memory(cfg)
     tf, gf = cfg.data.text_field, cfg.data.group_field
     canary_list: list[Canary] = []
     if canaries is not None:
@@ -311,6 +313,9 @@ def _not_run(audit: Audit, inputs: AttackInputs) -> None:
         audit.warn("not run: RMIA (it needs population records the model never saw: pass --population FILE)")
     if not inputs.canaries:
         audit.warn("not run: canary exposure and extraction (pass --canaries with the canaries planted in the members)")
+    elif not any(r.kind == "canary" for r in inputs.members):
+        audit.warn("no --members record holds a canary sentence: exposure then measures canaries the model may never "
+                   "have seen (give the members file the model was trained on, canary copies included)")
     if not any(r.has_pii for r in inputs.members):
         audit.warn("not run: the PII attacks (the members carry no PII spans: give PrivLeak JSONL with 'pii' spans, "
                    "e.g. from privleak data generate)")
