@@ -53,7 +53,7 @@ def utility_table(results: AuditResults) -> Table:
                     "(L_base − L_arm) / (L_base − L_best)")
     for col in ("arm", "L private", "ppl private", "ppl generic", "generic vs base", "G", "steps", "tokens", "train s"):
         t.add_column(col, justify="left" if col == "arm" else "right")
-    base_pub = results.base_model.utility.ppl_public
+    base_pub = results.base_model.utility.ppl_public if results.base_model else None
     for name, arm in results.models():
         u, tr = arm.utility, arm.training
         secs = results.durations_s.get(f"train/{name}") if tr else None  # a duration, kept with the others
