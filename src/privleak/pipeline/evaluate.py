@@ -41,13 +41,13 @@ class Target:
 
     name: str
     key: str
-    model_dir: str
+    model_dir: str | None  # None: the base model, wherever the base-model stage put it
     reference: bool  # whether the base model serves as its reference (every model but the base itself)
     serves: str | None = None  # the guard arm: the arm whose model it serves
 
 
 def model_handle(audit: Audit, target: Target) -> ModelHandle:
-    handle = load_handle(target.model_dir, audit.cfg.model.max_length)
+    handle = load_handle(target.model_dir or audit.base_dir(), audit.cfg.model.max_length)
     handle.name = target.name
     return handle
 
