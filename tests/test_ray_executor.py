@@ -234,3 +234,27 @@ def test_executor_settings_stay_out_of_the_audit():
     a, b = build_config(SMALL), build_config({**SMALL, "executor": {"kind": "ray", "workers": 3}})
     assert a.model_dump(mode="json") == b.model_dump(mode="json") and a.fingerprint() == b.fingerprint()
     assert isinstance(make_executor(b.executor), RayExecutor) and isinstance(make_executor(a.executor), Sequential)
+
+
+def test_board_shows_where_tasks_run_and_counts_retries(tmp_path):
+    """The driver's view from the workers' claim files: queued → running (host:pid) → retried → done."""
+    from rich.console import Console
+
+    lines = Lines()
+    view = board.TaskBoard(tmp_path, ["train/a", "eval/a"], title="ray", notify=lines, live=False)
+    view.submitted("train/a")
+    view.poll()
+    assert view.states["train/a"].status == "queued" and view.states["eval/a"].status == "waiting"
+    assert board.claim(tmp_path, "train/a") == 1
+    view.poll()
+    assert view.states["train/a"].status == "running" and str(os.getpid()) in view.states["train/a"].where
+    assert board.claim(tmp_path, "train/a") == 2  # the worker died; Ray's retry claims it again
+    view.poll()
+    assert view.retries == 1 and any(ln.startswith("[yellow]↻ train/a") for ln in lines)
+    console = Console(width=120, record=True)
+    console.print(view.render())
+    text = console.export_text()
+    assert "train/a" in text and "running" in text and "1 retried" in text and "1 waiting" in text
+    board.release(tmp_path, "train/a")
+    view.finished("train/a", 1.25)
+    assert "1/2 done" in view.summary() and lines[-1].startswith("[green]✓ train/a")
