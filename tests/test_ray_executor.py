@@ -5,7 +5,6 @@ missing is one line and exit 2."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import json
 import os

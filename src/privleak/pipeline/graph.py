@@ -162,7 +162,7 @@ def data_task(cfg: AuditConfig) -> Task:
 
 def audit_graph(audit: Audit) -> Graph:
     """Every task after the data stage (which must be done), with its inputs, outputs and key."""
-    cfg, run = audit.cfg, audit.run
+    cfg = audit.cfg
     members = audit.splits()["members"]
     g = Graph(external=frozenset({DATA}))
     dkey = data_key(cfg)
@@ -229,12 +229,10 @@ def audit_graph(audit: Audit) -> Graph:
 
     # evaluation: the base control, every trained arm, the guard arm
     targets = [Target("base", bkey, None, reference=False)]
-    # Absolute: a worker of another executor may not share this process's working directory.
-    targets += [Target(a, arm_keys[a], str(run.path("arms", a, "model").absolute()), reference=True) for a in arm_keys]
+    targets += [Target(a, arm_keys[a], None, reference=True) for a in arm_keys]
     if any(s.guard for s in specs):
-        targets.append(Target("guard", stable_hash("guard", arm_keys["baseline"], dkey),
-                              str(run.path("arms", "baseline", "model").absolute()),
-                              reference=True, serves="baseline"))
+        targets.append(Target("guard", stable_hash("guard", arm_keys["baseline"], dkey), None, reference=True,
+                              serves="baseline"))
         producer["guard"] = producer["baseline"]
     # Attacks read the splits, the base model (their reference), the target and the audit canaries.
     for t in targets:
