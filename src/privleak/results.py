@@ -17,7 +17,7 @@ Schema version 2::
     arms             arm name → ArmResult
                        kind            "baseline" | "best" | "dp" | "dpw" | "guard"
                        serves          the arm whose model a guard arm serves
-                       training        steps, epoch losses, settings, records trained on, tokens, seconds
+                       training        steps, epoch losses, settings, records trained on, tokens (seconds: durations_s['train/<arm>'])
                        privacy         DP parameters and ε by three accountants (DP-SGD arms only)
                        weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
                        utility         log-perplexity (nats) and perplexity on held-out private and
@@ -189,7 +189,6 @@ class Training(Typed):
     epoch_losses: list[float]
     settings: dict[str, Any]
     tokens: int | None = None  # tokens processed (DP: expected, q · steps · tokens in the data)
-    seconds: float | None = None  # wall-clock training time on this machine
     stopped_epoch: float | None = None  # the best arm: where early stopping kept the model
 
 

@@ -56,11 +56,12 @@ def utility_table(results: AuditResults) -> Table:
     base_pub = results.base_model.utility.ppl_public
     for name, arm in results.models():
         u, tr = arm.utility, arm.training
+        secs = results.durations_s.get(f"train/{name}") if tr else None  # a duration, kept with the others
         change = (u.ppl_public / base_pub - 1) if (u.ppl_public is not None and base_pub) else None
         t.add_row(name, fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
                   fmt.num(u.ppl_public, ".2f"), "—" if change is None else f"{change:+.1%}",
                   fmt.num(u.gain_recovered, ".2f"), fmt.num(tr.steps if tr else None, "d"),
-                  fmt.num(tr.tokens if tr else None, ",d"), fmt.num(tr.seconds if tr else None, ".0f"))
+                  fmt.num(tr.tokens if tr else None, ",d"), fmt.num(secs, ".0f"))
     return t
 
 
