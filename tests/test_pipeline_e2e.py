@@ -21,9 +21,6 @@ def _comparable(results) -> dict:
     r = copy.deepcopy(results.to_json())
     r.pop("durations_s")
     r["base_model"]["source"].pop("path")  # the cache location, not a result
-    for arm in r["arms"].values():  # each training run's wall time, not a result
-        if arm.get("training"):
-            arm["training"].pop("seconds")
     return r
 
 
