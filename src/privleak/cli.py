@@ -100,6 +100,9 @@ def run(
     dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
     ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
     public: Optional[str] = typer.Option(None, "--public", help="Public text of your domain (no privacy cost): the embedded base model is pre-trained on it instead of generic clinical text."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="sequential (default: one task after another here) or ray (tasks in parallel on Ray; pip install 'privleak[ray]')."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: auto (the cluster this machine is in) or ray://host:port. Default: a local Ray started here."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="With --executor ray and no --ray-address: tasks at once on the local Ray (default: CPU count)."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
     from .config import build_config, read_config_file
@@ -139,6 +142,9 @@ def run(
             if not (value > 0 and math.isfinite(value)):
                 raise UserError(f"{flag} {value:g}: ε must be a finite number > 0; try 1")
             over.setdefault("release", {})[key] = value
+    for key, value in (("kind", executor), ("ray_address", ray_address), ("workers", workers)):
+        if value is not None:
+            over.setdefault("executor", {})[key] = value
     cfg = build_config(file_data, over)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
@@ -148,7 +154,9 @@ def run(
     # run leaves no (empty) --out directory behind (run_audit preflights the
     # corpus, the model and memory before it opens the run directory).
     _check_out_dir(out_dir)
-    results = run_audit(cfg, out_dir, notify=err.print)
+    from .executors import make_executor
+
+    results = run_audit(cfg, out_dir, notify=err.print, executor=make_executor(cfg.executor, notify=err.print))
     for table in all_tables(results):
         out.print(table)
     for line in verdict_lines(results):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -313,6 +314,35 @@ class AttackConfig(_Strict):
         return v
 
 
+class ExecutorConfig(_Strict):
+    """How the task graph runs — not what the audit is: kept out of ``config.json``, ``results.json`` and
+    every cache key, so a sequential and a Ray run of one config are the same audit (and resume each other)."""
+
+    kind: Literal["sequential", "ray"] = "sequential"
+    # None: start a local Ray on this machine; "auto" (the cluster this machine belongs to) or "ray://host:port".
+    ray_address: str | None = None
+    workers: int | None = Field(None, ge=1, le=4096)  # local Ray only: tasks at once (default: CPUs ÷ cpus_per_task)
+    cpus_per_task: int = Field(1, ge=1, le=1024)  # also each task's torch threads
+    gpus_per_task: float = Field(0.0, ge=0.0, le=64.0)  # training and evaluation tasks (data tasks ask for none)
+    memory_gib: float | None = Field(None, gt=0.0)  # per model task; None: estimated from the model's size
+    max_retries: int = Field(3, ge=0, le=100)  # Ray re-runs a task whose worker died this many times
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is not None and v != "auto" and not re.fullmatch(r"(ray://)?[\w.\-\[\]:]+:\d{1,5}", v):
+            raise ValueError(f"'{v}' is not a Ray address; use auto or ray://host:port (default port 10001)")
+        return v
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> "ExecutorConfig":
+        if self.kind == "sequential" and (self.ray_address is not None or self.workers is not None):
+            raise ValueError("ray_address and workers apply to the Ray executor; add --executor ray")
+        if self.ray_address is not None and self.workers is not None:
+            raise ValueError("workers sizes a local Ray; with a ray_address the cluster's size decides (drop workers)")
+        return self
+
+
 class AuditConfig(_Strict):
     seed: int = 0
     profile: Literal["quick", "full"] = "quick"
@@ -330,6 +360,8 @@ class AuditConfig(_Strict):
     shadows: ShadowConfig = ShadowConfig()
     release: ReleaseConfig = ReleaseConfig()
     one_run: OneRunConfig = OneRunConfig()
+    # excluded from every dump: config.json, results.json and the cache keys never depend on it
+    executor: ExecutorConfig = Field(ExecutorConfig(), exclude=True)
 
     @field_validator("seed")
     @classmethod

@@ -42,14 +42,22 @@ class Target:
 
     name: str
     key: str
-    model_dir: str
+    model_dir: str | None  # None: where this run put it (the base-model stage's choice, or arms/<arm>/model)
     reference: bool  # whether the base model serves as its reference (every model but the base itself)
     serves: str | None = None  # the guard arm: the arm whose model it serves
     adapter_base: str | None = None  # privleak attack: model_dir is a PEFT adapter on this base model
 
 
+def model_dir(audit: Audit, target: Target) -> str:
+    """Resolved when the stage runs, in the process that runs it: the graph holds no paths of its own."""
+    if target.name == "base":
+        return audit.base_dir()
+    return str(audit.run.path("arms", target.serves or target.name, "model"))
+
+
 def model_handle(audit: Audit, target: Target) -> ModelHandle:
-    handle = load_model(target.model_dir, audit.cfg.model.max_length, adapter_base=target.adapter_base)
+    handle = load_model(target.model_dir or model_dir(audit, target), audit.cfg.model.max_length,
+                        adapter_base=target.adapter_base)
     handle.name = target.name
     return handle
 

@@ -1,22 +1,34 @@
-"""One audit as a graph of stages: which tasks, their inputs and their cache keys.
+"""One audit as a graph of tasks: what each reads, what it writes and its cache key.
 
 data → base model → data defences → train arms (and shadows) → per model:
 utility and one attack stage per family (membership, canaries, extraction,
 PII attacks) → the guard arm → results.
 
-Each stage writes its artefacts under the run directory and is skipped when
-already done with the same key (``rundir``): a key hashes the config that
-determines the stage and the keys of the stages it reads, so rerunning after
-a crash or Ctrl-C resumes where it stopped, a changed setting redoes exactly
-the stages it affects, and the same config + seed reproduce the same
+Each :class:`Task` names the tasks whose artefacts it reads (``inputs``),
+the run-directory paths it writes (``outputs``) and its key; it is skipped
+when already done with the same key (``rundir``): a key hashes the config
+that determines the stage and the keys of the stages it reads, so rerunning
+after a crash or Ctrl-C resumes where it stopped, a changed setting redoes
+exactly the stages it affects, and the same config + seed reproduce the same
 ``results.json``.
+
+An executor runs the graph: :class:`Sequential` (the default) runs the
+tasks one after another in this process in the order they were added (a
+topological order); ``privleak.executors.ray`` runs them as Ray tasks, each
+as soon as its inputs are done. Tasks talk only through the run directory,
+so a task body is a module-level function (or a ``functools.partial`` of
+one) taking the :class:`Audit`: it pickles, and a worker rebuilds the
+``Audit`` from the config and the run directory.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Literal, Protocol
 
+from ..arms import ArmSpec
 from ..attacks.base import FAMILIES
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
@@ -49,84 +61,219 @@ from .train import (
     train_shadow,
 )
 
+#: What a task mostly does, for an executor's resource requests: ``light`` (data, defences, small
+#: statistics), ``train`` (fits a model: the base, an arm, a shadow) or ``eval`` (scores and attacks a model).
+TaskKind = Literal["light", "train", "eval"]
 
-def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None) -> AuditResults:
-    """Run (or resume) the whole audit; returns the typed results also written to ``results.json``."""
-    preflight(cfg)
-    run = RunDir.open(out_dir)
-    notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(cfg.arm_names())})")
-    audit = Audit(cfg=cfg, run=run, notify=notify)
-    write_json(run.path("config.json"), cfg.model_dump(mode="json"))
 
-    dkey = data_key(cfg)
-    audit.stage("data", dkey, lambda: make_data(audit))
+@dataclass(frozen=True)
+class Task:
+    """One stage of the audit.
+
+    ``run(audit)`` does the work; ``inputs`` are the names of the tasks whose
+    artefacts it reads (each added to the graph before it), ``outputs`` the
+    run-directory paths it writes, ``key`` its cache key (``stages/<name>.json``).
+    """
+
+    name: str
+    key: str
+    run: Callable[[Audit], None]
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    kind: TaskKind = "light"
+
+
+@dataclass
+class Graph:
+    """Tasks in the order they were added, which is a topological order (:meth:`add` checks it)."""
+
+    tasks: list[Task] = field(default_factory=list)
+    #: Inputs done before this graph runs (the data stage: the graph's shape depends on the members).
+    external: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        added, self.tasks = self.tasks, []
+        self._names: dict[str, Task] = {}
+        for task in added:
+            self.add(task)
+
+    def add(self, task: Task) -> Task:
+        if task.name in self._names:
+            raise ValueError(f"task {task.name!r} is in the graph twice")
+        missing = [i for i in task.inputs if i not in self._names and i not in self.external]
+        if missing:
+            raise ValueError(f"task {task.name!r} reads {missing}, which are not (yet) in the graph")
+        self.tasks.append(task)
+        self._names[task.name] = task
+        return task
+
+    def __getitem__(self, name: str) -> Task:
+        return self._names[name]
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+class Executor(Protocol):
+    """Runs a graph: every task not done with its key, each after its inputs, marked done after."""
+
+    name: str
+
+    def run(self, graph: Graph, audit: Audit) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Sequential:
+    """One task after another, in this process, in the graph's order: the default executor."""
+
+    name = "sequential"
+
+    def run(self, graph: Graph, audit: Audit) -> None:
+        for task in graph.tasks:
+            audit.stage(task.name, task.key, partial(task.run, audit))
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- task bodies (module level: they pickle)
+
+def _train_shadow(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int) -> None:
+    # The plan is a pure function of the config and the splits: each process derives the same one.
+    plan = audit.memo("shadow_plan", lambda: shadow_plan(audit.cfg, audit.splits()))
+    train_shadow(audit, spec, settings, k, plan)
+
+
+def _base_model(audit: Audit) -> None:
+    resolve_base(audit, audit.splits()["public"])
+
+
+# ---------------------------------------------------------------- the graph
+
+DATA = "data"
+
+
+def data_task(cfg: AuditConfig) -> Task:
+    """The root: splits and canaries. It runs before the rest of the graph is built, whose shape
+    (δ, the DP recipe's batch and epochs, the shadow pool) depends on the members."""
+    return Task(DATA, data_key(cfg), make_data, outputs=("splits/",))
+
+
+def audit_graph(audit: Audit) -> Graph:
+    """Every task after the data stage (which must be done), with its inputs, outputs and key."""
+    cfg = audit.cfg
     members = audit.splits()["members"]
-    _, delta_warning = resolve_delta(cfg, len(members))
-    if delta_warning and cfg.dp.epsilons:
-        audit.warn(delta_warning)
+    g = Graph(external=frozenset({DATA}))
+    dkey = data_key(cfg)
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
-        audit.stage("release", release_key(cfg, dkey), lambda: release_stage(audit))
+        g.add(Task("release", release_key(cfg, dkey), release_stage, (DATA,), ("release.json",)))
     bkey = base_key(cfg, dkey)
-    audit.stage("base-model", bkey, lambda: resolve_base(audit, audit.splits()["public"]))
+    g.add(Task("base-model", bkey, _base_model, (DATA,), ("base_model.json",), kind="train"))
+    # What every model trained on members reads: the splits, the base model and, if on, the audit canaries.
+    trained_from = (DATA, "base-model")
     if cfg.one_run.canaries:
-        audit.stage("audit-canaries", audit_canaries_key(cfg, bkey), lambda: make_audit_canaries_stage(audit))
-
-    audit.stage("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
-                lambda: blind_stage(audit))
+        g.add(Task("audit-canaries", audit_canaries_key(cfg, bkey), make_audit_canaries_stage, trained_from,
+                   ("audit_canaries.json",)))
+        trained_from += ("audit-canaries",)
+    g.add(Task("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
+               blind_stage, (DATA,), ("blind_baseline.json",)))
 
     # data defences, arms, shadows
     specs = cfg.arm_specs()
     dkeys = defence_keys(cfg, dkey)
+    defence_task = {"scrub": "defend/scrub", "dedup": "defend/dedup"}
     if any(s.scrub for s in specs):
-        audit.stage("defend/scrub", dkeys["scrub"], lambda: scrub_stage(audit))
+        g.add(Task("defend/scrub", dkeys["scrub"], scrub_stage, (DATA,),
+                   ("defences/scrub/members.jsonl", "defences/scrub/report.json")))
     if any(s.dedup for s in specs):
-        audit.stage("defend/dedup", dkeys["dedup"], lambda: dedup_stage(audit))
+        g.add(Task("defend/dedup", dkeys["dedup"], dedup_stage, (DATA,),
+                   ("defences/dedup/kept.json", "defences/dedup/report.json")))
     arm_keys: dict[str, str] = {}
+    producer: dict[str, str] = {"base": "base-model"}  # model → the task that made it
     for spec in (s for s in specs if s.trained and not s.derived):
         settings = arm_settings(cfg, spec, len(members))
         arm_keys[spec.name] = stable_hash("arm", bkey, settings, tuple(dkeys[d] for d in spec.data_defences))
-        audit.stage(f"train/{spec.name}", arm_keys[spec.name], lambda sp=spec, st=settings: train_arm(audit, sp, st))
+        producer[spec.name] = f"train/{spec.name}"
+        g.add(Task(producer[spec.name], arm_keys[spec.name], partial(train_arm, spec=spec, settings=settings),
+                   trained_from + tuple(defence_task[d] for d in spec.data_defences),
+                   (f"arms/{spec.name}/model/", f"arms/{spec.name}/train.json"), kind="train"))
     for spec in (s for s in specs if s.derived):  # from the baseline's model (the config requires that arm)
         settings = arm_settings(cfg, spec, len(members))
         arm_keys[spec.name] = stable_hash("arm-dpw", arm_keys["baseline"], settings)
-        audit.stage(f"noise/{spec.name}", arm_keys[spec.name], lambda sp=spec, st=settings: derive_dpw_arm(audit, sp, st))
+        producer[spec.name] = f"noise/{spec.name}"
+        g.add(Task(producer[spec.name], arm_keys[spec.name], partial(derive_dpw_arm, spec=spec, settings=settings),
+                   ("base-model", "train/baseline"), (f"arms/{spec.name}/model/", f"arms/{spec.name}/train.json"),
+                   kind="train"))
     shadow_keys: dict[str, str] = {}
+    shadow_tasks: dict[str, tuple[str, ...]] = {}
     if shadow_arms(cfg):
-        plan = shadow_plan(cfg, audit.splits())
         by_name = {s.name: s for s in specs}
         if any(by_name[a].scrub for a in shadow_arms(cfg)):
-            audit.stage("defend/scrub-pool", stable_hash("scrub-pool", dkeys["scrub"]), lambda: scrub_pool_stage(audit))
+            g.add(Task("defend/scrub-pool", stable_hash("scrub-pool", dkeys["scrub"]), scrub_pool_stage, (DATA,),
+                       ("defences/scrub/non_members.jsonl",)))
         for arm in shadow_arms(cfg):
             spec, settings = by_name[arm], arm_settings(cfg, by_name[arm], len(members))
-            keys = []
+            reads = trained_from + (("defend/scrub", "defend/scrub-pool") if spec.scrub else ())
+            keys, names = [], []
             for k in range(cfg.shadows.n_shadows):
                 # Which other arms get shadows does not change this arm's shadows.
                 key = stable_hash("shadow", arm_keys[arm], cfg.shadows.model_dump(mode="json", exclude={"arms"}), k,
                                   cfg.attacks.max_mia_records)
                 keys.append(key)
-                audit.stage(f"shadow/{arm}/{k + 1}", key,
-                            lambda sp=spec, st=settings, k=k: train_shadow(audit, sp, st, k, plan))
+                names.append(f"shadow/{arm}/{k + 1}")
+                g.add(Task(names[-1], key, partial(_train_shadow, spec=spec, settings=settings, k=k), reads,
+                           (f"arms/{arm}/shadows/{k}.npz",), kind="train"))
             shadow_keys[arm] = stable_hash(*keys)
+            shadow_tasks[arm] = tuple(names)
 
     # evaluation: the base control, every trained arm, the guard arm
-    targets = [Target("base", bkey, audit.base_dir(), reference=False)]
-    targets += [Target(a, arm_keys[a], str(run.path("arms", a, "model")), reference=True) for a in arm_keys]
+    targets = [Target("base", bkey, None, reference=False)]
+    targets += [Target(a, arm_keys[a], None, reference=True) for a in arm_keys]
     if any(s.guard for s in specs):
-        targets.append(Target("guard", stable_hash("guard", arm_keys["baseline"], dkey), str(run.path("arms", "baseline", "model")),
-                              reference=True, serves="baseline"))
+        targets.append(Target("guard", stable_hash("guard", arm_keys["baseline"], dkey), None, reference=True,
+                              serves="baseline"))
+        producer["guard"] = producer["baseline"]
+    # Attacks read the splits, the base model (their reference), the target and the audit canaries.
     for t in targets:
+        reads = tuple(dict.fromkeys(trained_from + (producer[t.name],)))
         if not t.serves:
-            audit.stage(f"utility/{t.name}", stable_hash("utility", t.key), lambda t=t: utility_stage(audit, t, bkey))
+            g.add(Task(f"utility/{t.name}", stable_hash("utility", t.key), partial(utility_stage, target=t, base_key=bkey),
+                       reads, (f"arms/{t.name}/utility.json",), kind="eval"))
         for family in FAMILIES:
             if not family_specs(audit, family, t):
                 continue
             shadows = family == "membership" and t.name in shadow_keys
-            audit.stage(f"{family}/{t.name}", attack_key(audit, family, t, bkey, shadow_keys.get(t.name)),
-                        lambda t=t, f=family, sh=shadows: attack_stage(audit, f, t, bkey, sh))
+            g.add(Task(f"{family}/{t.name}", attack_key(audit, family, t, bkey, shadow_keys.get(t.name)),
+                       partial(attack_stage, family=family, target=t, base_key=bkey, shadows=shadows),
+                       reads + (shadow_tasks[t.name] if shadows else ()), (f"arms/{t.name}/attacks/{family}.json",),
+                       kind="eval"))
         if t.serves:
-            audit.stage(f"guard-cost/{t.name}", stable_hash("guard-cost", t.key, bkey, cfg.seed),
-                        lambda t=t: guard_cost_stage(audit, t, bkey))
+            g.add(Task(f"guard-cost/{t.name}", stable_hash("guard-cost", t.key, bkey, cfg.seed),
+                       partial(guard_cost_stage, target=t, base_key=bkey), reads, (f"arms/{t.name}/guard.json",), kind="eval"))
+    return g
 
-    results = assemble(audit, [s.name for s in specs])
+
+def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None,
+              executor: Executor | None = None) -> AuditResults:
+    """Run (or resume) the whole audit; returns the typed results also written to ``results.json``.
+
+    ``executor``: how the graph runs (default :class:`Sequential`); it is closed before returning.
+    """
+    preflight(cfg)
+    run = RunDir.open(out_dir)
+    notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(cfg.arm_names())})")
+    audit = Audit(cfg=cfg, run=run, notify=notify)
+    write_json(run.path("config.json"), cfg.model_dump(mode="json"))
+    executor = executor or Sequential()
+    try:
+        executor.run(Graph([data_task(cfg)]), audit)
+        _, delta_warning = resolve_delta(cfg, len(audit.splits()["members"]))
+        if delta_warning and cfg.dp.epsilons:
+            audit.warn(delta_warning)
+        executor.run(audit_graph(audit), audit)
+    finally:
+        executor.close()
+    results = assemble(audit, [s.name for s in cfg.arm_specs()])
     write_json(run.path("results.json"), results.to_json())
     return results
