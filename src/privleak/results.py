@@ -15,11 +15,12 @@ Schema version 2::
                      (--ldp-terms ε), with the ε spent; null when neither was asked for
     base_model       ArmResult (kind "control") + source: the base model never saw the members
     arms             arm name → ArmResult
-                       kind            "baseline" | "best" | "dp" | "dpw" | "guard"
+                       kind            "baseline" | "best" | "dp" | "dpw" | "fedavg" | "fed-dp" | "guard"
                        serves          the arm whose model a guard arm serves
                        training        steps, epoch losses, settings, records trained on, tokens, seconds
                        privacy         DP parameters and ε by three accountants (DP-SGD arms only)
                        weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
+                       federation      strategy, clients and their sizes, rounds, sampling (federated arms)
                        utility         log-perplexity (nats) and perplexity on held-out private and
                                        public text, and the utility gain recovered G
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
@@ -208,6 +209,27 @@ class Privacy(Typed):
     epsilon_pld: float | None
     epsilon_prv: float | None
     empty_batches: int | None = None
+    # Federated arms (DP-FedAvg): the unit of ``epsilon`` is the client; one record inside a client is held to
+    # ``epsilon_record`` (group privacy over the client's replacement, :mod:`privleak.models.fed_accounting`).
+    unit: Literal["record", "client"] = "record"
+    epsilon_record: float | None = None
+
+
+class Federation(Typed):
+    """How a federated arm was trained (:mod:`privleak.models.federated`): the strategy, the clients and
+    their sizes (records), the rounds, the per-round sampling, and who was asked and who answered."""
+
+    strategy: str
+    clients: int
+    client_sizes: dict[str, int]
+    rounds: int
+    sample_rate: float
+    sampling: str
+    local_steps: int
+    sampled: list[int]
+    replied: list[int]
+    failures: int
+    client_steps: int
 
 
 class WeightNoise(Typed):
@@ -407,12 +429,13 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "best", "dp", "dpw", "guard"]
+    kind: Literal["control", "baseline", "best", "dp", "dpw", "fedavg", "fed-dp", "guard"]
     serves: str | None = None
     training: Training | None = None
     n_train_records: int | None = None
     privacy: Privacy | None = None
     weight_noise: WeightNoise | None = None
+    federation: Federation | None = None
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None

@@ -332,6 +332,8 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
                     messages = list(strategy.configure_train(rnd, arrays, ConfigRecord(dict(config)), grid))
                     log.sampled.append(len(messages))
                     replies = list(grid.send_and_receive(messages, timeout=settings.round_timeout_s)) if messages else []
+                    # Replies arrive in completion order: sort by client so the float sums do not depend on timing.
+                    replies.sort(key=lambda m: (m.has_error(), -1 if m.has_error() else int(m.content["metrics"]["client"])))
                     ok = [m for m in replies if not m.has_error()]
                     log.failures += len(messages) - len(ok)
                     log.replied.append(len(ok))

@@ -20,6 +20,7 @@ from ..results import (
     DataRelease,
     DataSummary,
     Defences,
+    Federation,
     GuardReport,
     Privacy,
     ToolInfo,
@@ -130,7 +131,8 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
             exposed_people=audit.shared["exposed_people"][name], defences=defences,
-            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None)
+            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None,
+            federation=Federation.model_validate(tr["federation"]) if tr.get("federation") else None)
         _check_dp_claims(audit, name, arms[name])
     _utility_recovered(audit, base, arms)
     sel = selection(audit)
