@@ -426,6 +426,7 @@ class AuditConfig(_Strict):
         a = self.attacks
         return AttackSettings(max_mia_records=a.max_mia_records, bootstrap=a.bootstrap, min_k_percent=a.min_k_percent,
                               rmia_a=a.rmia_a, global_variance=self.shadows.global_variance,
+                              clients=(self.federated.clients, self.data.client_field),
                               canary_candidates=self.canaries.candidates,
                               one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words,
                                                 self.one_run.secret_words),
