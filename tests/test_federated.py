@@ -26,7 +26,7 @@ from privleak.models.fed_accounting import client_epsilons, record_epsilon
 FED = {**SMALL, "arms": ["baseline", "fedavg", "fed-dp-8"],
        "federated": {"clients": 3, "rounds": 3, "sample_rate": 0.67, "local_steps": 3, "batch_size": 8},
        "attacks": {**SMALL["attacks"], "select": ["membership", "exposure", "one_run_canaries"]},
-       "one_run": {"canaries": 20, "prefix_words": 2, "secret_words": 3}}
+       "one_run": {"canaries": 60, "prefix_words": 2, "secret_words": 3}}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_three_client_audit_end_to_end(fed_run):
     # FedAvg samples a fixed number per round: int(3 · 0.67) = 2.
     assert fa.federation.sampled == [2, 2, 2] and fa.federation.sampling.startswith("fixed-size")
     assert fa.privacy is None
-    # The one-run audit canaries were trained on by the federated arms too (half of the 20 inserted).
+    # The one-run audit canaries were trained on by the federated arms too (about half of the 60 inserted).
     assert fa.n_train_records == results.arms["baseline"].n_train_records
     assert fd.one_run_epsilon is not None and fa.one_run_epsilon is not None
     p = fd.privacy
@@ -69,10 +69,10 @@ def test_three_client_audit_end_to_end(fed_run):
 
 
 def test_report_shows_federated_arms(fed_run):
-    from privleak.report.html import render_html
+    from privleak.report.html import render_report
 
     out, results = fed_run
-    html = render_html(results)
+    html = render_report(results, out)
     assert "Secure aggregation" in html and "per client" in html and "client MIA" in html
 
 
