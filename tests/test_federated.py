@@ -193,3 +193,30 @@ def test_cli_client_field_errors_exit_2(tmp_path, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and msg in err[0], err
+
+
+# --------------------------------------------------------------------------- the DP server step
+
+def test_dp_aggregate_clips_each_client_and_divides_by_the_expected_count():
+    from privleak.models.federated import dp_aggregate
+
+    w = {"a": np.zeros(3, dtype=np.float32), "b": np.zeros(1, dtype=np.float32)}
+    big = {"a": np.array([3.0, 0.0, 0.0]), "b": np.array([4.0])}  # ‖Δ‖ = 5 → clipped to C = 1
+    small = {"a": np.array([0.1, 0.0, 0.0]), "b": np.array([0.0])}  # under C: kept as is
+    out = dp_aggregate(w, [big, small], q=0.5, sigma=0.0, clip=1.0, n_clients=4, rng=np.random.default_rng(0))
+    # (Δ_big·(1/5) + Δ_small) / (0.5 · 4), whoever replied
+    np.testing.assert_allclose(out["a"], [(0.6 + 0.1) / 2, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(out["b"], [0.8 / 2], rtol=1e-6)
+    # One client's influence is at most C/(qK) however large its update.
+    huge = {"a": np.array([1e6, 0.0, 0.0]), "b": np.array([0.0])}
+    one = dp_aggregate(w, [huge], q=0.5, sigma=0.0, clip=1.0, n_clients=4, rng=np.random.default_rng(0))
+    assert math.sqrt(sum(float(np.sum(v.astype(np.float64) ** 2)) for v in one.values())) == pytest.approx(0.5)
+
+
+def test_dp_aggregate_noise_is_sigma_c_over_expected_count():
+    from privleak.models.federated import dp_aggregate
+
+    w = {"a": np.zeros(200_000, dtype=np.float32)}
+    out = dp_aggregate(w, [], q=0.25, sigma=2.0, clip=0.1, n_clients=20, rng=np.random.default_rng(1))
+    # An empty round still releases noise, std σC/(qK) = 0.2 / 5 = 0.04.
+    assert float(np.std(out["a"])) == pytest.approx(0.04, rel=0.01)

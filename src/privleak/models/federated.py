@@ -237,31 +237,37 @@ def _strategy_classes() -> tuple[type, type]:
             return self._construct_messages(record, chosen, MessageType.TRAIN)
 
         def aggregate_train(self, server_round: int, replies: Any) -> tuple[Any, Any]:
-            total = {n: np.zeros_like(a, dtype=np.float64) for n, a in self.current.items()}
-            losses = []
-            for msg in replies:
-                if msg.has_error():
-                    continue  # dropped out: did not take part (see the module docstring)
-                new = msg.content["arrays"]
-                delta = {n: new[n].numpy().astype(np.float64) - a for n, a in self.current.items()}
-                norm = math.sqrt(sum(float(np.sum(d * d)) for d in delta.values()))
-                scale = min(1.0, self.clip / norm) if norm > 0 else 1.0
-                for n in total:
-                    total[n] += scale * delta[n]
-                losses.append(float(msg.content["metrics"]["loss"]))
-            if not losses:
+            ok = [m for m in replies if not m.has_error()]  # dropped out: did not take part (module docstring)
+            if not ok:
                 self.log.empty_rounds += 1
-            denom = self.q * self.n_clients
-            out = {}
-            for n, a in self.current.items():
-                noise = self.noise_rng.normal(0.0, self.sigma * self.clip, size=a.shape)
-                out[n] = (a.astype(np.float64) + (total[n] + noise) / denom).astype(a.dtype)
-            metrics = MetricRecord({"loss": float(np.mean(losses)) if losses else float("nan"),
-                                    "replies": len(losses)})
+            updates = [{n: m.content["arrays"][n].numpy() for n in self.current} for m in ok]
+            out = dp_aggregate(self.current, updates, self.q, self.sigma, self.clip, self.n_clients, self.noise_rng)
+            losses = [float(m.content["metrics"]["loss"]) for m in ok]
+            metrics = MetricRecord({"loss": float(np.mean(losses)) if losses else float("nan"), "replies": len(ok)})
             return ArrayRecord({n: _array(v) for n, v in out.items()}), metrics
 
     _ = ConfigRecord  # imported for the type of ``config``
     return FedAvg, PoissonDPFedAvg
+
+
+def dp_aggregate(current: dict[str, np.ndarray], updates: list[dict[str, np.ndarray]], q: float, sigma: float,
+                 clip: float, n_clients: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One DP-FedAvg server step: w + (Σ_k clip_C(w_k − w) + N(0, σ²C²I)) / (qK).
+
+    clip_C(Δ) = Δ · min(1, C/‖Δ‖₂), the norm taken over all arrays together (one client, one vector). The
+    denominator is the expected number of clients, never the number that replied, so one client moves the
+    result by at most C/(qK) against noise of std σC/(qK) per coordinate (McMahan et al. 2018).
+    """
+    total = {n: np.zeros(a.shape, dtype=np.float64) for n, a in current.items()}
+    for new in updates:
+        delta = {n: np.asarray(new[n], dtype=np.float64) - a for n, a in current.items()}
+        norm = math.sqrt(sum(float(np.sum(d * d)) for d in delta.values()))
+        scale = min(1.0, clip / norm) if norm > 0 else 1.0
+        for n in total:
+            total[n] += scale * delta[n]
+    denom = q * n_clients
+    return {n: (a.astype(np.float64) + (total[n] + rng.normal(0.0, sigma * clip, size=a.shape)) / denom).astype(a.dtype)
+            for n, a in current.items()}
 
 
 # --------------------------------------------------------------------------- running it
