@@ -214,6 +214,11 @@ class Privacy(Typed):
     unit: Literal["record", "client"] = "record"
     epsilon_record: float | None = None
 
+    @property
+    def epsilon_per_record(self) -> float:
+        """The ε one record's inclusion is held to (what the record-level audits check)."""
+        return self.epsilon_record if self.epsilon_record is not None else self.epsilon
+
 
 class Federation(Typed):
     """How a federated arm was trained (:mod:`privleak.models.federated`): the strategy, the clients and

@@ -61,7 +61,7 @@ def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
     one = arm.one_run_epsilon
     if arm.privacy is not None and one is not None and one.exceeds_accountant:
         audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the one-run ε lower bound {one.epsilon_steinke:.2f} "
-                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon:.2f} the accountant "
+                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon_per_record:.2f} the accountant "
                    "claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
