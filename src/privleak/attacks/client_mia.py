@@ -48,12 +48,14 @@ class ClientMembershipResult(AttackResult):
         return [Figure("client AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
-        """Leaks when the AUC's CI lies wholly above the control's AUC plus ``auc_margin`` (as record-level
+        """Leaks when the AUC and its whole CI lie above the control's AUC plus ``auc_margin`` (as record-level
         membership)."""
         ctrl = control if isinstance(control, ClientMembershipResult) else None
         ref = ctrl.auc if ctrl else 0.5
         low = self.auc_ci95[0] if self.auc_ci95 else self.auc
-        leaks = low > ref + policy.auc_margin
+        # The point estimate too: with a few clients and few bootstrap replicates the percentile CI can sit
+        # above its own AUC, and a model must never "leak" against a copy of itself.
+        leaks = low > ref + policy.auc_margin and self.auc > ref + policy.auc_margin
         figure = (f"{attack} client AUC {self.auc:.3f}"
                   + (f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else "")
                   + f" over {self.n_member_clients} vs {self.n_heldout_clients} clients, control {ref:.3f}")
