@@ -81,5 +81,6 @@ def test_a_new_attack_is_a_function_and_one_registry_line(monkeypatch, tiny_hand
 def test_attacks_whose_inputs_are_missing_are_skipped(tiny_handle):
     ctx = make_context(RECORDS[:6], RECORDS[6:], settings=AttackSettings(bootstrap=0), target=tiny_handle)
     out = run_family(registry.family("membership"), tiny_handle, ctx)
-    assert set(out.results) == {"loss", "loss_group", "zlib", "min_k", "min_k_pp"}  # no reference model, no shadows
+    # no reference model, no shadows (the client-level attack falls back to LOSS scores)
+    assert set(out.results) == {"loss", "loss_group", "zlib", "min_k", "min_k_pp", "client_membership"}
     assert run_family(registry.family("canaries"), tiny_handle, ctx).results == {}  # no canaries (of either kind)

@@ -84,10 +84,11 @@ def test_unparseable_config_file(tmp_path):
         read_config_file(f)
 
 
-def test_full_profile_adds_dedup_and_lora_arms():
+def test_full_profile_adds_dedup_lora_and_federated_arms():
     assert build_config(overrides={"profile": "full"}).arm_names() == [
         "baseline", "best", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
-        *[f"dpw-{s:g}" for s in build_config(overrides={"profile": "full"}).dp_weights.sigmas], "guard"]
+        *[f"dpw-{s:g}" for s in build_config(overrides={"profile": "full"}).dp_weights.sigmas], "fedavg", "fed-dp-8",
+        "guard"]
 
 
 def test_dp_clipping_defaults_to_book_keeping():

@@ -16,7 +16,11 @@ An arm name is ``+``-joined parts, each one defence:
 * ``dpw-<σ>`` — DP-Weights: the *baseline*'s trained weights plus
   N(0, σ²I) (``dpw-0.01``; only on its own). It carries no formal ε: the
   sensitivity of trained weights to one record is unbounded, so no σ
-  buys a guarantee; the audit measures what it does.
+  buys a guarantee; the audit measures what it does;
+* ``fedavg`` — federated averaging over K clients (clinics) on Flower (only
+  on its own): no DP, shows what federation alone leaves exposed;
+* ``fed-dp-<ε>`` — DP-FedAvg at target *client-level* ε (``fed-dp-8``; only
+  on its own): each client's update clipped, Gaussian noise on the sum.
 
 So ``dp-8+scrub`` is Lukas et al.'s "DP + scrubbing" column and
 ``dedup+scrub`` a data-only defence. Parts may come in any order; the
@@ -40,6 +44,8 @@ class ArmSpec:
     guard: bool = False
     dpw_sigma: float | None = None
     best: bool = False
+    fed: bool = False
+    fed_epsilon: float | None = None  # DP-FedAvg's client-level target ε (fed-dp-ε); None with fed: FedAvg
 
     @property
     def name(self) -> str:
@@ -49,6 +55,8 @@ class ArmSpec:
             return dpw_arm_name(self.dpw_sigma)
         if self.best:
             return "best"
+        if self.fed:
+            return "fedavg" if self.fed_epsilon is None else fed_arm_name(self.fed_epsilon)
         parts = []
         if self.dp_epsilon is not None:
             parts.append(dp_arm_name(self.dp_epsilon))
@@ -77,6 +85,10 @@ def dp_arm_name(epsilon: float) -> str:
     return f"dp-{epsilon:g}"
 
 
+def fed_arm_name(epsilon: float) -> str:
+    return f"fed-dp-{epsilon:g}"
+
+
 def dpw_arm_name(sigma: float) -> str:
     return f"dpw-{sigma:g}"
 
@@ -100,7 +112,14 @@ def parse_arm(name: str) -> ArmSpec:
         raise ValueError(f"arm {name!r}: a part appears twice")
     fields: dict[str, object] = {}
     for p in parts:
-        if p in ("baseline", "guard", "best"):
+        if p == "fedavg" or p.startswith("fed-dp-"):
+            if len(parts) > 1:
+                raise ValueError(f"arm {name!r}: '{p}' stands alone (a federated arm); list it as its own arm, "
+                                 "e.g. baseline,fedavg,fed-dp-8")
+            fields["fed"] = True
+            if p != "fedavg":
+                fields["fed_epsilon"] = _positive(name, p, "fed-dp-", "ε", "fed-dp-8")
+        elif p in ("baseline", "guard", "best"):
             if len(parts) > 1:
                 raise ValueError(f"arm {name!r}: '{p}' stands alone; combine defences as e.g. dp-8+scrub")
             fields["guard"] = p == "guard"
@@ -119,7 +138,7 @@ def parse_arm(name: str) -> ArmSpec:
         elif p in _DATA_PARTS:
             fields[p] = True
         else:
-            raise ValueError(f"arm {name!r}: unknown part '{p}'; use baseline, best, guard, dp-<ε>, dpw-<σ>, lora, scrub, dedup")
+            raise ValueError(f"arm {name!r}: unknown part '{p}'; use baseline, best, guard, dp-<ε>, dpw-<σ>, fedavg, fed-dp-<ε>, lora, scrub, dedup")
     if fields.get("lora") and "dp_epsilon" not in fields:
         raise ValueError(f"arm {name!r}: lora is the DP-SGD LoRA path; combine it with a dp-ε part, e.g. dp-8+lora")
     return ArmSpec(**fields)  # type: ignore[arg-type]

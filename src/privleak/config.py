@@ -56,6 +56,7 @@ class DataConfig(_Strict):
     path: str | None = None  # None: the synthetic clinical corpus
     text_field: str = "text"
     group_field: str | None = None  # the person/group of each record (user data); one split per group
+    client_field: str | None = None  # the federated client (clinic, site) of each record (user data)
     format: Literal["jsonl", "csv", "text", "hf"] | None = None
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     plant_canaries: bool = False
@@ -64,6 +65,13 @@ class DataConfig(_Strict):
     # synthetic public split. Choosing the DP recipe on it costs no privacy either.
     public: str | None = None
     synthetic: SyntheticConfig = SyntheticConfig()
+
+    @model_validator(mode="after")
+    def _client_field_needs_data(self) -> "DataConfig":
+        if self.client_field is not None and self.path is None:
+            raise ValueError("client_field names a field of your corpus (--data); the synthetic corpus is split "
+                             "into federated.clients clinics instead — drop --client-field or pass --data")
+        return self
 
     @field_validator("split")
     @classmethod
@@ -190,6 +198,34 @@ class DPWeightsConfig(_Strict):
             if not (x > 0 and math.isfinite(x)):
                 raise ValueError(f"every DP-Weights σ must be > 0 and finite, got {x}")
         return v
+
+
+class FederatedConfig(_Strict):
+    """The federated arms (``fedavg``, ``fed-dp-ε``) on Flower's simulation engine.
+
+    ``clients``: K clinics the synthetic members are split over (uneven sizes, a patient's notes in one clinic;
+    :mod:`privleak.data.clients`); user data: ``data.client_field`` names each record's client instead. Each
+    round a ``sample_rate`` share of the clients trains ``local_steps`` AdamW steps of ``batch_size`` records
+    from the global model (FedAvg: that fraction, a fixed number, without replacement; DP-FedAvg: each client
+    independently with probability ``sample_rate``, Poisson, which is what its accountant assumes). ``clip``:
+    C, the bound on one client's update norm (DP-FedAvg), chosen a priori, never on the members. With K = 20
+    clinics no C learns: the summed signal has norm ≤ C·(clients in the round) while the noise has norm
+    σC√d ≈ 1.7·630·C at ε = 8 (d ≈ 400k trained weights) — the ratio does not depend on C. C only sets how far
+    the noise walks the weights, √T·σC/(qK) per weight (0.046 at the defaults: measured G = −0.41, see README
+    "Measured"); a smaller C keeps the model nearer the base (G → 0), never above it. ``drop``:
+    fault injection for tests, [round, client index] pairs whose client fails halfway through its local steps.
+    """
+
+    clients: int = Field(20, ge=2, le=1000)
+    rounds: int = Field(30, ge=1)
+    sample_rate: float = Field(0.5, gt=0.0, le=1.0)
+    local_steps: int = Field(8, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    clip: float = Field(0.05, gt=0)
+    parallel_clients: int = Field(1, ge=1)
+    round_timeout_s: float = Field(600.0, gt=0)
+    drop: tuple[tuple[int, int], ...] = ()
 
 
 class ReleaseConfig(_Strict):
@@ -360,6 +396,7 @@ class AuditConfig(_Strict):
     shadows: ShadowConfig = ShadowConfig()
     release: ReleaseConfig = ReleaseConfig()
     one_run: OneRunConfig = OneRunConfig()
+    federated: FederatedConfig = FederatedConfig()
     # excluded from every dump: config.json, results.json and the cache keys never depend on it
     executor: ExecutorConfig = Field(ExecutorConfig(), exclude=True)
 
@@ -413,6 +450,8 @@ class AuditConfig(_Strict):
             if self.dp.epsilons:
                 specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), lora=True))
         specs += [ArmSpec(dpw_sigma=s) for s in self.dp_weights.sigmas]
+        if self.profile == "full":
+            specs += [ArmSpec(fed=True), ArmSpec(fed=True, fed_epsilon=8.0)]
         specs.append(ArmSpec(guard=True))
         return specs
 
@@ -424,6 +463,7 @@ class AuditConfig(_Strict):
         a = self.attacks
         return AttackSettings(max_mia_records=a.max_mia_records, bootstrap=a.bootstrap, min_k_percent=a.min_k_percent,
                               rmia_a=a.rmia_a, global_variance=self.shadows.global_variance,
+                              clients=(self.federated.clients, self.data.client_field),
                               canary_candidates=self.canaries.candidates,
                               one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words,
                                                 self.one_run.secret_words),

@@ -16,13 +16,14 @@ Schema version 2::
     base_model       ArmResult (kind "control") + source: the base model never saw the members; null for
                      ``privleak attack`` without ``--reference`` (no model known not to have seen them)
     arms             arm name → ArmResult
-                       kind            "baseline" | "best" | "dp" | "dpw" | "guard" | "external"
+                       kind            "baseline" | "best" | "dp" | "dpw" | "fedavg" | "fed-dp" | "guard" | "external"
                                        (external: a model the user trained, audited by ``privleak attack``)
                        target          what an external arm is: the model or adapter named, its base
                        serves          the arm whose model a guard arm serves
                        training        steps, epoch losses, settings, records trained on, tokens (seconds: durations_s['train/<arm>'])
                        privacy         DP parameters and ε by three accountants (DP-SGD arms only)
                        weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
+                       federation      strategy, clients and their sizes, rounds, sampling (federated arms)
                        utility         log-perplexity (nats) and perplexity on held-out private and
                                        public text, and the utility gain recovered G
                        attacks         attack name → that attack's typed result (see attacks/registry.py)
@@ -221,6 +222,32 @@ class Privacy(Typed):
     epsilon_pld: float | None
     epsilon_prv: float | None
     empty_batches: int | None = None
+    # Federated arms (DP-FedAvg): the unit of ``epsilon`` is the client; one record inside a client is held to
+    # ``epsilon_record`` (group privacy over the client's replacement, :mod:`privleak.models.fed_accounting`).
+    unit: Literal["record", "client"] = "record"
+    epsilon_record: float | None = None
+
+    @property
+    def epsilon_per_record(self) -> float:
+        """The ε one record's inclusion is held to (what the record-level audits check)."""
+        return self.epsilon_record if self.epsilon_record is not None else self.epsilon
+
+
+class Federation(Typed):
+    """How a federated arm was trained (:mod:`privleak.models.federated`): the strategy, the clients and
+    their sizes (records), the rounds, the per-round sampling, and who was asked and who answered."""
+
+    strategy: str
+    clients: int
+    client_sizes: dict[str, int]
+    rounds: int
+    sample_rate: float
+    sampling: str
+    local_steps: int
+    sampled: list[int]
+    replied: list[int]
+    failures: int
+    client_steps: int
 
 
 class WeightNoise(Typed):
@@ -420,13 +447,14 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "best", "dp", "dpw", "guard", "external"]
+    kind: Literal["control", "baseline", "best", "dp", "dpw", "fedavg", "fed-dp", "guard", "external"]
     serves: str | None = None
     target: ExternalModel | None = None  # an external arm only
     training: Training | None = None
     n_train_records: int | None = None
     privacy: Privacy | None = None
     weight_noise: WeightNoise | None = None
+    federation: Federation | None = None
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None

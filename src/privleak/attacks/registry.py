@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from . import (
     audit_canaries,
+    client_mia,
     exposure,
     extraction,
     mia,
@@ -44,6 +45,8 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
                _MIA + ("global_variance", "rmia_a"), needs=("shadows",)),
     AttackSpec("rmia_shadows", "membership", mia.rmia_shadows, mia.MembershipResult, "RMIA shadows",
                "Zarifzadeh et al. 2024", _MIA + ("global_variance", "rmia_a"), needs=("shadows", "population")),
+    AttackSpec("client_membership", "membership", client_mia.run, client_mia.ClientMembershipResult, "client MIA",
+               "per-client mean reference score; McMahan et al. 2018's unit", ("clients", "bootstrap")),
     AttackSpec("exposure", "canaries", exposure.exposure, exposure.ExposureResult, "exposure", "Carlini et al. 2019",
                ("canary_candidates",), needs=("canaries",)),
     AttackSpec("one_run_canaries", "canaries", audit_canaries.run, audit_canaries.OneRunCanaryResult,

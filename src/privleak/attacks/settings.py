@@ -57,6 +57,7 @@ class AttackSettings(BaseModel):
     min_k_percent: float = 20.0
     rmia_a: float = 0.3
     global_variance: bool = True  # LiRA with few shadows (the paper's advice below ~64)
+    clients: tuple[int, str | None] = (20, None)  # client-level membership: K clinics, or the user's client field
     # canaries
     canary_candidates: int = 10_000
     one_run_canaries: tuple[int, int, int] = (1000, 4, 8)  # audit canaries: m, prefix words, secret words

@@ -54,11 +54,11 @@ def _dp_violation(arm: ArmResult) -> str | None:
     one = arm.one_run_epsilon
     if arm.privacy is not None and one is not None and one.available and one.exceeds_accountant:
         return (f"the one-run ε lower bound {one.epsilon_steinke:.2f} (95% confidence, {one.m} audit canaries) "
-                f"exceeds the accountant's ε {arm.privacy.epsilon:.2f}: DP guarantee violated")
+                f"exceeds the accountant's ε {arm.privacy.epsilon_per_record:.2f}: DP guarantee violated")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
         return None
-    acc = arm.privacy.epsilon
+    acc = arm.privacy.epsilon_per_record
     if emp.exceeds_accountant or emp.epsilon_lb > acc + 1e-9:
         return (f"the empirical ε lower bound {emp.epsilon_lb:.2f} ({emp.attack}) exceeds the accountant's ε "
                 f"{acc:.2f}: the DP guarantee does not hold")

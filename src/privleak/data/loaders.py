@@ -29,13 +29,15 @@ _HF_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 
 
 def load_corpus(path: str | Path, text_field: str = "text", fmt: str | None = None,
-                group_field: str | None = None) -> list[Record]:
+                group_field: str | None = None, client_field: str | None = None) -> list[Record]:
     """Records of the corpus at ``path``; ``fmt`` overrides the auto-detection.
 
     ``group_field`` names the field / column holding the person (or other
     group) each record belongs to; its value goes to ``meta["group"]``, the
     split keeps a group inside one split and the membership evaluation takes
     one record per group (see :mod:`privleak.audit.membership`).
+    ``client_field`` likewise names each record's federated client (clinic,
+    site): ``meta["client"]``, every record must have one.
     """
     p = Path(path)
     if not p.exists():
@@ -57,9 +59,11 @@ def load_corpus(path: str | Path, text_field: str = "text", fmt: str | None = No
         else:
             pairs = _text_lines(content)
     groups = _groups(p, kind, text_field, group_field) if group_field else {}
+    clients = _groups(p, kind, text_field, client_field, "--client-field", "client") if client_field else {}
     records = [
         Record(text=text.strip(), pii=None,
-               meta={"kind": "user", "source_line": line, **({"group": groups[line]} if group_field else {})})
+               meta={"kind": "user", "source_line": line, **({"group": groups[line]} if group_field else {}),
+                     **({"client": clients[line]} if client_field else {})})
         for line, text in pairs
         if text.strip()
     ]
@@ -69,24 +73,26 @@ def load_corpus(path: str | Path, text_field: str = "text", fmt: str | None = No
     return records
 
 
-def _groups(p: Path, kind: str, text_field: str, group_field: str) -> dict[int, str]:
-    """Line (or row) → the record's group value, for ``--group-field``; every record must have one."""
+def _groups(p: Path, kind: str, text_field: str, group_field: str, flag: str = "--group-field",
+            what: str = "person or group") -> dict[int, str]:
+    """Line (or row) → the record's group value, for ``--group-field`` (or the client value, for
+    ``--client-field``); every record must have one."""
     def check(where: str, value: Any) -> str:
         if value is None or (isinstance(value, str) and not value.strip()):
-            raise UserError(f"{p}: {where} has no value in group field '{group_field}'; give every record its "
-                            "person or group, or drop --group-field")
+            raise UserError(f"{p}: {where} has no value in field '{group_field}'; give every record its "
+                            f"{what}, or drop {flag}")
         return str(value)
 
     if kind == "text":
-        raise UserError(f"{p}: --group-field needs JSONL, CSV or a saved dataset (plain text has no fields); "
-                        "convert the corpus or drop --group-field")
+        raise UserError(f"{p}: {flag} needs JSONL, CSV or a saved dataset (plain text has no fields); "
+                        f"convert the corpus or drop {flag}")
     if kind == "jsonl":
         rows = json_rows(p, read_text_file(p).text, text_field)[1]
         out = {}
         for i, obj in rows:
             if group_field not in obj:
                 raise UserError(f"{p}: line {i} has no field '{group_field}' (fields present: {', '.join(map(str, obj))}); "
-                                "pass the person/group field with --group-field NAME")
+                                f"pass the {what} field with {flag} NAME")
             out[i] = check(f"line {i}", obj[group_field])
         return out
     if kind == "csv":
@@ -94,7 +100,7 @@ def _groups(p: Path, kind: str, text_field: str, group_field: str) -> dict[int, 
         columns = [h.strip() for h in header]
         if group_field not in columns:
             raise UserError(f"{p}: CSV has no column '{group_field}' (columns: {', '.join(columns)}); "
-                            "pass the person/group column with --group-field NAME")
+                            f"pass the {what} column with {flag} NAME")
         col = columns.index(group_field)
         return {line: check(f"line {line}", row[col] if col < len(row) else None) for line, row in rows if _has_cells(row)}
     import datasets
@@ -104,7 +110,7 @@ def _groups(p: Path, kind: str, text_field: str, group_field: str) -> dict[int, 
         ds = _pick_split(p, ds)
     if group_field not in ds.column_names:
         raise UserError(f"{p}: dataset has no column '{group_field}' (columns: {', '.join(ds.column_names)}); "
-                        "pass the person/group column with --group-field NAME")
+                        f"pass the {what} column with {flag} NAME")
     return {k: check(f"row {k}", v) for k, v in enumerate(ds[group_field], start=1)}
 
 

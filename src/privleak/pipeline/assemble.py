@@ -20,6 +20,7 @@ from ..results import (
     DataRelease,
     DataSummary,
     Defences,
+    Federation,
     GuardReport,
     Privacy,
     ToolInfo,
@@ -60,7 +61,7 @@ def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
     one = arm.one_run_epsilon
     if arm.privacy is not None and one is not None and one.exceeds_accountant:
         audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the one-run ε lower bound {one.epsilon_steinke:.2f} "
-                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon:.2f} the accountant "
+                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon_per_record:.2f} the accountant "
                    "claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
@@ -130,7 +131,8 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
             exposed_people=audit.shared["exposed_people"][name], defences=defences,
-            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None)
+            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None,
+            federation=Federation.model_validate(tr["federation"]) if tr.get("federation") else None)
         _check_dp_claims(audit, name, arms[name])
     _utility_recovered(audit, base, arms)
     sel = selection(audit)

@@ -52,7 +52,7 @@ def preflight(cfg: AuditConfig) -> None:
     check_memory(cfg)
     if cfg.data.path is not None:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
-                              group_field=cfg.data.group_field)
+                              group_field=cfg.data.group_field, client_field=cfg.data.client_field)
         split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
     if cfg.model.base is not None:
         check_model_ref(cfg.model.base)

@@ -43,7 +43,9 @@ def data_key(cfg: AuditConfig) -> str:
         if path is not None:
             p = Path(path).expanduser()
             sources.append(_file_digest(p) if p.exists() else str(p))
-    return stable_hash("data", cfg.seed, cfg.data.model_dump(mode="json"), cfg.canaries.model_dump(mode="json"), sources,
+    # client_field joins the key only when set, so runs from before it existed keep their splits.
+    data = cfg.data.model_dump(mode="json", exclude=set() if cfg.data.client_field else {"client_field"})
+    return stable_hash("data", cfg.seed, data, cfg.canaries.model_dump(mode="json"), sources,
                        cfg.model.base is None)
 
 
@@ -65,7 +67,7 @@ def make_data(audit: Audit) -> None:
         splits, canaries = corpus.splits, corpus.canaries
     else:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
-                              group_field=cfg.data.group_field)
+                              group_field=cfg.data.group_field, client_field=cfg.data.client_field)
         splits = split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
         canaries = []
         if cfg.data.plant_canaries:

@@ -147,7 +147,8 @@ def _delta(audit: Audit, target: Target) -> tuple[float, float | None]:
     if target.name != "base" and not target.serves and train.exists():  # an external arm has no train.json
         privacy = read_json(train)["privacy"]
         if privacy:
-            return float(privacy["delta"]), float(privacy["epsilon"])
+            # A federated arm's ε is per client; one record's inclusion is held to the record-level ε it implies.
+            return float(privacy["delta"]), float(privacy.get("epsilon_record") or privacy["epsilon"])
     return resolve_delta(audit.cfg, len(audit.splits()["members"]))[0], None
 
 

@@ -25,12 +25,14 @@ from ..config import AuditConfig, dp_recipe, resolve_delta
 from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_json
 from ..data.audit_canaries import insert_audit_canaries
 from ..data.canaries import derive_seed
+from ..data.clients import client_labels, partition
 from ..data.records import Record, read_jsonl, write_jsonl
 from ..defenses.arm_data import dedup_members, scrub_members
 from ..defenses.weight_noise import add_weight_noise
 from ..models.accounting import epsilons as accountant_epsilons
 from ..models.batching import Encoded, encode
 from ..models.dp_train import DPSettings, train_dp
+from ..models.federated import FedSettings, train_federated
 from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
 from ..models.train import EarlyStopping, TrainSettings, train
 from .audit import Audit
@@ -48,6 +50,8 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
         # The baseline's training, then noise on the weights: the shadows of a DP-Weights arm are made the same way.
         return {"kind": "dpw", "sigma": spec.dpw_sigma, "noise_seed": derive_seed(cfg.seed, spec.name),
                 "trained_as": arm_settings(cfg, ArmSpec(), n_members)}
+    if spec.fed:
+        return fed_settings(cfg, spec, n_members, data)
     if spec.best:
         # The same run as the baseline, stopped where held-out population loss is lowest.
         return {"kind": "best", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data,
@@ -66,6 +70,19 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     settings["epochs"] = settings["epochs"] or recipe_epochs
     if spec.lora:
         settings["lr"] = settings.pop("lora_lr")
+    return settings
+
+
+def fed_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int, data: dict[str, Any]) -> dict[str, Any]:
+    """A federated arm's settings: ``federated`` config, the client field, and for DP-FedAvg the target
+    client-level ε, δ (the central arms' δ, already below 1/K) and the central arms' accountant."""
+    settings = {"kind": "fedavg" if spec.fed_epsilon is None else "fed-dp",
+                **cfg.federated.model_dump(mode="json"), "client_field": cfg.data.client_field,
+                "seed": cfg.seed, "data_defences": data, "train_embeddings": True}
+    if spec.fed_epsilon is not None:
+        delta, _ = resolve_delta(cfg, n_members)
+        settings.update(target_epsilon=spec.fed_epsilon, delta=delta, accountant=cfg.dp.accountant,
+                        train_embeddings=cfg.dp.train_embeddings)
     return settings
 
 
@@ -167,8 +184,40 @@ def fit_dpw(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: 
     return model, {**record, "kind": "dpw", "weight_noise": noise.to_dict()}
 
 
+def fit_fed(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: int, seed: int,
+            label: str, validate: Callable[[Any], float] | None = None,
+            clients: list[str] | None = None) -> tuple[Any, dict[str, Any]]:
+    """FedAvg / DP-FedAvg on Flower over the records' clients (``clients``: one label per record)."""
+    if clients is None:
+        raise ValueError("a federated arm needs each record's client")
+    names, index = partition(clients)
+    fs = FedSettings(rounds=s["rounds"], sample_rate=s["sample_rate"], local_steps=s["local_steps"],
+                     batch_size=s["batch_size"], lr=s["lr"], seed=seed, dp=s["kind"] == "fed-dp",
+                     target_epsilon=s.get("target_epsilon"), delta=s.get("delta"), clip=s["clip"],
+                     train_embeddings=s["train_embeddings"], accountant=s.get("accountant", "prv"),
+                     parallel_clients=s["parallel_clients"], round_timeout_s=s["round_timeout_s"],
+                     drop=tuple(tuple(d) for d in s["drop"]))
+    model, log = train_federated(model, data, index, len(names), fs, pad, max_length, desc=f"train {label}")
+    privacy = None
+    if fs.dp:
+        privacy = {"target_epsilon": fs.target_epsilon, "epsilon": log.epsilon, "accountant": fs.accountant,
+                   "delta": fs.delta, "sigma": log.sigma, "sample_rate": fs.sample_rate, "steps": log.rounds,
+                   "max_grad_norm": fs.clip, "epsilon_rdp": log.epsilon_rdp, "epsilon_pld": log.epsilon_pld,
+                   "epsilon_prv": log.epsilon_prv, "empty_batches": log.empty_rounds, "unit": "client",
+                   "epsilon_record": log.epsilon_record}
+    federation = {"strategy": "DP-FedAvg (Poisson client sampling; ours)" if fs.dp else "FedAvg (Flower)",
+                  "clients": len(names), "client_sizes": dict(zip(names, log.client_sizes)), "rounds": log.rounds,
+                  "sample_rate": fs.sample_rate, "sampling": "poisson" if fs.dp else "fixed-size without replacement",
+                  "local_steps": fs.local_steps, "sampled": log.sampled, "replied": log.replied,
+                  "failures": log.failures, "client_steps": log.client_steps}
+    return model, {"kind": s["kind"], "steps": log.rounds, "privacy": privacy, "federation": federation,
+                   "epoch_losses": [x for x in log.losses if x == x],  # rounds nobody answered have no loss
+                   "epochs_run": log.client_records / max(1, len(data))}
+
+
 #: Arm training kind (``arm_settings(...)["kind"]``) → trainer.
-TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "best": fit_plain, "dp": fit_dp, "dpw": fit_dpw}
+TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "best": fit_plain, "dp": fit_dp, "dpw": fit_dpw,
+                                "fedavg": fit_fed, "fed-dp": fit_fed}
 
 
 def _validation(audit: Audit) -> Callable[[Any], float]:
@@ -187,9 +236,12 @@ def fit(audit: Audit, label: str, settings: dict[str, Any], records: list[Record
     cfg, base = audit.cfg, audit.base()
     data = encode(base.tokenizer, [r.text for r in records], cfg.model.max_length)
     start = time.perf_counter()
+    extra = {"clients": client_labels(records, cfg.federated.clients, cfg.seed, cfg.data.client_field)} \
+        if settings["kind"] in ("fedavg", "fed-dp") else {}
     model, record = TRAINERS[settings["kind"]](clone_model(base.model), data, settings, base.pad_id,
                                                cfg.model.max_length, cfg.seed, label,
-                                               validate=_validation(audit) if settings["kind"] == "best" else None)
+                                               validate=_validation(audit) if settings["kind"] == "best" else None,
+                                               **extra)
     tokens = sum(min(len(s), cfg.model.max_length) for s in data.ids)
     return model, {**record, "settings": settings, "n_train_records": len(records),
                    "tokens": int(round(record.pop("epochs_run") * tokens)),

@@ -84,6 +84,10 @@ def membership_table(results: AuditResults) -> Table | None:
         if not mia:
             continue
         cells = ["—" if a not in mia else f"{mia[a].auc:.3f} ({mia[a].tpr_at_1pct_fpr:.2f})" for a in names]
+        for a in names:  # attacks with their own result type (the client-level one): their headline AUC
+            if a not in mia:
+                figs = [f for f in (arm.attacks[a].headline() if a in arm.attacks else []) if f.fmt == "auc"]
+                cells[names.index(a)] = f"{figs[0].value:.3f}" if figs and figs[0].value is not None else "—"
         if b is not None:
             cells.append(f"{b.auc:.3f} ({b.tpr_at_1pct_fpr:.2f})" + (" !!" if name in b.rivalled else ""))
         t.add_row(name, *cells)

@@ -111,6 +111,11 @@ def _eps_cell(name: str, m: ArmResult) -> dict[str, Any]:
                                                   "move the trained weights arbitrarily far; judge it by the attacks")
     if p is None:
         return _t("—" if name == CONTROL else "∞ (no DP)")
+    if p.unit == "client":
+        return _t(f"{p.epsilon:.3f} ({p.accountant}) per client; per record ≤ {fmt.num(p.epsilon_record, '.2f')}",
+                  title=f"client-level ε (add/remove one client): {p.accountant.upper()}; RDP {fmt.num(p.epsilon_rdp)}, "
+                        f"PLD {fmt.num(p.epsilon_pld)}, PRV {fmt.num(p.epsilon_prv)}. One record inside a client is a "
+                        "replacement of that client: group privacy gives the record-level ε the audits are checked against")
     return _t(f"{p.epsilon:.3f} ({p.accountant})", title=f"{p.accountant.upper()} accountant; RDP {fmt.num(p.epsilon_rdp)}, "
                                                         f"PLD {fmt.num(p.epsilon_pld)}, PRV {fmt.num(p.epsilon_prv)}")
 
@@ -177,7 +182,7 @@ def section_tradeoff(results: AuditResults) -> Section | None:
                     "exposure": exp.mean_exposure if isinstance(exp, ExposureResult) else None,
                     "utility": utility(m),
                     "one_run": m.one_run_epsilon.epsilon_steinke if m.one_run_epsilon and m.one_run_epsilon.available
-                    else None})
+                    else None, "federated": m.federation is not None})
     if not any(fmt.finite(p["auc"]) or fmt.finite(p["utility"]) for p in pts):
         return None
     control = results.base_model
@@ -192,7 +197,37 @@ def section_tradeoff(results: AuditResults) -> Section | None:
         plots.privacy_utility(pts, ctrl, utility_label=label),
         "ε spent (accountant) on a log axis; arms without DP at ∞ on the right. Leakage (best MIA AUC with 95% CI, mean "
         f"canary exposure) and {what}; dotted lines: the base control (never saw the members). "
-        "'ε ≥' beside a point: the arm's one-run lower bound (95%).")]}
+        "'ε ≥' beside a point: the arm's one-run lower bound (95%)."
+        + (" Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε." if any(p["federated"] for p in pts)
+           else ""))] + federated_notes(results)}
+
+
+def federated_notes(results: AuditResults) -> list[Block]:
+    """What a federated arm protects and what it does not, in words, with its clients and rounds."""
+    fed = {n: m for n, m in results.arms.items() if m.federation is not None}
+    if not fed:
+        return []
+    parts = []
+    for n, m in fed.items():
+        f = m.federation
+        sizes = sorted(f.client_sizes.values())
+        line = (f"{n}: {f.strategy}, {f.clients} clients ({sizes[0]}–{sizes[-1]} records each), {f.rounds} rounds, "
+                f"{f.sampling} sampling at {f.sample_rate:g}, {f.local_steps} local steps, {f.failures} failed replies")
+        if m.privacy is not None:
+            line += (f"; ε = {m.privacy.epsilon:.2f} per client, ≤ {fmt.num(m.privacy.epsilon_record, '.2f')} per record, "
+                     f"σ = {m.privacy.sigma:.3f}, clip C = {m.privacy.max_grad_norm:g}")
+        parts.append(line + ".")
+    text = (" ".join(parts) + " What is protected: FedAvg alone protects nothing formally — the raw records stay at the "
+            "clinics, but the final model is attacked here exactly like a centrally trained one, and every round's "
+            "client updates (seen by the server) carry at least as much. DP-FedAvg bounds what the released model and "
+            "the noised aggregates reveal about a whole clinic (client-level ε), hence about any patient in it. What is "
+            "not: the server here is trusted — it sees each clinic's clipped but un-noised update before adding the "
+            "noise (central DP), so an honest-but-curious server can still invert updates (Geiping et al. 2020); "
+            "training-loss metrics the clients report are outside the ε. Secure aggregation (Bonawitz et al. 2017), "
+            "out of scope here, would let the server see only the sum of the updates, removing per-clinic updates "
+            "from its view; it adds no noise, so the released model's guarantee is unchanged, and distributed noise "
+            "(each client adding its share) would be needed to keep the ε without trusting the server.")
+    return [note(text)]
 
 
 def section_membership(results: AuditResults) -> Section | None:
@@ -216,7 +251,9 @@ def section_membership(results: AuditResults) -> Section | None:
               caption="Every membership attack on every model; TPR at a fixed FPR is strict (< 1 %, < 0.1 %)."),
         figure(plots.roc_curves(curves), "True against false positive rate on log axes, which magnifies the low-FPR region "
                                          "that matters for privacy; the dashed diagonal is chance. One panel per model, one "
-                                         "curve per attack (legend below the panels).")]}
+                                         "curve per attack (legend below the panels).")]
+        + ([headline_table(results, "client_membership")]
+           if any("client_membership" in m.attacks for _, m in results.models()) else [])}
 
 
 def headline_table(results: AuditResults, attack: str) -> Block:

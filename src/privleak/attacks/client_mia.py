@@ -1,0 +1,92 @@
+"""Client-level membership inference: was clinic X's data in training?
+
+The unit of a federated deployment's guarantee (DP-FedAvg, McMahan et al.
+2018) is the client, so the attack that matches it asks about a whole client.
+Each client's score is the mean of its records' scores — the reference
+attack's NLL_ref(x) − NLL_target(x) (Carlini et al. 2021; the base model is
+the reference) when the target has one, else LOSS's −NLL(x) — so it
+aggregates the membership signal of every record a clinic holds (higher =
+member). The **member clients** are the training clients (the non-canary
+members grouped by :func:`privleak.data.clients.client_labels`); the
+**held-out clients** are the non-members grouped the same way: the same
+number of clinics, of the same size law, none of whose records was trained
+on. AUC over clients (and its bootstrap CI) is the figure; with K = 20 a
+side, TPR at low FPR has no resolution and is not reported.
+
+It runs on every arm, central ones too: under central training a clinic's
+records are in the model just the same, and this is the question a
+consortium member asks of any release. Its AUC is never turned into an ε.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from ..core.metrics import mia_metrics
+from ..data.clients import client_labels
+from ..models.handle import ModelHandle
+from .base import AttackContext, AttackResult, Figure, Finding, Policy
+from .membership import loss_scores, reference_scores
+
+
+class ClientMembershipResult(AttackResult):
+    """AUC of per-client mean scores, member clients vs held-out clients, with a bootstrap 95 % CI."""
+
+    kind: Literal["client_membership"] = "client_membership"
+    title: ClassVar[str] = "client-level membership"
+
+    auc: float
+    auc_ci95: tuple[float, float] | None = None
+    score: Literal["reference", "loss"]
+    n_member_clients: int
+    n_heldout_clients: int
+    records_per_client: tuple[int, int, int]  # min, median, max over both sides
+
+    def headline(self) -> list[Figure]:
+        return [Figure("client AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
+
+    def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
+        """Leaks when the AUC and its whole CI lie above the control's AUC plus ``auc_margin`` (as record-level
+        membership)."""
+        ctrl = control if isinstance(control, ClientMembershipResult) else None
+        ref = ctrl.auc if ctrl else 0.5
+        low = self.auc_ci95[0] if self.auc_ci95 else self.auc
+        # The point estimate too: with a few clients and few bootstrap replicates the percentile CI can sit
+        # above its own AUC, and a model must never "leak" against a copy of itself.
+        leaks = low > ref + policy.auc_margin and self.auc > ref + policy.auc_margin
+        figure = (f"{attack} client AUC {self.auc:.3f}"
+                  + (f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else "")
+                  + f" over {self.n_member_clients} vs {self.n_heldout_clients} clients, control {ref:.3f}")
+        reason = (f"a clinic's records together give it away: client-level AUC {self.auc:.2f} vs {ref:.2f} for "
+                  "the control") if leaks else ""
+        return Finding(attack, leaks, figure, reason)
+
+
+def _client_means(labels: list[str], scores: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """(each client's mean finite score, its record count), clients in sorted order."""
+    sums: dict[str, list[float]] = {}
+    for lab, v in zip(labels, scores):
+        if np.isfinite(v):
+            sums.setdefault(lab, []).append(float(v))
+    return np.array([np.mean(sums[k]) for k in sorted(sums)]), [len(sums[k]) for k in sorted(sums)]
+
+
+def run(target: ModelHandle, ctx: AttackContext) -> ClientMembershipResult:
+    n_clients, field = ctx.settings.clients
+    s = ctx.scoring
+    members = [r for r in ctx.members if r.kind != "canary"]  # the scored member texts, in order
+    use_ref = s.reference("members") is not None
+    if use_ref:
+        pos_r = reference_scores(s.target("members"), s.reference("members"))
+        neg_r = reference_scores(s.target("non_members"), s.reference("non_members"))
+    else:
+        pos_r, neg_r = loss_scores(s.target("members")), loss_scores(s.target("non_members"))
+    pos, n_pos = _client_means(client_labels(members, n_clients, ctx.seed, field), np.asarray(pos_r))
+    neg, n_neg = _client_means(client_labels(ctx.non_members, n_clients, ctx.seed, field), np.asarray(neg_r))
+    m = mia_metrics(pos, neg, bootstrap=ctx.settings.bootstrap, seed=ctx.seed)
+    sizes = n_pos + n_neg
+    return ClientMembershipResult(auc=m.auc, auc_ci95=m.auc_ci95, score="reference" if use_ref else "loss",
+                                  n_member_clients=int(pos.size), n_heldout_clients=int(neg.size),
+                                  records_per_client=(int(min(sizes)), int(np.median(sizes)), int(max(sizes))))

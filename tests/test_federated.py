@@ -1,0 +1,222 @@
+"""Federated arms on Flower: a 3-client audit end to end, client-level accounting against dp_accounting on a
+grid, drop-outs mid-round, the clinic partition and the client field checked at the door."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+import torch
+from conftest import SMALL
+from dp_accounting import pld as dp_pld
+from dp_accounting import rdp as dp_rdp
+
+from privleak import pipeline
+from privleak.config import build_config
+from privleak.core.errors import UserError
+from privleak.data.clients import client_labels, clinic_shares
+from privleak.data.records import Record
+from privleak.models.accounting import calibrate_sigma, epsilon_pld
+from privleak.models.batching import Encoded
+from privleak.models.fed_accounting import client_epsilons, record_epsilon
+
+FED = {**SMALL, "arms": ["baseline", "fedavg", "fed-dp-8"],
+       "federated": {"clients": 3, "rounds": 3, "sample_rate": 0.67, "local_steps": 3, "batch_size": 8},
+       "attacks": {**SMALL["attacks"], "select": ["membership", "exposure", "one_run_canaries"]},
+       "one_run": {"canaries": 60, "prefix_words": 2, "secret_words": 3}}
+
+
+@pytest.fixture(scope="module")
+def fed_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fed")
+    return out, pipeline.run_audit(build_config(FED), out)
+
+
+def test_three_client_audit_end_to_end(fed_run):
+    out, results = fed_run
+    assert set(results.arms) == {"baseline", "fedavg", "fed-dp-8"}
+    fa, fd = results.arms["fedavg"], results.arms["fed-dp-8"]
+    assert fa.kind == "fedavg" and fd.kind == "fed-dp"
+    for arm in (fa, fd):
+        f = arm.federation
+        assert f.clients == 3 and f.rounds == 3 and len(f.sampled) == len(f.replied) == 3
+        assert sum(f.client_sizes.values()) == arm.n_train_records
+        assert f.failures == 0
+    # FedAvg samples a fixed number per round: int(3 · 0.67) = 2.
+    assert fa.federation.sampled == [2, 2, 2] and fa.federation.sampling.startswith("fixed-size")
+    assert fa.privacy is None
+    # The one-run audit canaries were trained on by the federated arms too (about half of the 60 inserted).
+    assert fa.n_train_records == results.arms["baseline"].n_train_records
+    assert fd.one_run_epsilon is not None and fa.one_run_epsilon is not None
+    p = fd.privacy
+    assert p.unit == "client" and fd.federation.sampling == "poisson"
+    assert p.epsilon <= 8.0 and p.epsilon_pld == pytest.approx(p.epsilon_prv, rel=0.01)
+    assert p.epsilon_rdp >= p.epsilon_pld * 0.999
+    assert p.steps == 3 and p.sample_rate == 0.67 and p.delta < 1 / results.data.n_members
+    # One record inside a client: the audits are held to the record-level ε, which is at least twice the client's.
+    assert p.epsilon_record >= 2 * p.epsilon
+    assert fd.one_run_epsilon.exceeds_accountant is False
+    for name, arm in [("base", results.base_model), *results.arms.items()]:
+        c = arm.attacks["client_membership"]
+        assert c.n_member_clients == 3 and c.n_heldout_clients == 3, name
+        assert 0.0 <= c.auc <= 1.0
+        assert c.score == ("loss" if name == "base" else "reference")
+    train = json.loads((out / "arms" / "fed-dp-8" / "train.json").read_text())
+    assert train["settings"]["kind"] == "fed-dp" and train["settings"]["clients"] == 3
+
+
+def test_report_shows_federated_arms(fed_run):
+    from privleak.report.html import render_report
+
+    out, results = fed_run
+    html = render_report(results, out)
+    assert "Secure aggregation" in html and "per client" in html and "client MIA" in html
+
+
+def test_federated_run_resumes_from_cache(fed_run):
+    out, results = fed_run
+    again = pipeline.run_audit(build_config(FED), out)
+    assert again.arms["fed-dp-8"].attacks["client_membership"] == results.arms["fed-dp-8"].attacks["client_membership"]
+    assert again.arms["fedavg"].utility == results.arms["fedavg"].utility
+
+
+# --------------------------------------------------------------------------- accounting
+
+def _dp_accounting_eps(q: float, sigma: float, rounds: int, delta: float) -> tuple[float, float]:
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), rounds)
+    pld = dp_pld.PLDAccountant(value_discretization_interval=1e-4)
+    pld.compose(event)
+    rdp = dp_rdp.RdpAccountant()
+    rdp.compose(event)
+    return pld.get_epsilon(delta), rdp.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("q", [0.1, 0.5, 1.0])
+@pytest.mark.parametrize("sigma,rounds", [(0.8, 10), (2.0, 50), (1.2, 1)])
+def test_client_accounting_matches_dp_accounting(q, sigma, rounds):
+    delta = 1e-4
+    rep = client_epsilons(q, sigma, rounds, delta)
+    pld, rdp = _dp_accounting_eps(q, sigma, rounds, delta)
+    assert rep.epsilon_pld == pytest.approx(pld, rel=2e-3)
+    assert rep.epsilon_prv == pytest.approx(pld, rel=1e-2)  # the second accountant agrees
+    assert rep.epsilon_rdp >= pld * 0.999  # RDP: a looser, valid bound
+    assert rep.epsilon_rdp == pytest.approx(rdp, rel=0.05)
+
+
+@pytest.mark.parametrize("target,q,rounds", [(8.0, 0.5, 30), (2.0, 0.25, 20)])
+def test_sigma_calibrated_to_client_level_target(target, q, rounds):
+    delta = 1e-4
+    sigma = calibrate_sigma(target, delta, q, rounds, accountant="prv")
+    pld, _ = _dp_accounting_eps(q, sigma, rounds, delta)
+    assert pld <= target * 1.001 and pld >= target * 0.98
+    # A bit less noise would overspend.
+    assert _dp_accounting_eps(q, sigma * 0.97, rounds, delta)[0] > target
+
+
+def test_record_epsilon_is_group_privacy_over_a_client_replacement():
+    q, sigma, rounds, delta = 0.5, 1.5, 20, 1e-4
+    e_rec = record_epsilon(q, sigma, rounds, delta)
+    e1 = e_rec / 2
+    # (ε₁, δ/(1 + e^ε₁)) at client level: remove then add gives (2ε₁, δ).
+    assert epsilon_pld(q, sigma, rounds, delta / (1 + math.exp(e1))) <= e1
+    assert e_rec >= 2 * epsilon_pld(q, sigma, rounds, delta)
+
+
+# --------------------------------------------------------------------------- drop-outs
+
+def _tiny():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2,
+                                       bos_token_id=0, eos_token_id=0))
+    g = torch.Generator().manual_seed(0)
+    data = Encoded([torch.randint(1, 64, (12,), generator=g).tolist() for _ in range(30)])
+    return model, data
+
+
+@pytest.mark.parametrize("dp", [False, True])
+def test_client_dropping_out_mid_round_neither_stalls_nor_crashes(dp):
+    from privleak.models.federated import FedSettings, train_federated
+
+    model, data = _tiny()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    # Every client is asked every round (rate 1); client 1 fails halfway through its local steps in round 2.
+    s = FedSettings(rounds=3, sample_rate=1.0, local_steps=4, batch_size=4, lr=1e-2, dp=dp, target_epsilon=8.0,
+                    delta=1e-3, clip=0.5, drop=((2, 1),), round_timeout_s=120)
+    trained, log = train_federated(model, data, [i % 3 for i in range(30)], 3, s, pad_id=0, max_length=32)
+    assert log.rounds == 3 and log.sampled == [3, 3, 3]
+    assert log.replied == [3, 2, 3] and log.failures == 1
+    assert all(torch.isfinite(p).all() for p in trained.parameters())
+    assert any(not torch.equal(before[n], p) for n, p in trained.named_parameters())
+    if dp:
+        assert log.epsilon <= 8.0 and log.empty_rounds == 0
+
+
+# --------------------------------------------------------------------------- the clients
+
+def test_clinics_are_uneven_and_keep_a_patient_together():
+    recs = [Record(text=f"note {i}", pii=[], meta={"kind": "phi", "person_id": f"P{i // 3}"}) for i in range(3000)]
+    labels = client_labels(recs, 20, seed=0)
+    assert labels == client_labels(recs, 20, seed=0)
+    assert all(len({labels[i], labels[i + 1], labels[i + 2]}) == 1 for i in range(0, 3000, 3))
+    counts = sorted(np.unique(labels, return_counts=True)[1])
+    assert len(counts) == 20 and counts[-1] > 5 * counts[0]
+    shares = clinic_shares(20)
+    assert shares[0] == pytest.approx(max(counts) / 3000, abs=0.03)
+
+
+def test_client_field_from_user_data(tmp_path):
+    from privleak.data.loaders import load_corpus
+
+    f = tmp_path / "c.jsonl"
+    f.write_text("\n".join(json.dumps({"text": f"record number {i}", "site": f"s{i % 4}"}) for i in range(8)) + "\n")
+    recs = load_corpus(f, client_field="site")
+    assert client_labels(recs, 20, 0, "site") == [f"s{i % 4}" for i in range(8)]
+    with pytest.raises(UserError, match="no field 'clinic'.*--client-field"):
+        load_corpus(f, client_field="clinic")
+
+
+def test_cli_client_field_errors_exit_2(tmp_path, capsys):
+    from privleak.cli import main
+
+    f = tmp_path / "c.jsonl"
+    f.write_text("\n".join(json.dumps({"text": f"a clinical record number {i}"}) for i in range(60)) + "\n")
+    for args, msg in ((["--client-field", "site"], "client_field"),
+                      (["--data", str(f), "--client-field", "site"], "no field 'site'")):
+        with pytest.raises(SystemExit) as exc:
+            main(["run", "--out", str(tmp_path / "run"), "--arms", "fedavg", *args])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], err
+
+
+# --------------------------------------------------------------------------- the DP server step
+
+def test_dp_aggregate_clips_each_client_and_divides_by_the_expected_count():
+    from privleak.models.federated import dp_aggregate
+
+    w = {"a": np.zeros(3, dtype=np.float32), "b": np.zeros(1, dtype=np.float32)}
+    big = {"a": np.array([3.0, 0.0, 0.0]), "b": np.array([4.0])}  # ‖Δ‖ = 5 → clipped to C = 1
+    small = {"a": np.array([0.1, 0.0, 0.0]), "b": np.array([0.0])}  # under C: kept as is
+    out = dp_aggregate(w, [big, small], q=0.5, sigma=0.0, clip=1.0, n_clients=4, rng=np.random.default_rng(0))
+    # (Δ_big·(1/5) + Δ_small) / (0.5 · 4), whoever replied
+    np.testing.assert_allclose(out["a"], [(0.6 + 0.1) / 2, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(out["b"], [0.8 / 2], rtol=1e-6)
+    # One client's influence is at most C/(qK) however large its update.
+    huge = {"a": np.array([1e6, 0.0, 0.0]), "b": np.array([0.0])}
+    one = dp_aggregate(w, [huge], q=0.5, sigma=0.0, clip=1.0, n_clients=4, rng=np.random.default_rng(0))
+    assert math.sqrt(sum(float(np.sum(v.astype(np.float64) ** 2)) for v in one.values())) == pytest.approx(0.5)
+
+
+def test_dp_aggregate_noise_is_sigma_c_over_expected_count():
+    from privleak.models.federated import dp_aggregate
+
+    w = {"a": np.zeros(200_000, dtype=np.float32)}
+    out = dp_aggregate(w, [], q=0.25, sigma=2.0, clip=0.1, n_clients=20, rng=np.random.default_rng(1))
+    # An empty round still releases noise, std σC/(qK) = 0.2 / 5 = 0.04.
+    assert float(np.std(out["a"])) == pytest.approx(0.04, rel=0.01)
