@@ -65,6 +65,8 @@ from . import (
 from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import BookKeeping, unsupported_layers
+from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
+from .fp32_samplers import ensure_fp32_samplers
 from .lora import add_lora, merge_lora
 from .train import TrainLog, lr_at, make_optimizer
 
@@ -234,12 +236,14 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     lengths = mask.sum(1).tolist()
     parts = micro_batches(lengths, max_tokens)
     total_loss = 0.0
+    dev = model_device(private)
     for k, rows in enumerate(parts):
         width = max(lengths[r] for r in rows)
-        ids_k, mask_k = ids[rows, :width], mask[rows, :width]
+        ids_k, mask_k = ids[rows, :width].to(dev), mask[rows, :width].to(dev)
         if isinstance(criterion, BookKeeping):
             with criterion.capture():
-                logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
+                with autocast(dev):  # the forward only: norms, clipping and noise are fp32 (see ``device``)
+                    logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
                 per_seq = per_sequence_nll(logits, ids_k, mask_k)
                 per_seq.sum().backward()  # a sum: each row's output gradients are its own per-sample ones
             criterion.write_clipped_sum()  # p.grad = Σ_i c_i g_i, as after ghost clipping's second pass
@@ -249,7 +253,8 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
             if k < len(parts) - 1:
                 optimizer.zero_grad(set_to_none=True)
             continue
-        logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
+        with autocast(dev):
+            logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
         with warnings.catch_warnings():
             # Benign: the input ids need no gradient, only the parameters do.
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
@@ -298,7 +303,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     if total != planned_steps:
         raise RuntimeError(f"DP loader runs {total} steps but σ was calibrated for {planned_steps}")
     step = 0
-    with progress_bar(desc, total=total) as advance:
+    max_tokens = dp_token_budget(private, settings, max(1, int(mask.sum(1).float().mean())))
+    lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if model_device(private).type == "cuda"
+             else f"dp.micro_batch_tokens (now {settings.micro_batch_tokens})")
+    with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower):
         for _ in range(settings.epochs):
             epoch_losses = []
             for batch_ids, batch_mask in loader:
@@ -309,7 +317,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
                     _step_on_empty_batch(optimizer)
                     log.empty_batches += 1
                 else:
-                    epoch_losses.append(_logical_step(private, optimizer, batch_ids, batch_mask, settings.micro_batch_tokens, criterion))
+                    epoch_losses.append(_logical_step(private, optimizer, batch_ids, batch_mask, max_tokens, criterion))
                 step += 1
                 advance(1, loss=epoch_losses[-1] if epoch_losses else 0.0)
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
@@ -331,6 +339,25 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         trained = merge_lora(trained)
     trained.eval()
     return trained, log
+
+
+def dp_token_budget(model, settings: DPSettings, mean_len: int) -> int:
+    """Padded tokens per DP micro-batch: ``settings.micro_batch_tokens`` off CUDA; on CUDA from free memory.
+
+    Per token, a DP step holds the training activations, plus for ``hooks``
+    every trainable weight's per-sample gradient (twice: the gradient and its
+    clipped copy) spread over the tokens of its sequence, and for ``ghost`` /
+    ``bk`` the T×T Gram matrices and kept output gradients of the trainable
+    layers (4 bytes each: DP arithmetic is fp32).
+    """
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    n_params = sum(p.numel() for p in trainable)
+    per_token = activation_bytes_per_token(model, mean_len, training=True)
+    if settings.grad_sample_mode == "hooks":
+        per_token += 2 * 4 * n_params / mean_len
+    else:
+        per_token += 4 * len(trainable) * (2 * mean_len + 1024)
+    return token_budget(model_device(model), per_token, default=settings.micro_batch_tokens)
 
 
 def check_settings(settings: DPSettings) -> None:
@@ -374,6 +401,7 @@ def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
             stacklevel=2,
         )
         settings = dataclasses.replace(settings, grad_sample_mode="hooks")
+    ensure_fp32_samplers()
     kwargs = dict(
         module=model,
         optimizer=optimizer,

@@ -20,6 +20,7 @@ from typing import Callable
 from ..attacks.base import FAMILIES
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
+from ..models.device import use_policy
 from ..results import AuditResults
 from .release import release_key, release_stage
 from .rundir import RunDir
@@ -51,7 +52,15 @@ from .train import (
 
 
 def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None) -> AuditResults:
-    """Run (or resume) the whole audit; returns the typed results also written to ``results.json``."""
+    """Run (or resume) the whole audit; returns the typed results also written to ``results.json``.
+
+    Every model is placed and computes as ``cfg.device`` / ``cfg.compute`` say (:mod:`privleak.models.device`).
+    """
+    with use_policy(cfg.compute_policy()):
+        return _run_audit(cfg, out_dir, notify)
+
+
+def _run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None]) -> AuditResults:
     preflight(cfg)
     run = RunDir.open(out_dir)
     notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(cfg.arm_names())})")

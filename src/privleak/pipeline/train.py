@@ -30,6 +30,7 @@ from ..defenses.arm_data import dedup_members, scrub_members
 from ..defenses.weight_noise import add_weight_noise
 from ..models.accounting import epsilons as accountant_epsilons
 from ..models.batching import Encoded, encode
+from ..models.device import current as current_policy
 from ..models.dp_train import DPSettings, train_dp
 from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
 from ..models.train import EarlyStopping, TrainSettings, train
@@ -38,7 +39,18 @@ from .audit import Audit
 # ---------------------------------------------------------------- settings
 
 def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-    """Everything that determines an arm's model (its stage-cache key)."""
+    """Everything that determines an arm's model (its stage-cache key).
+
+    bf16 autocast changes the trained weights, so it is part of the key; fp32
+    (every CPU run) adds nothing, and those keys are what they always were.
+    """
+    settings = _arm_settings(cfg, spec, n_members)
+    if current_policy().precision == "bf16":
+        settings["precision"] = "bf16"
+    return settings
+
+
+def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
     data = {
         "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
         "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
