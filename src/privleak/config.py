@@ -152,7 +152,10 @@ class DPConfig(_Strict):
     lora_rank: int = Field(8, ge=1)
     lora_alpha: float = Field(16.0, gt=0)
     lora_lr: float = Field(5e-3, gt=0)  # adapters start at zero: a larger step than full fine-tuning
-    lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    # Module names, or auto: the architecture's attention and MLP projections (GPT-2 c_attn/c_proj/c_fc,
+    # GPT-NeoX/Pythia query_key_value/dense/…, Llama/Mistral/Qwen2 q/k/v/o_proj and gate/up/down_proj).
+    lora_targets: tuple[str, ...] | Literal["auto"] = "auto"
+    qlora: bool = False  # the +lora arms on a 4-bit NF4 base (QLoRA; bitsandbytes on CUDA only)
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
     debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
@@ -433,7 +436,12 @@ class AuditConfig(_Strict):
         from .models.device import make_policy
 
         c = self.compute
-        return make_policy(self.device, c.precision, c.gradient_checkpointing, c.memory_fraction)
+        policy = make_policy(self.device, c.precision, c.gradient_checkpointing, c.memory_fraction)
+        if self.dp.qlora and any(s.lora for s in self.arm_specs()):
+            from .models.lora import check_qlora
+
+            check_qlora(policy.device)  # one line before any work, not after the other arms trained
+        return policy
 
     def fingerprint(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)

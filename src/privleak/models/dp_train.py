@@ -67,7 +67,7 @@ from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
 from .fp32_samplers import ensure_fp32_samplers
-from .lora import add_lora, merge_lora
+from .lora import AUTO, add_lora, check_qlora, merge_lora, quantized_base, transfer_adapters
 from .train import TrainLog, lr_at, make_optimizer
 
 
@@ -88,7 +88,8 @@ class DPSettings:
     grad_sample_mode: Literal["hooks", "ghost", "bk"] = "hooks"
     lora_rank: int | None = None  # None: full fine-tuning; r: DP-LoRA with rank-r adapters
     lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
-    lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    lora_targets: tuple[str, ...] | str = AUTO  # module names, or "auto": the architecture's projections (``lora``)
+    qlora: bool = False  # LoRA on a 4-bit NF4 base (bitsandbytes, CUDA only); adapters merged into the full base
     # A deliberately broken DP step, to prove the audit catches one (never for real use): "no_noise"
     # trains with σ = 0, "no_clip" clips at a bound no gradient reaches (noise std kept at σC); the log
     # still reports the calibrated σ and the target's ε, as a silently buggy DP library would.
@@ -288,6 +289,11 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     sample_rate = 1 / len(loader)
     planned_steps = steps_for(sample_rate, settings.epochs)
     sigma = calibrate_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, accountant=settings.accountant)
+    full_model = None
+    if settings.qlora:
+        check_qlora(model_device(model))
+        # The 4-bit copy trains; the full-precision weights wait in host memory for the adapters.
+        model, full_model = quantized_base(model), model.cpu()
     model = prepare_trainable(model, settings)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
@@ -335,7 +341,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         for attr in ("_norm_sample", "_forward_counter"):  # ghost clipping's scratch state
             if hasattr(p, attr):
                 delattr(p, attr)
-    if settings.lora_rank is not None:
+    if settings.lora_rank is not None and settings.qlora:
+        trained = transfer_adapters(trained, full_model.to(model_device(trained)), settings.lora_rank,
+                                    settings.lora_alpha, settings.lora_targets)
+    elif settings.lora_rank is not None:
         trained = merge_lora(trained)
     trained.eval()
     return trained, log
@@ -373,13 +382,15 @@ def check_settings(settings: DPSettings) -> None:
             raise UserError("train_embeddings=True with lora_rank set: LoRA trains only its adapters; drop one of the two")
         if not settings.lora_alpha > 0:
             raise UserError(f"lora_alpha={settings.lora_alpha!r} must be positive (e.g. 2 × lora_rank)")
+    elif settings.qlora:
+        raise UserError("dp.qlora applies to the +lora arms (a 4-bit base cannot be fully fine-tuned); use an arm like dp-8+lora")
 
 
 def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTrainedModel:
     """Choose what DP-SGD trains: LoRA adapters, or the weights (embeddings frozen by default)."""
     check_settings(settings)
     if settings.lora_rank is not None:
-        return add_lora(model, settings.lora_rank, settings.lora_alpha, tuple(settings.lora_targets))
+        return add_lora(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
     if not settings.train_embeddings:
         freeze_embeddings(model)
     elif settings.grad_sample_mode == "ghost":

@@ -104,9 +104,7 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
     dev = model_device(model)
     # Off CUDA a batch is one forward pass, as always; on CUDA it is split when free memory asks for it.
     budget = token_budget(dev, activation_bytes_per_token(model, max(lengths, default=1), training=True), default=0)
-    checkpointing = current().gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable")
-    if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    checkpointing = current().gradient_checkpointing and _checkpointing(model, True)
     with progress_bar(desc, total=total) as advance, oom_as_error(
             desc, f"train.batch_size (now {settings.batch_size}) or compute.memory_fraction (now "
                   f"{current().memory_fraction}), or set compute.gradient_checkpointing: true"):
@@ -140,11 +138,28 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     log.steps = step
     if checkpointing:
-        model.gradient_checkpointing_disable()
+        _checkpointing(model, False)
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
     return log
+
+
+def _checkpointing(model: PreTrainedModel, on: bool) -> bool:
+    """Switch activation (gradient) checkpointing; False where the model has none.
+
+    transformers 5 renamed ``gradient_checkpointing_*`` to ``activation_checkpointing_*``.
+    """
+    verb = "enable" if on else "disable"
+    for prefix in ("activation", "gradient"):
+        fn = getattr(model, f"{prefix}_checkpointing_{verb}", None)
+        if fn is not None and getattr(model, "supports_gradient_checkpointing", False):
+            if on:  # non-reentrant: the recommended form, and the one that keeps parameter hooks sane
+                fn(**{f"{prefix}_checkpointing_kwargs": {"use_reentrant": False}})
+            else:
+                fn()
+            return True
+    return False
 
 
 def _batch_backward(model: PreTrainedModel, seqs: list[list[int]], pad_id: int, dev: torch.device, budget: int) -> float:

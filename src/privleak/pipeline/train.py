@@ -67,7 +67,7 @@ def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, 
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
-    lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets"}
+    lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora"}
     settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
                 **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break"} | (set() if spec.lora else lora)),
                 "seed": cfg.seed, "data_defences": data}
@@ -157,7 +157,9 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
         train_embeddings=s["train_embeddings"], micro_batch_tokens=s["micro_batch_tokens"],
         grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
         debug_break=s.get("debug_break"),
-        **({"lora_alpha": s["lora_alpha"], "lora_targets": tuple(s["lora_targets"])} if s["lora"] else {}),
+        **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
+            "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
+           if s["lora"] else {}),
     )
     model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
     # Poisson sampling: each step sees q·n records in expectation.
