@@ -99,10 +99,12 @@ def test_near_duplicates_at_the_threshold():
     threshold = 0.8
     above = [_edit_to_jaccard(b, threshold, rng, above=True) for b in bases[:30]]
     below = [_edit_to_jaccard(b, threshold, rng, above=False) for b in bases[30:]]
+    # One replaced letter changes up to five char-5-grams, so on notes of
+    # ~250 shingles the construction moves in steps of ~0.03: 0.04 is one step.
     for b, a in zip(bases, above):
-        assert threshold <= jaccard(shingles(b), shingles(a)) < threshold + 0.03
+        assert threshold <= jaccard(shingles(b), shingles(a)) < threshold + 0.04
     for b, a in zip(bases[30:], below):
-        assert threshold - 0.03 < jaccard(shingles(b), shingles(a)) < threshold
+        assert threshold - 0.04 < jaccard(shingles(b), shingles(a)) < threshold
     corpus = bases + above + below
     kept, rep = dedup_near(corpus, threshold=threshold, num_perm=128, seed=1)
     removed = set(rep.removed)
