@@ -277,3 +277,43 @@ def test_cli_oom_mid_arm_exits_2_and_writes_no_arm(tmp_path, capsys, monkeypatch
     assert (out / "splits").exists()  # the run got as far as the arm
     assert not (out / "arms" / "baseline" / "model").exists()
     assert not (out / "arms" / "baseline" / "train.json").exists()
+
+
+# ---------------------------------------------------------------- memory-sized batches
+
+def test_plain_micro_batches_give_the_same_gradient():
+    from privleak.models.train import _batch_backward
+
+    seqs = SEQS * 2
+    grads = []
+    for budget in (0, 30):  # 0: one forward pass (the CPU path); 30 tokens: several micro-batches
+        model = _tiny().train()
+        loss = _batch_backward(model, seqs, 0, torch.device("cpu"), budget)
+        grads.append((loss, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])))
+    (l0, g0), (l1, g1) = grads
+    assert l0 == pytest.approx(l1, rel=1e-5)
+    torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-6)
+
+
+def test_cuda_budgets_follow_free_memory_and_cpu_keeps_the_configured_size(monkeypatch):
+    from privleak.models import device as dev_mod
+    from privleak.models.dp_train import dp_token_budget
+
+    model = _tiny()
+    settings = DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=1.0, epochs=1, expected_batch_size=4, lr=1e-3)
+    assert dp_token_budget(model, settings, 100) == settings.micro_batch_tokens  # the CPU: as configured
+    # What torch.cuda.mem_get_info would report on a GPU with 8 GiB free (no GPU here).
+    monkeypatch.setattr(dev_mod, "free_bytes", lambda device: 8 * 2**30)
+    cuda = torch.device("cuda", 0)
+    with use_policy(ComputePolicy(device=cuda, memory_fraction=0.5)):
+        assert dev_mod.token_budget(cuda, 1024.0, default=4096) == 4 * 2**20
+        half = dev_mod.token_budget(cuda, 2048.0, default=4096)
+    assert half == 2 * 2**20
+    from privleak.models import dp_train as dp_mod
+
+    monkeypatch.setattr(dp_mod, "model_device", lambda m: cuda)
+    with use_policy(ComputePolicy(device=cuda, memory_fraction=0.5)):
+        hooks = dp_token_budget(model, settings, 100)
+        bk = dp_token_budget(model, DPSettings(**{**settings.__dict__, "grad_sample_mode": "bk"}), 100)
+    # Sized by memory, not the CPU's 4096; per-sample gradients (hooks) cost more per token than norms (bk).
+    assert bk > settings.micro_batch_tokens and hooks < bk
