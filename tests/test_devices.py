@@ -299,8 +299,10 @@ def test_cuda_budgets_follow_free_memory_and_cpu_keeps_the_configured_size(monke
     from privleak.models import device as dev_mod
     from privleak.models.dp_train import dp_token_budget
 
-    model = _tiny()
+    with torch.device("meta"):  # a 256-wide GPT-2 block pair, never allocated
+        model = build_model(BaseModelSpec(vocab_size=512, n_layer=2, n_embd=256, n_head=4, max_length=128), eos_id=0)
     settings = DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=1.0, epochs=1, expected_batch_size=4, lr=1e-3)
+    prepare_trainable(model, settings)  # embeddings frozen, as the DP arms train
     assert dp_token_budget(model, settings, 100) == settings.micro_batch_tokens  # the CPU: as configured
     # What torch.cuda.mem_get_info would report on a GPU with 8 GiB free (no GPU here).
     monkeypatch.setattr(dev_mod, "free_bytes", lambda device: 8 * 2**30)

@@ -356,16 +356,21 @@ def dp_token_budget(model, settings: DPSettings, mean_len: int) -> int:
     Per token, a DP step holds the training activations, plus for ``hooks``
     every trainable weight's per-sample gradient (twice: the gradient and its
     clipped copy) spread over the tokens of its sequence, and for ``ghost`` /
-    ``bk`` the T×T Gram matrices and kept output gradients of the trainable
-    layers (4 bytes each: DP arithmetic is fp32).
+    ``bk`` each trainable matrix's kept output gradient and its norm's work
+    space (the T×T Gram matrices or the per-sample (in, out) gradient,
+    whichever ``ghost_norms`` picks), 4 bytes each: DP arithmetic is fp32.
     """
     trainable = [p for p in model.parameters() if p.requires_grad]
-    n_params = sum(p.numel() for p in trainable)
     per_token = activation_bytes_per_token(model, mean_len, training=True)
     if settings.grad_sample_mode == "hooks":
-        per_token += 2 * 4 * n_params / mean_len
+        per_token += 2 * 4 * sum(p.numel() for p in trainable) / mean_len
     else:
-        per_token += 4 * len(trainable) * (2 * mean_len + 1024)
+        for p in trainable:
+            if p.dim() == 2:
+                fan_in, fan_out = p.shape
+                per_token += 4 * (max(fan_in, fan_out) + min(2 * mean_len, fan_in * fan_out / mean_len))
+            else:
+                per_token += 4 * p.numel() / mean_len
     return token_budget(model_device(model), per_token, default=settings.micro_batch_tokens)
 
 
