@@ -220,8 +220,9 @@ class DeviceOutOfMemory(UserError):
 def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
-    # MPS reports exhaustion as a plain RuntimeError.
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    # MPS reports exhaustion as a plain RuntimeError, the CPU allocator as "can't allocate memory".
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 @contextlib.contextmanager

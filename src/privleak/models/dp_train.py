@@ -309,7 +309,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     if total != planned_steps:
         raise RuntimeError(f"DP loader runs {total} steps but σ was calibrated for {planned_steps}")
     step = 0
-    max_tokens = dp_token_budget(private, settings, max(1, int(mask.sum(1).float().mean())))
+    max_tokens = dp_token_budget(private._module, settings, max(1, int(mask.sum(1).float().mean())))  # unwrapped: its config
     lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if model_device(private).type == "cuda"
              else f"dp.micro_batch_tokens (now {settings.micro_batch_tokens})")
     with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower):
