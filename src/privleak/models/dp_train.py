@@ -17,6 +17,13 @@ spent could exceed the target. We calibrate σ with the same accountant
 Opacus reports (PRV by default) for ``steps_for(q, epochs)`` — exactly the
 steps taken — and pass it to ``make_private``.
 
+Devices (``device``): batches go to the model's device and forward passes
+run under the compute policy's autocast (bf16 on a capable GPU); per-sample
+norms, clipping factors, clipped sums and noise stay fp32 (``fp32_samplers``,
+``book_keeping``). On CUDA, micro-batches are sized from free memory
+(:func:`dp_token_budget`); an out-of-memory step is one line naming the
+setting to lower.
+
 GPT-2 specifics: batch-shaped ``position_ids`` (see ``batching``), the tied
 input/output embedding (Opacus sums the two per-sample contributions on the
 shared parameter), ``Conv1D`` (``conv1d_grad``), and a per-sequence mean loss.

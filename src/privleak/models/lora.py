@@ -88,6 +88,8 @@ def lora_targets_for(model: nn.Module, requested: tuple[str, ...] | str | None =
     listing the names it does have.
     """
     present = _projection_names(model)
+    if not isinstance(requested, (str, type(None))):
+        requested = tuple(requested)
     if requested in (None, AUTO) or requested == (AUTO,):
         model_type = getattr(getattr(model, "config", None), "model_type", "")
         targets = LORA_TARGETS.get(model_type) or tuple(present)
