@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -135,10 +135,6 @@ def make_policy(device: str = "auto", precision: str = "auto", gradient_checkpoi
     dev = resolve_device(device)
     return ComputePolicy(device=dev, precision=resolve_precision(dev, precision),
                          gradient_checkpointing=bool(gradient_checkpointing), memory_fraction=float(memory_fraction))
-
-
-def with_precision(policy: ComputePolicy, precision: Precision) -> ComputePolicy:
-    return replace(policy, precision=precision)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
