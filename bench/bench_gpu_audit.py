@@ -54,7 +54,8 @@ def _group(stage: str) -> str:
         return "shadows"
     for prefix, group in (("train", "arms"), ("arm", "arms"), ("base", "base model"), ("data", "data"),
                           ("attack", "attacks"), ("utility", "utility"), ("guard", "guard"), ("blind", "blind baseline"),
-                          ("scrub", "data defences"), ("dedup", "data defences")):
+                          ("scrub", "data defences"), ("dedup", "data defences"),
+                          ("defend", "data defences"), ("noise", "arms")):
         if name.startswith(prefix):
             return group
     return name.split("/")[0]
