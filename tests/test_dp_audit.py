@@ -86,9 +86,10 @@ def test_a_shifted_user_split_is_called_out(tmp_path):
     cfg = build_config({**SMALL, "arms": ["baseline"], "data": {"path": str(corpus)}, "one_run": {"canaries": 0},
                         "attacks": {"bootstrap": 20, "extraction": False, "pii": False, "select": ["membership"]}})
     run = RunDir.open(tmp_path / "run")
+    public = generate_corpus(synthetic_config(cfg, n_members=0, n_non_members=0, n_population=0,
+                                              canary_repeats=())).splits
     splits = {"members": user(a[:120]), "non_members": user(b[:120]), "population": user(a[120:] + b[120:]),
-              "public": generate_corpus(synthetic_config(cfg, n_members=0, n_non_members=0, n_population=0,
-                                                         canary_repeats=())).splits["public"]}
+              "public": public["public"], "public_heldout": public["public_heldout"]}
     for name, recs in splits.items():
         write_jsonl(run.path("splits", f"{name}.jsonl"), recs)
     save_canaries(run.path("splits", "canaries.json"), [])

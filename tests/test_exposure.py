@@ -124,3 +124,25 @@ def test_exposure_ranks_equal_reference_ranks(tiny_handle):
     (res,) = canary_exposure(tiny_handle, [canary], n_candidates=300, seed=0)
     assert res.rank == want_rank
     assert res.exposure == pytest.approx(exposure_from_rank(want_rank, 300))
+
+
+def test_an_arm_scoring_what_the_control_scores_has_not_leaked():
+    """The control never saw a canary: with a few canaries its mean exposure can sit more than the
+    margin above the theoretical chance by luck; an arm that scores the same is near chance, and the
+    floor moves only up (an arm is never judged against a control below chance)."""
+    from privleak.attacks.base import Policy
+    from privleak.attacks.exposure import CanaryExposure, ExposureResult, chance_exposure
+
+    def result(exposures, ranks):
+        return ExposureResult(chance_exposure=chance_exposure(200), canaries=[
+            CanaryExposure(canary_id=f"c{i}", repeats=4, exposure=e, max_exposure=7.64, rank=r, n_candidates=200,
+                           exposure_extrapolated=e) for i, (e, r) in enumerate(zip(exposures, ranks))])
+
+    lucky_control = result([3.1, 2.2, 2.9, 2.5], [23, 44, 27, 35])  # mean 2.67 bits, chance 1.44
+    policy = Policy()
+    assert result([3.1, 2.2, 2.9, 2.5], [23, 44, 27, 35]).assess("exposure", None, policy).leaks
+    assert not result([3.1, 2.2, 2.9, 2.5], [23, 44, 27, 35]).assess("exposure", lucky_control, policy).leaks
+    assert result([5.0, 4.5, 4.6, 4.0], [6, 9, 8, 12]).assess("exposure", lucky_control, policy).leaks
+    assert result([7.64, 0.5, 0.5, 0.5], [1, 140, 140, 140]).assess("exposure", lucky_control, policy).leaks
+    low_control = result([0.1, 0.2, 0.1, 0.3], [190, 180, 190, 170])
+    assert result([3.1, 2.2, 2.9, 2.5], [23, 44, 27, 35]).assess("exposure", low_control, policy).leaks

@@ -104,6 +104,32 @@ def test_windows_give_the_whole_text_answer():
     assert [(d.start, d.end, d.label) for d in b] == spans
 
 
+def test_spacy_batches_are_bounded_by_characters():
+    """Long windows reach nlp.pipe a few at a time (a count-only batch held 32 windows, 3.2 M characters,
+    at once); short texts still batch together; and the detections do not depend on the batching."""
+    text, spans = long_text(40_000, every=200)
+    analyzer = PiiAnalyzer(["SSN", "EMAIL"], ner=False)
+    analyzer.window_chars, analyzer.overlap_chars = 800, 160
+    whole = analyzer.analyze_batch([text, "SSN 123-45-6789", "no pii here"])
+    engine, calls = analyzer._nlp_engine, []
+    real = engine.process_batch
+
+    def spy(texts, language, batch_size=1, **kw):  # the real engine, watched
+        texts = list(texts)
+        calls.append((len(texts), sum(map(len, texts))))
+        return real(texts, language, batch_size=batch_size, **kw)
+
+    engine.process_batch = spy
+    analyzer.batch_chars = 2_000
+    bounded = analyzer.analyze_batch([text, "SSN 123-45-6789", "no pii here"])
+    assert bounded == whole
+    assert len(calls) > 20 and all(n == 1 or chars <= 2_000 for n, chars in calls)
+    assert all(n <= analyzer.batch_size for n, _ in calls)
+    calls.clear()
+    analyzer.analyze_batch(["a short note about SSN 123-45-6789"] * 40)
+    assert [n for n, _ in calls] == [32, 8]
+
+
 def test_scrub_cli_10mb_record(tmp_path, ten_mb):
     text, spans = ten_mb
     src, dst = tmp_path / "big.jsonl", tmp_path / "big.scrubbed.jsonl"

@@ -33,7 +33,8 @@ def test_an_arm_whose_only_leak_is_extraction_is_not_near_chance(results):
     # Every attack reads exactly what it reads on the control (which never saw the members) ...
     arm.attacks = {**results.base_model.attacks}
     arm.empirical_epsilon = None
-    assert arm_verdict("dp-8", arm, results).level == "chance"
+    v = arm_verdict("dp-8", arm, results)
+    assert v.level == "chance", v
     # ... except one extraction attack that gets member data out.
     name, leaking = next(iter(leaks.items()))
     arm.attacks[name] = leaking

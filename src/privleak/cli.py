@@ -26,6 +26,9 @@ app.add_typer(data_app, name="data")
 from .cli_guard import guard_app  # noqa: E402  (the output guard's sub-commands)
 
 app.add_typer(guard_app, name="guard")
+from .cli_attack import attack  # noqa: E402  (privleak attack: audit a model you already trained)
+
+app.command("attack")(attack)
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -471,7 +474,9 @@ def main(argv: list[str] | None = None) -> None:
     _quiet_libraries()
     usage_errors, aborts = _click_exceptions()
     try:
-        app(args=argv, standalone_mode=False, prog_name="privleak")
+        rc = app(args=argv, standalone_mode=False, prog_name="privleak")
+        if rc == 130:  # typer < 0.21 turns Ctrl-C into Exit(130), which non-standalone mode returns
+            raise KeyboardInterrupt
     except UserError as exc:
         _one_line_error(str(exc), exc.exit_code)
     except KeyboardInterrupt:

@@ -13,11 +13,14 @@ Schema version 2::
     data             DataSummary: split sizes, canary count, chance-level exposure
     data_release     the members' summary under central DP (--dp-summary ε) and frequent terms under local DP
                      (--ldp-terms ε), with the ε spent; null when neither was asked for
-    base_model       ArmResult (kind "control") + source: the base model never saw the members
+    base_model       ArmResult (kind "control") + source: the base model never saw the members; null for
+                     ``privleak attack`` without ``--reference`` (no model known not to have seen them)
     arms             arm name → ArmResult
-                       kind            "baseline" | "best" | "dp" | "dpw" | "guard"
+                       kind            "baseline" | "best" | "dp" | "dpw" | "guard" | "external"
+                                       (external: a model the user trained, audited by ``privleak attack``)
+                       target          what an external arm is: the model or adapter named, its base
                        serves          the arm whose model a guard arm serves
-                       training        steps, epoch losses, settings, records trained on, tokens, seconds
+                       training        steps, epoch losses, settings, records trained on, tokens (seconds: durations_s['train/<arm>'])
                        privacy         DP parameters and ε by three accountants (DP-SGD arms only)
                        weight_noise    σ and weight scale of a DP-Weights arm (no formal ε)
                        utility         log-perplexity (nats) and perplexity on held-out private and
@@ -182,6 +185,17 @@ class BaseModelSource(Typed):
     n_params: int | None = None
 
 
+class ExternalModel(Typed):
+    """The model an ``external`` arm audits (``privleak attack``): as named, and the directory loaded."""
+
+    ref: str
+    path: str
+    adapter: bool = False  # a PEFT adapter, merged into ``base`` for the audit
+    base: str | None = None
+    base_path: str | None = None
+    n_params: int | None = None
+
+
 class Training(Typed):
     """What training cost, so arms are compared at their real compute."""
 
@@ -189,7 +203,6 @@ class Training(Typed):
     epoch_losses: list[float]
     settings: dict[str, Any]
     tokens: int | None = None  # tokens processed (DP: expected, q · steps · tokens in the data)
-    seconds: float | None = None  # wall-clock training time on this machine
     stopped_epoch: float | None = None  # the best arm: where early stopping kept the model
 
 
@@ -407,8 +420,9 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "best", "dp", "dpw", "guard"]
+    kind: Literal["control", "baseline", "best", "dp", "dpw", "guard", "external"]
     serves: str | None = None
+    target: ExternalModel | None = None  # an external arm only
     training: Training | None = None
     n_train_records: int | None = None
     privacy: Privacy | None = None
@@ -473,7 +487,7 @@ class AuditResults(Typed):
     config: dict[str, Any]
     data: DataSummary
     data_release: DataRelease | None = None
-    base_model: ArmResult
+    base_model: ArmResult | None  # None: no control (privleak attack without --reference)
     arms: dict[str, ArmResult] = Field(min_length=1)
     recommendation: Recommendation | None = None
     blind_baseline: BlindBaseline | None = None
@@ -483,8 +497,9 @@ class AuditResults(Typed):
     versions: dict[str, str | None] = {}
 
     def models(self) -> list[tuple[str, ArmResult]]:
-        """(name, result) of the control first, then every arm."""
-        return [(CONTROL, self.base_model), *self.arms.items()]
+        """(name, result) of the control first (when there is one), then every arm."""
+        control = [(CONTROL, self.base_model)] if self.base_model is not None else []
+        return [*control, *self.arms.items()]
 
     def to_json(self) -> dict[str, Any]:
         return finite(self.model_dump(mode="json"))

@@ -77,15 +77,23 @@ class ExposureResult(AttackResult):
         return out
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
-        """Near chance: no secret ranked first among the candidates and mean exposure at most
-        ``exposure_margin`` bits above chance."""
+        """Near chance: no more secrets ranked first than on the control and mean exposure at most
+        ``exposure_margin`` bits above the floor, max(chance, the control's mean exposure).
+
+        The control never saw a canary, so what it scores is chance for this model and these few
+        canaries (with four canaries the mean of a uniform rank's exposure has a standard error of
+        ≈ 0.7 bits): an arm that scores what the control scores has not leaked."""
         if not self.canaries:
             return Finding(attack, None, "")
         mexp, n, n_first = self.mean_exposure, len(self.canaries), self.n_ranked_first
         size = self.canaries[0].n_candidates
-        figure = (f"canaries: mean exposure {mexp:.2f} bits (chance {self.chance_exposure:.2f}), "
-                  f"{n_first}/{n} secrets ranked first of {size:,}")
-        leaks = n_first > 0 or mexp > self.chance_exposure + policy.exposure_margin
+        floor, first_floor = self.chance_exposure, 0
+        if isinstance(control, ExposureResult) and control.canaries:
+            floor, first_floor = max(floor, control.mean_exposure or floor), control.n_ranked_first
+        figure = (f"canaries: mean exposure {mexp:.2f} bits (chance {self.chance_exposure:.2f}"
+                  + (f", control {floor:.2f}" if floor > self.chance_exposure else "")
+                  + f"), {n_first}/{n} secrets ranked first of {size:,}")
+        leaks = n_first > first_floor or mexp > floor + policy.exposure_margin
         reason = ""
         if n_first:
             reps = sorted({c.repeats for c in self.canaries if c.rank <= 1})
@@ -96,7 +104,7 @@ class ExposureResult(AttackResult):
                       f"exposure is {ext:.1f} bits on average — measured ranks, not a recovery: greedy canary "
                       "extraction says whether the model also generates them")
         elif leaks:
-            reason = f"planted secrets are more likely than chance (mean exposure {mexp:.2f} bits vs {self.chance_exposure:.2f})"
+            reason = f"planted secrets are more likely than chance (mean exposure {mexp:.2f} bits vs {floor:.2f})"
         return Finding(attack, leaks, figure, reason)
 
 

@@ -81,3 +81,13 @@ def rivals(blind_auc: float, blind_ci: tuple[float, float] | None, best_attack_a
     if best_attack_auc is None:
         return False
     return blind_auc > CHANCE_BAND and blind_auc >= best_attack_auc - RIVAL_MARGIN
+
+
+def beats_chance(blind_ci: tuple[float, float] | None) -> bool:
+    """The blind classifier does better than a coin flip: its AUC's 95 % CI lies wholly above 0.5.
+
+    Stricter than :func:`rivals`, for member / non-member sets the user drew
+    (``privleak attack``): nothing guarantees they were split at random, and
+    any significant model-free signal means a membership AUC mixes
+    memorisation with the difference between the two sets."""
+    return blind_ci is not None and blind_ci[0] > 0.5

@@ -42,11 +42,11 @@ def _family(attack: str) -> str:
     return spec.family if spec else "other"
 
 
-def findings(arm: ArmResult, control: ArmResult, policy: Policy = POLICY) -> list[Finding]:
-    """Every attack's finding on ``arm``, in registry order."""
+def findings(arm: ArmResult, control: ArmResult | None, policy: Policy = POLICY) -> list[Finding]:
+    """Every attack's finding on ``arm``, in registry order (no control: against chance and the floors only)."""
     out = []
     for name, result in arm.attacks.items():
-        out.append(result.assess(name, control.attacks.get(name), policy))
+        out.append(result.assess(name, control.attacks.get(name) if control else None, policy))
     return out
 
 
@@ -72,14 +72,14 @@ def _dp_violation(arm: ArmResult) -> str | None:
 LOW_GAIN = 0.2
 
 
-def _utility_note(arm: ArmResult, control: ArmResult) -> str:
+def _utility_note(arm: ArmResult, control: ArmResult | None) -> str:
     g = arm.utility.gain_recovered
     if g is not None:
         if g < LOW_GAIN:
             return (f" It recovers only {g:.2f} of the best non-private fine-tune's gain on held-out text "
                     f"(utility recovered G < {LOW_GAIN}): it learned little that is useful.")
         return ""
-    ppl, bppl = arm.utility.ppl_non_members, control.utility.ppl_non_members
+    ppl, bppl = arm.utility.ppl_non_members, control.utility.ppl_non_members if control else None
     if _finite(ppl) and _finite(bppl) and ppl >= bppl * (1 - UTILITY_SAME):
         return " It is no better than the untrained control on held-out text: it learned (almost) nothing useful from the members."
     return ""
@@ -139,11 +139,11 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         reasons.insert(0, violation)
         leaking.setdefault("membership", [])
         judged.add("membership")
-    if arm.utility.gain_recovered is not None:
+    if arm.utility.gain_recovered is not None and control is not None:
         figures.append(f"utility recovered G = {arm.utility.gain_recovered:.2f} (held-out log-perplexity "
                        f"{arm.utility.nll_non_members:.3f} nats; control {control.utility.nll_non_members:.3f})")
     elif _finite(arm.utility.ppl_non_members):
-        b = control.utility.ppl_non_members
+        b = control.utility.ppl_non_members if control else None
         figures.append(f"held-out perplexity {arm.utility.ppl_non_members:.2f}" + (f" (control {b:.2f})" if _finite(b) else ""))
     note = _utility_note(arm, control)
     fams = [FAMILY_TITLES.get(f, f).lower() if f != "pii" else FAMILY_TITLES[f] for f in leaking]
@@ -151,10 +151,15 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         level, label, text = "none", "NO ATTACKS", "No attack results for this arm."
     elif not leaking:
         level, label = "chance", "NEAR CHANCE"
-        text = "No measurable leakage: attacks do no better than on the control." + note
+        text = ("No measurable leakage: attacks do no better than on the control." if control is not None else
+                "No measurable leakage: attacks do no better than chance and their non-member floors.") + note
     else:
         level, label = ("leaks", "LEAKS") if set(leaking) >= judged else ("some", "SOME LEAKAGE")
         text = "Leaks: " + "; ".join(reasons) + "." + note
+    blind = results.blind_baseline
+    if blind is not None and blind.shifted and "membership" in leaking:
+        text += (" Caution: a classifier that never sees the model tells these members from non-members "
+                 f"(blind AUC {blind.auc:.2f}), so the membership figures are not evidence of memorisation.")
     if violation:
         label = "DP GUARANTEE VIOLATED"
     return Verdict(level=level, label=label, text=text, findings=reasons, figures=figures, families_leaking=fams,
@@ -204,7 +209,8 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
             why += (f" It has {ok[best].weight_noise.guarantee}: near chance holds for these attacks, not for every "
                     "attacker, unlike a DP-SGD arm's ε.")
         g = ok[best].utility.gain_recovered
-        cppl, bppl = results.base_model.utility.ppl_non_members, ok[best].utility.ppl_non_members
+        cppl = results.base_model.utility.ppl_non_members if results.base_model else None
+        bppl = ok[best].utility.ppl_non_members
         if g is not None and g < LOW_GAIN:
             why += (f" Caution: it recovers only {g:.2f} of the best non-private fine-tune's gain — it is safe because "
                     "it learned little; consider a larger ε, more steps or a larger batch.")
@@ -249,9 +255,12 @@ def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
 
 def judge(results: AuditResults, policy: Policy = POLICY) -> AuditResults:
     """``results`` with every verdict, the recommendation and the between-arm tests filled in."""
-    results.base_model.verdict = arm_verdict(CONTROL, results.base_model, results, policy)
+    if results.base_model is not None:
+        results.base_model.verdict = arm_verdict(CONTROL, results.base_model, results, policy)
     for name, arm in results.arms.items():
         arm.verdict = arm_verdict(name, arm, results, policy)
-    results.recommendation = recommend(results, policy)
+    # A model audited by `privleak attack` is not one of several defences to choose between.
+    external = all(a.kind == "external" for a in results.arms.values())
+    results.recommendation = None if external else recommend(results, policy)
     results.statistical_tests = between_arm_tests(results.arms)
     return results

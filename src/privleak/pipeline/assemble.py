@@ -125,7 +125,7 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
                                                 for d in spec.data_defences})
         arms[name] = ArmResult(
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"],
-                                               tokens=tr.get("tokens"), seconds=tr.get("seconds"),
+                                               tokens=tr.get("tokens"),
                                                stopped_epoch=tr.get("stopped_epoch")),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,

@@ -27,7 +27,8 @@ from ..config import resolve_delta
 from ..core.io import read_json, stable_hash, write_json
 from ..core.masking import PiiMasker
 from ..data.canaries import known_pii
-from ..models.handle import ModelHandle, load_handle
+from ..models.external import load_model
+from ..models.handle import ModelHandle
 from ..results import Utility
 from .audit import Audit
 from .train import load_shadows
@@ -44,10 +45,11 @@ class Target:
     model_dir: str
     reference: bool  # whether the base model serves as its reference (every model but the base itself)
     serves: str | None = None  # the guard arm: the arm whose model it serves
+    adapter_base: str | None = None  # privleak attack: model_dir is a PEFT adapter on this base model
 
 
 def model_handle(audit: Audit, target: Target) -> ModelHandle:
-    handle = load_handle(target.model_dir, audit.cfg.model.max_length)
+    handle = load_model(target.model_dir, audit.cfg.model.max_length, adapter_base=target.adapter_base)
     handle.name = target.name
     return handle
 
@@ -133,8 +135,9 @@ def attack_key(audit: Audit, family: str, target: Target, base_key: str, shadow_
 def _delta(audit: Audit, target: Target) -> tuple[float, float | None]:
     """(δ, accountant ε) for an arm's empirical-ε bound: a DP arm's own δ, the default δ for the others,
     so every arm is held to the same δ."""
-    if target.name != "base" and not target.serves:
-        privacy = read_json(audit.run.path("arms", target.name, "train.json"))["privacy"]
+    train = audit.run.path("arms", target.name, "train.json")
+    if target.name != "base" and not target.serves and train.exists():  # an external arm has no train.json
+        privacy = read_json(train)["privacy"]
         if privacy:
             return float(privacy["delta"]), float(privacy["epsilon"])
     return resolve_delta(audit.cfg, len(audit.splits()["members"]))[0], None

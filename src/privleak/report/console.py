@@ -53,14 +53,15 @@ def utility_table(results: AuditResults) -> Table:
                     "(L_base − L_arm) / (L_base − L_best)")
     for col in ("arm", "L private", "ppl private", "ppl generic", "generic vs base", "G", "steps", "tokens", "train s"):
         t.add_column(col, justify="left" if col == "arm" else "right")
-    base_pub = results.base_model.utility.ppl_public
+    base_pub = results.base_model.utility.ppl_public if results.base_model else None
     for name, arm in results.models():
         u, tr = arm.utility, arm.training
+        secs = results.durations_s.get(f"train/{name}") if tr else None  # a duration, kept with the others
         change = (u.ppl_public / base_pub - 1) if (u.ppl_public is not None and base_pub) else None
         t.add_row(name, fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
                   fmt.num(u.ppl_public, ".2f"), "—" if change is None else f"{change:+.1%}",
                   fmt.num(u.gain_recovered, ".2f"), fmt.num(tr.steps if tr else None, "d"),
-                  fmt.num(tr.tokens if tr else None, ",d"), fmt.num(tr.seconds if tr else None, ".0f"))
+                  fmt.num(tr.tokens if tr else None, ",d"), fmt.num(secs, ".0f"))
     return t
 
 

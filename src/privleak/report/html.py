@@ -83,11 +83,21 @@ def _with(results: AuditResults, attack: str, kind: type[AttackResult]) -> list[
 
 def section_summary(results: AuditResults) -> Section:
     blocks: list[Block] = []
+    b = results.blind_baseline
+    if b is not None and b.shifted:
+        # Here, not only under Warnings: every membership figure below must be read with it.
+        blocks.append({"kind": "recommend", "cls": "none", "text": (
+            f"Distribution shift: a classifier that never sees the model tells the evaluated members from non-members "
+            f"(blind baseline AUC {b.auc:.3f} [{fmt.interval(b.auc_ci95)}]). Membership-inference AUCs here are not "
+            "evidence of leakage or memorisation, and no claim that a DP guarantee is violated can rest on them; "
+            "canary exposure and extraction counts do not depend on the split.")})
     rec = results.recommendation
     if rec is not None:
         blocks.append({"kind": "recommend", "cls": "" if rec.arm else "none", "text": f"{rec.text} {rec.policy}"})
     models = [(n, m) for n, m in results.models() if m.verdict is not None]
-    for name, m in [*models[1:], *models[:1]]:  # the arms, then the control
+    if results.base_model is not None:
+        models = [*models[1:], *models[:1]]  # the arms, then the control
+    for name, m in models:
         v = m.verdict
         blocks.append({"kind": "verdict", "arm": name, "level": v.level, "label": v.label, "text": v.text,
                        "figures": "; ".join(v.figures)})
@@ -170,9 +180,10 @@ def section_tradeoff(results: AuditResults) -> Section | None:
                     else None})
     if not any(fmt.finite(p["auc"]) or fmt.finite(p["utility"]) for p in pts):
         return None
-    _, cbest = results.base_model.best_membership()
-    cexp = results.base_model.attacks.get("exposure")
-    ctrl = {"auc": cbest.auc if cbest else None, "utility": utility(results.base_model),
+    control = results.base_model
+    _, cbest = control.best_membership() if control else (None, None)
+    cexp = control.attacks.get("exposure") if control else None
+    ctrl = {"auc": cbest.auc if cbest else None, "utility": utility(control) if control else None,
             "exposure": cexp.mean_exposure if isinstance(cexp, ExposureResult) else None}
     label = "utility recovered G" if by_g else "held-out perplexity"
     what = ("utility recovered G = (L_base − L_arm)/(L_base − L_best) on held-out private text (1: the best "

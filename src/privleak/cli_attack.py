@@ -1,0 +1,81 @@
+"""``privleak attack``: audit a model you already trained (parse, check at the door, call the pipeline, print)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .config import MAX_SEED
+from .core.errors import UserError
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _device(device: str) -> str:
+    """The device to evaluate on. Scoring and generation place their tensors on the CPU today, so only the
+    CPU is accepted (``auto`` resolves to it) until device placement lands for every attack."""
+    d = device.strip().lower()
+    if not _DEVICE.match(d):
+        raise UserError(f"--device {device}: unknown device; use auto, cpu, cuda, cuda:N or mps")
+    if d not in ("auto", "cpu"):
+        raise UserError(f"--device {device}: privleak attack evaluates on the CPU in this version; use --device cpu")
+    return "cpu"
+
+
+def attack(
+    target: str = typer.Option(..., "--target", help="The model to audit: a directory saved with save_pretrained, a Hugging Face id in the local cache, or a PEFT adapter directory (with --base)."),
+    members: str = typer.Option(..., "--members", help="Records the model was trained on: JSONL, CSV, text (one record per line), or PrivLeak JSONL with PII spans."),
+    non_members: str = typer.Option(..., "--non-members", help="Records from the same source the model never saw (same formats)."),
+    base: Optional[str] = typer.Option(None, "--base", help="The model a PEFT adapter --target was trained on (directory or cached hub id)."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="A model that never saw the members (e.g. the one you fine-tuned from): enables the reference attack and RMIA, and is the control."),
+    population: Optional[str] = typer.Option(None, "--population", help="More records the model never saw, for RMIA and PII inference."),
+    canaries: Optional[str] = typer.Option(None, "--canaries", help="canaries.json of the canaries planted in the members (privleak format): exposure and canary extraction."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL field / CSV column holding the text (default 'text')."),
+    group_field: Optional[str] = typer.Option(None, "--group-field", help="Field naming each record's person or group: membership is evaluated one record per group, and a group may not be on both sides."),
+    out_dir: Path = typer.Option(Path("runs/attack"), "--out", "-o", help="Run directory (created; reused to resume)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for the attacks (default 0)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML config: its attacks, canaries and model.max_length sections apply."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default) or full (attack sizes as `run`'s profiles)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Tokens per record scored (default 160, as `run`)."),
+    device: str = typer.Option("cpu", "--device", help="Where the model runs: cpu (default) or auto."),
+) -> None:
+    """Audit a model you already trained: every attack that needs no training, the same results.json and report."""
+    from .cli import _check_out_dir, err, out
+    from .config import build_config, read_config_file
+    from .models.external import check_full_model, check_target
+    from .pipeline.external import check_inputs, run_attack
+    from .report.console import all_tables, verdict_lines
+
+    _device(device)
+    file_data = read_config_file(config) if config else {}
+    over: dict[str, Any] = {"one_run": {"canaries": 0}}  # audit canaries exist only in models PrivLeak trained
+    if profile is not None:
+        over["profile"] = profile
+    if seed is not None:
+        over["seed"] = seed
+    if text_field is not None:
+        over.setdefault("data", {})["text_field"] = text_field
+    if group_field is not None:
+        over.setdefault("data", {})["group_field"] = group_field
+    if max_length is not None:
+        over.setdefault("model", {})["max_length"] = max_length
+    cfg = build_config(file_data, over)
+    # Every check that needs no work, cheapest first, before anything is created.
+    tgt = check_target(target, base)
+    ref = check_full_model(reference, "--reference") if reference is not None else None
+    inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
+    _check_out_dir(out_dir)
+    results = run_attack(cfg, inputs, out_dir, notify=err.print)
+    for table in all_tables(results):
+        out.print(table)
+    for line in verdict_lines(results):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    for w in results.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
+    err.print(f"results: {Path(out_dir) / 'results.json'}")
+    from .report.html import write_report
+
+    err.print(f"report: {write_report(out_dir)}")
