@@ -32,6 +32,14 @@ variant processes the same records.
   tensors: what the step costs; the interpreter and libraries are excluded).
 
 Prints a table and, last, the fast path's (``bk``) time and memory ratios.
+
+On CUDA both the DP and the non-private steps run under the audit's compute
+policy (``--precision auto``: bf16 autocast where supported; DP norms,
+clipping and noise in fp32). ``--tiny`` is a smoke check for a machine
+without a GPU (a 2-layer, 64-wide GPT-2, 8 records, 2 rounds):
+
+    python bench/bench_dp_step.py --device cuda            # GPT-2 small, the GPU figures
+    python bench/bench_dp_step.py --device cpu --tiny      # runs here in seconds
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ import warnings
 
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 warnings.filterwarnings("ignore")
 
 import torch
@@ -56,6 +65,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import per_sequence_nll, position_ids_for
+from privleak.models.device import autocast, current, make_policy, use_policy
 from privleak.models.dp_train import (
     DPSettings,
     _logical_step,
@@ -81,9 +91,9 @@ FAST_PATH = "bk"
 def make_data(args) -> dict:
     """The batch every variant processes, plus what is needed to build the model."""
     torch.manual_seed(0)
-    if args.model == "gpt2-small":
-        ids = torch.randint(0, 50257, (args.batch, args.seq))
-        return {"ids": ids, "mask": torch.ones_like(ids), "eos": 50256}
+    if args.model in ("gpt2-small", "tiny"):
+        ids = torch.randint(0, 50257 if args.model == "gpt2-small" else 512, (args.batch, args.seq))
+        return {"ids": ids, "mask": torch.ones_like(ids), "eos": int(ids.max())}
     from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
     from privleak.models.batching import encode, pad_batch
     from privleak.models.tokenizer import train_tokenizer
@@ -101,6 +111,10 @@ def build(args, eos: int):
         torch.manual_seed(0)
         cfg = GPT2Config(n_positions=max(1024, args.seq), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         return GPT2LMHeadModel(cfg)
+    if args.model == "tiny":
+        torch.manual_seed(0)
+        return GPT2LMHeadModel(GPT2Config(vocab_size=512, n_positions=max(64, args.seq), n_embd=64, n_layer=2, n_head=2,
+                                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
     return build_model(BaseModelSpec(), eos)
 
 
@@ -127,7 +141,8 @@ def make_step(name: str, args, data: dict):
             for rows in parts:
                 w = max(lengths[r] for r in rows)
                 i, mk = ids[rows, :w], mask[rows, :w]
-                out = model(input_ids=i, attention_mask=mk, position_ids=position_ids_for(mk).to(dev)).logits
+                with autocast(dev):  # as the DP step: the policy's precision for the forward pass
+                    out = model(input_ids=i, attention_mask=mk, position_ids=position_ids_for(mk).to(dev)).logits
                 (per_sequence_nll(out, i, mk).sum() / len(ids)).backward()
             opt.step()
 
@@ -143,7 +158,7 @@ def make_step(name: str, args, data: dict):
 
 
 def sync(args) -> None:
-    if args.device == "cuda":
+    if args.device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
@@ -181,14 +196,14 @@ def measure_memory(name: str, args, data_path: str) -> None:
     data = torch.load(data_path, weights_only=True)
     step, _ = make_step(name, args, data)
     sync(args)
-    if args.device == "cuda":
+    if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     base = rss_bytes()
     reset_peak_rss()
     for _ in range(2):
         step()
     sync(args)
-    if args.device == "cuda":
+    if args.device.startswith("cuda"):
         peak = torch.cuda.max_memory_allocated()
     else:
         peak = peak_rss_bytes() - base
@@ -197,7 +212,7 @@ def measure_memory(name: str, args, data_path: str) -> None:
 
 def memory_of(name: str, args, data_path: str) -> float:
     cmd = [sys.executable, __file__, "--memory-worker", name, "--data", data_path, "--device", args.device,
-           "--model", args.model, "--max-tokens", str(args.max_tokens), "--lora-rank", str(args.lora_rank)]
+           "--precision", args.precision, "--model", args.model, "--seq", str(args.seq), "--max-tokens", str(args.max_tokens), "--lora-rank", str(args.lora_rank)]
     if args.train_embeddings:
         cmd.append("--train-embeddings")
     # A fixed mmap threshold turns off glibc's adaptive one, so every large tensor is
@@ -209,8 +224,11 @@ def memory_of(name: str, args, data_path: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--model", choices=["embedded", "gpt2-small"], help="default: embedded on CPU, gpt2-small on CUDA")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                    help="auto: bf16 autocast on CUDA that supports it, fp32 elsewhere (the audit's policy)")
+    ap.add_argument("--model", choices=["embedded", "gpt2-small", "tiny"], help="default: embedded on CPU, gpt2-small on CUDA")
+    ap.add_argument("--tiny", action="store_true", help="smoke check: --model tiny, 8 records of 32 tokens, 2 rounds")
     ap.add_argument("--batch", type=int, help="records per logical batch (default 128 embedded, 32 gpt2-small)")
     ap.add_argument("--seq", type=int, default=128, help="sequence length for gpt2-small")
     ap.add_argument("--max-tokens", type=int, help="micro-batch budget in padded tokens (default: the audit's 4096; gpt2-small: one micro-batch)")
@@ -223,15 +241,24 @@ def main() -> None:
     ap.add_argument("--memory-worker", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench_dp_step: --device cuda but no CUDA device is available; skipped.")
         return
+    if args.tiny:
+        args.model, args.batch, args.seq = "tiny", args.batch or 8, 32
+        args.steps, args.mem_repeats = min(args.steps, 2), 1
+    with use_policy(make_policy(args.device, args.precision)):
+        _run(ap, args)
+
+
+def _run(ap, args) -> None:
     if args.device == "cpu" and args.threads:
         # One thread: CPU time then counts work, not OpenMP spin-waits, and neighbours cannot skew the split.
         torch.set_num_threads(args.threads)
-    args.model = args.model or ("gpt2-small" if args.device == "cuda" else "embedded")
+    args.model = args.model or ("gpt2-small" if args.device.startswith("cuda") else "embedded")
     args.batch = args.batch or (32 if args.model == "gpt2-small" else 128)
-    args.max_tokens = args.max_tokens or (args.batch * args.seq if args.model == "gpt2-small" else DPSettings.micro_batch_tokens)
+    args.max_tokens = args.max_tokens or (args.batch * args.seq if args.model in ("gpt2-small", "tiny")
+                                          else DPSettings.micro_batch_tokens)
     if args.memory_worker:
         measure_memory(args.memory_worker, args, args.data)
         return
@@ -264,7 +291,7 @@ def main() -> None:
             steps[n]()
             sync(args)
             walls[n].append(time.perf_counter() - t0)
-            times[n].append(walls[n][-1] if args.device == "cuda" else time.process_time() - c0)
+            times[n].append(walls[n][-1] if args.device.startswith("cuda") else time.process_time() - c0)
     ms = {n: statistics.median(times[n]) * 1e3 for n in names}
     wall_ms = {n: statistics.median(walls[n]) * 1e3 for n in names}
     del steps
@@ -274,12 +301,14 @@ def main() -> None:
         torch.save(data, path)
         mem = {n: statistics.median(memory_of(n, args, path) for _ in range(args.mem_repeats)) for n in names}
 
-    threads = torch.get_num_threads() if args.device == "cpu" else None
-    clock = "wall ms (synchronised)" if args.device == "cuda" else "CPU ms of this process (robust to a shared machine)"
-    what = "peak allocated" if args.device == "cuda" else "peak RSS growth during the step"
+    cuda = args.device.startswith("cuda")
+    threads = torch.get_num_threads() if not cuda else None
+    clock = "wall ms (synchronised)" if cuda else "CPU ms of this process (robust to a shared machine)"
+    what = "peak allocated" if cuda else "peak RSS growth during the step"
     print(f"model {args.model} on {args.device}{f' ({threads} threads)' if threads else ''}: batch {len(data['ids'])}, "
           f"max length {width}, micro-batch budget {args.max_tokens} tokens, "
-          f"embeddings {'trained' if args.train_embeddings else 'frozen'}, LoRA rank {args.lora_rank}; "
+          f"embeddings {'trained' if args.train_embeddings else 'frozen'}, LoRA rank {args.lora_rank}, "
+          f"precision {current().precision}; "
           f"time = {clock}; memory = {what}; median of {args.steps} interleaved rounds")
     print(f"{'variant':<12} {'trainable':>11} {'ms/step':>9} {'wall ms':>9} {'MiB':>9} {'time ×':>7} {'mem ×':>7}")
     ratios = {}

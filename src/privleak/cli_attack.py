@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,20 +9,6 @@ import typer
 
 from .config import MAX_SEED
 from .core.errors import UserError
-
-_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-
-
-def _device(device: str) -> str:
-    """The device to evaluate on. Scoring and generation place their tensors on the CPU today, so only the
-    CPU is accepted (``auto`` resolves to it) until device placement lands for every attack."""
-    d = device.strip().lower()
-    if not _DEVICE.match(d):
-        raise UserError(f"--device {device}: unknown device; use auto, cpu, cuda, cuda:N or mps")
-    if d not in ("auto", "cpu"):
-        raise UserError(f"--device {device}: privleak attack evaluates on the CPU in this version; use --device cpu")
-    return "cpu"
-
 
 def attack(
     target: str = typer.Option(..., "--target", help="The model to audit: a directory saved with save_pretrained, a Hugging Face id in the local cache, or a PEFT adapter directory (with --base)."),
@@ -40,7 +25,7 @@ def attack(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML config: its attacks, canaries and model.max_length sections apply."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default) or full (attack sizes as `run`'s profiles)."),
     max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Tokens per record scored (default 160, as `run`)."),
-    device: str = typer.Option("cpu", "--device", help="Where the model runs: cpu (default) or auto."),
+    device: str = typer.Option("auto", "--device", help="Where the models run: auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps."),
 ) -> None:
     """Audit a model you already trained: every attack that needs no training, the same results.json and report."""
     from .cli import _check_out_dir, err, out
@@ -49,11 +34,13 @@ def attack(
     from .pipeline.external import check_inputs, run_attack
     from .report.console import all_tables, verdict_lines
 
-    _device(device)
+    from .models.device import resolve_device, use_policy
+
+    resolve_device(device)  # a device that is not here: one line, exit 2, before the files are read
     file_data = read_config_file(config) if config else {}
-    over: dict[str, Any] = {"one_run": {"canaries": 0}}  # audit canaries exist only in models PrivLeak trained
-    if profile is not None:
-        over["profile"] = profile
+    over: dict[str, Any] = {"one_run": {"canaries": 0}, "device": device}  # audit canaries: only in PrivLeak's models
+    # The attack sizes are the quick profile's unless named: a GPU speeds the audit up, it does not resize it.
+    over["profile"] = profile or file_data.get("profile") or "quick"
     if seed is not None:
         over["seed"] = seed
     if text_field is not None:
@@ -63,12 +50,14 @@ def attack(
     if max_length is not None:
         over.setdefault("model", {})["max_length"] = max_length
     cfg = build_config(file_data, over)
+    policy = cfg.compute_policy()
     # Every check that needs no work, cheapest first, before anything is created.
     tgt = check_target(target, base)
     ref = check_full_model(reference, "--reference") if reference is not None else None
     inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
     _check_out_dir(out_dir)
-    results = run_attack(cfg, inputs, out_dir, notify=err.print)
+    with use_policy(policy):  # every model call on --device, bf16 autocast on CUDA (models.device)
+        results = run_attack(cfg, inputs, out_dir, notify=err.print)
     for table in all_tables(results):
         out.print(table)
     for line in verdict_lines(results):

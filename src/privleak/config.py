@@ -164,7 +164,10 @@ class DPConfig(_Strict):
     lora_rank: int = Field(8, ge=1)
     lora_alpha: float = Field(16.0, gt=0)
     lora_lr: float = Field(5e-3, gt=0)  # adapters start at zero: a larger step than full fine-tuning
-    lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    # Module names, or auto: the architecture's attention and MLP projections (GPT-2 c_attn/c_proj/c_fc,
+    # GPT-NeoX/Pythia query_key_value/dense/…, Llama/Mistral/Qwen2 q/k/v/o_proj and gate/up/down_proj).
+    lora_targets: tuple[str, ...] | Literal["auto"] = "auto"
+    qlora: bool = False  # the +lora arms on a 4-bit NF4 base (QLoRA; bitsandbytes on CUDA only)
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
     debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
@@ -379,9 +382,20 @@ class ExecutorConfig(_Strict):
         return self
 
 
+class ComputeConfig(_Strict):
+    """How the models compute on the chosen ``device`` (see :mod:`privleak.models.device`)."""
+
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA that supports it, else fp32
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30 % slower (non-DP training)
+    memory_fraction: float = Field(0.8, ge=0.05, le=1.0)  # of the free CUDA memory a micro-batch may fill
+
+
 class AuditConfig(_Strict):
     seed: int = 0
-    profile: Literal["quick", "full"] = "quick"
+    profile: Literal["quick", "full", "gpu"] = "quick"
+    # auto: the first CUDA GPU when one is visible, else the CPU; or cpu, cuda, cuda:N, mps.
+    device: str = "auto"
+    compute: ComputeConfig = ComputeConfig()
     # None: baseline, best, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
     # (full profile: also dedup and dp-<max ε>+lora).
     arms: tuple[str, ...] | None = None
@@ -405,6 +419,16 @@ class AuditConfig(_Strict):
     def _seed_range(cls, v: int) -> int:
         if not 0 <= v <= MAX_SEED:
             raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED}, got {v}; e.g. 0")
+        return v
+
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, v: str) -> str:
+        import re
+
+        v = str(v).strip().lower()
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", v):
+            raise ValueError(f"unknown device '{v}'; use auto, cpu, cuda, cuda:N (e.g. cuda:0) or mps")
         return v
 
     @field_validator("arms")
@@ -445,7 +469,7 @@ class AuditConfig(_Strict):
         specs.append(ArmSpec(scrub=True))
         if self.dp.epsilons:
             specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), scrub=True))
-        if self.profile == "full":
+        if self.profile in ("full", "gpu"):
             specs.append(ArmSpec(dedup=True))
             if self.dp.epsilons:
                 specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), lora=True))
@@ -469,7 +493,7 @@ class AuditConfig(_Strict):
                                                 self.one_run.secret_words),
                               extraction_samples=a.extraction_samples,
                               prefix_records=a.prefix_records, phi_records=a.phi_records,
-                              pii=PiiSizes.full() if self.profile == "full" else PiiSizes.quick())
+                              pii=PiiSizes.full() if self.profile in ("full", "gpu") else PiiSizes.quick())
 
     def selected_attacks(self) -> list[str]:
         """Names of the attacks this audit runs: ``attacks.select`` minus the families switched off."""
@@ -481,6 +505,18 @@ class AuditConfig(_Strict):
         if not self.attacks.pii:
             off.add("pii")
         return [s.name for s in select(self.attacks.select) if s.family not in off and s.name not in off]
+
+    def compute_policy(self):
+        """The resolved :class:`privleak.models.device.ComputePolicy` (a device that is not here: ``UserError``)."""
+        from .models.device import make_policy
+
+        c = self.compute
+        policy = make_policy(self.device, c.precision, c.gradient_checkpointing, c.memory_fraction)
+        if self.dp.qlora and any(s.lora for s in self.arm_specs()):
+            from .models.lora import check_qlora
+
+            check_qlora(policy.device)  # one line before any work, not after the other arms trained
+        return policy
 
     def fingerprint(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
@@ -498,7 +534,29 @@ PROFILES: dict[str, dict[str, Any]] = {
         "attacks": {"bootstrap": 1000},
         "shadows": {"enabled": True, "n_shadows": 4},
     },
+    # Chosen by itself when the device resolves to CUDA and no profile is named. A GPT-2-small-sized
+    # base (12 layers, 768 wide, 12 heads, GPT-2's 50,257-token vocabulary: 124 M parameters) pre-trained
+    # on a public split 10× the default, every kind of arm (the DP sweep, scrub, dedup, DP+scrub, DP-LoRA,
+    # DP-Weights, the guard), LiRA / RMIA with 8 shadows per trained arm.
+    "gpu": {
+        "data": {"synthetic": {"n_public": 30000, "n_public_heldout": 1000}},
+        "model": {"max_length": 256,
+                  "embedded": {"vocab_size": 50257, "n_layer": 12, "n_embd": 768, "n_head": 12,
+                               "epochs": 3.0, "batch_size": 64, "lr": 6e-4}},
+        # A 124 M model overfits at a tenth of the small model's rate; 32-record batches keep a GPU busy.
+        "train": {"lr": 2e-4, "batch_size": 32},
+        "dp": {"epsilons": [1.0, 4.0, 8.0], "lr": 5e-4, "lora_rank": 16, "lora_alpha": 32.0, "lora_lr": 2e-3},
+        "dp_weights": {"sigmas": [0.003]},
+        "canaries": {"candidates": 100_000},
+        "attacks": {"bootstrap": 1000},
+        "shadows": {"enabled": True, "n_shadows": 8},
+    },
 }
+
+
+def default_profile(device) -> str:
+    """The profile a run gets when none is named: ``gpu`` on a CUDA device, ``quick`` everywhere else."""
+    return "gpu" if getattr(device, "type", None) == "cuda" else "quick"
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -546,9 +604,19 @@ def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, A
     layered: dict[str, Any] = {}
     file_data = file_data or {}
     overrides = overrides or {}
-    profile = overrides.get("profile") or file_data.get("profile") or "quick"
+    profile = overrides.get("profile") or file_data.get("profile")
+    if profile is None:
+        device = overrides.get("device") or file_data.get("device") or "auto"
+        if device == "cpu":
+            profile = "quick"
+        else:
+            from .models.device import resolve_device  # imports torch: only when the device must be looked at
+
+            profile = default_profile(resolve_device(str(device)))
+        if profile != "quick":  # recorded, so the config a run writes names its profile
+            overrides = {**overrides, "profile": profile}
     if profile not in PROFILES:
-        raise UserError(f"--profile {profile}: unknown profile; use 'quick' or 'full'")
+        raise UserError(f"--profile {profile}: unknown profile; use 'quick', 'full' or 'gpu'")
     layered = _merge(layered, PROFILES[profile])
     layered = _merge(layered, file_data)
     layered = _merge(layered, overrides)

@@ -30,6 +30,7 @@ from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..core.progress import progress_bar
 from ..data.canaries import Canary, sample_candidates
+from ..models.device import model_device, oom_as_error
 from ..models.handle import ModelHandle
 from .base import AttackContext, AttackResult, Figure, Finding, Policy
 
@@ -190,7 +191,7 @@ class _Trie:
 
 def _prefix_pass(model: PreTrainedModel, p_ids: list[int]) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
     """Final hidden state (after ln_f) of the last prefix token, and every layer's prefix keys/values (H, P, hd)."""
-    ids = torch.tensor([p_ids])
+    ids = torch.tensor([p_ids], device=model_device(model))
     out = model.transformer(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
     cache = out.past_key_values
     layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers] if hasattr(cache, "layers") else [(k[0], v[0]) for k, v in cache]
@@ -268,9 +269,10 @@ def _children_logp(
         if k0 == k1:
             continue
         logits = model.lm_head(hidden[r0 : r0 + rows]).float()
-        at = torch.from_numpy(local[k0:k1] - r0)
+        at = torch.from_numpy(local[k0:k1] - r0).to(logits.device)
         lse = torch.logsumexp(logits, dim=-1)
-        picked[k0:k1] = (logits[at, torch.from_numpy(trie.token[kids[k0:k1]])] - lse[at]).numpy()
+        tok = torch.from_numpy(trie.token[kids[k0:k1]]).to(logits.device)
+        picked[k0:k1] = (logits[at, tok] - lse[at]).cpu().numpy()
     node_logp[kids] = picked
 
 
@@ -292,12 +294,13 @@ def _chunk_hidden(
     heads = tr.h[0].attn.num_heads
     width = tr.embed_dim // heads
     own = slice(int(rows[0, -1]), int(rows[0, -1]) + n)
-    path = torch.from_numpy(rows.reshape(-1))
+    dev = model_device(model)
+    path = torch.from_numpy(rows.reshape(-1)).to(dev)
     # The first block's input depends only on (token, position): run its
     # ln_1 + q/k/v projection once per distinct token of the chunk.
     uniq, inverse = np.unique(tokens, return_inverse=True)
-    inverse = torch.from_numpy(inverse.reshape(-1))
-    x_uniq = tr.wte(torch.from_numpy(uniq)) + tr.wpe.weight[position]
+    inverse = torch.from_numpy(inverse.reshape(-1)).to(dev)
+    x_uniq = tr.wte(torch.from_numpy(uniq).to(dev)) + tr.wpe.weight[position]
     x = x_uniq.index_select(0, inverse)
     qkv = tr.h[0].attn.c_attn(tr.h[0].ln_1(x_uniq)).index_select(0, inverse)
     for i, (block, (ks, vs), kv) in enumerate(zip(tr.h, store, prefix_kv)):
@@ -329,7 +332,8 @@ def _tree_forward(model: GPT2LMHeadModel, p_ids: list[int], trie: _Trie, chunk: 
     inner = np.flatnonzero(has_child)
     row_of = np.full(len(trie.parent), -1, dtype=np.int64)
     row_of[inner] = np.arange(len(inner))
-    store = [(torch.empty(len(inner), *k.transpose(0, 1).shape[1:]), torch.empty(len(inner), *v.transpose(0, 1).shape[1:])) for k, v in prefix_kv]
+    store = [(torch.empty(len(inner), *k.transpose(0, 1).shape[1:], device=k.device),
+              torch.empty(len(inner), *v.transpose(0, 1).shape[1:], device=v.device)) for k, v in prefix_kv]
     start_pos = len(p_ids) - 1  # the root's position; depth d sits at start_pos + d
     for d in range(1, int(trie.depth.max(initial=0)) + 1):
         level = inner[trie.depth[inner] == d]
@@ -361,20 +365,21 @@ def _batched_forward(model: PreTrainedModel, p_ids: list[int], conts: list[list[
         for r, c in enumerate(chunk):
             ids_np[r, 1 : 1 + len(c)] = c
             mask_np[r, 1 : 1 + len(c)] = 1
-        ids, mask = torch.from_numpy(ids_np), torch.from_numpy(mask_np)
+        dev = model_device(model)
+        ids, mask = torch.from_numpy(ids_np).to(dev), torch.from_numpy(mask_np).to(dev)
         if head:
-            cache = model(input_ids=torch.tensor([head]), use_cache=True).past_key_values
+            cache = model(input_ids=torch.tensor([head], device=dev), use_cache=True).past_key_values
             cache.batch_repeat_interleave(bsz)
-            full_mask = torch.cat([torch.ones((bsz, len(head)), dtype=torch.long), mask], dim=1)
+            full_mask = torch.cat([torch.ones((bsz, len(head)), dtype=torch.long, device=dev), mask], dim=1)
         else:
             cache, full_mask = None, mask
-        pos = torch.arange(len(head), len(head) + width + 1).unsqueeze(0).expand(bsz, -1)
+        pos = torch.arange(len(head), len(head) + width + 1, device=dev).unsqueeze(0).expand(bsz, -1)
         logits = model(
             input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache, use_cache=cache is not None
         ).logits[:, :-1].float()
         target = ids[:, 1:].unsqueeze(-1)
         logp = (logits.gather(-1, target).squeeze(-1) - torch.logsumexp(logits, dim=-1)) * mask[:, 1:]
-        out[b0 : b0 + bsz] = logp.double().sum(1).numpy()
+        out[b0 : b0 + bsz] = logp.double().sum(1).cpu().numpy()
     return out
 
 
@@ -397,11 +402,14 @@ def continuation_loglik(
         return np.zeros(0, dtype=np.float64)
     if tree is None:
         tree = _tree_supported(model)
-    if not tree:
-        # The fallback holds (batch, length, vocab) logits: keep its batches at most 1024.
-        return _batched_forward(model, p_ids, conts, min(batch_size, 1024), handle.pad_id)
-    trie = _Trie.build(conts)
-    return trie.sums(_tree_forward(model, p_ids, trie, batch_size))
+    # fp32 on every device (no autocast): a canary's rank among 10⁴–10⁵ candidates turns on log-likelihood
+    # differences that bf16's 8-bit mantissa would round into ties.
+    with oom_as_error("ranking canary candidates", "canaries.candidates"):
+        if not tree:
+            # The fallback holds (batch, length, vocab) logits: keep its batches at most 1024.
+            return _batched_forward(model, p_ids, conts, min(batch_size, 1024), handle.pad_id)
+        trie = _Trie.build(conts)
+        return trie.sums(_tree_forward(model, p_ids, trie, batch_size))
 
 
 def _extrapolated(true_ll: float, cand_ll: np.ndarray, space_size: int) -> float:

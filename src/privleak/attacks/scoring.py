@@ -25,6 +25,7 @@ from transformers import GPT2LMHeadModel, PreTrainedModel
 from ..core.io import atomic_path
 from ..core.progress import progress_bar
 from ..models.batching import encode, pad_batch, position_ids_for
+from ..models.device import activation_bytes_per_token, autocast, model_device, oom_as_error, token_budget
 from ..models.handle import ModelHandle
 
 
@@ -104,7 +105,7 @@ def _gpt2_token_stats(
     target = ids[:, 1:][keep]
     parts = [_vocab_moments(model.lm_head(hidden[r : r + rows]), target[r : r + rows]) for r in range(0, len(target), rows)]
     if not parts:
-        empty = torch.zeros(0)
+        empty = torch.zeros(0, device=ids.device)
         return empty, empty, empty
     tok, mu, var = (torch.cat(x) for x in zip(*parts))
     return tok, mu, var
@@ -118,8 +119,12 @@ def _generic_token_stats(model: PreTrainedModel, ids: torch.Tensor, mask: torch.
 
 
 @torch.inference_mode()
-def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int = 8192, desc: str = "scoring") -> TokenScores:
-    """Run the scoring pass over ``texts`` (see module docstring)."""
+def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = None, desc: str = "scoring") -> TokenScores:
+    """Run the scoring pass over ``texts`` (see module docstring).
+
+    ``max_tokens`` padded tokens per batch; None: 8192 off CUDA, on CUDA as
+    many as the free device memory holds (:mod:`privleak.models.device`).
+    """
     enc = encode(handle.tokenizer, texts, handle.max_length)
     lengths = [len(s) for s in enc.ids]
     n_pred = [max(0, n - 1) for n in lengths]
@@ -132,12 +137,18 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int = 8192, d
     model = handle.model
     model.eval()
     stats = _gpt2_token_stats if isinstance(model, GPT2LMHeadModel) else _generic_token_stats
+    dev = model_device(model)
+    if max_tokens is None:
+        max_tokens = token_budget(dev, activation_bytes_per_token(model, max(lengths, default=1), training=False), 8192)
     batches = _batches_by_length(lengths, max_tokens)
-    with progress_bar(desc, total=len(texts)) as advance:
+    with progress_bar(desc, total=len(texts)) as advance, oom_as_error(desc, "compute.memory_fraction"):
         for idx in batches:
             ids, mask = pad_batch([enc.ids[i] for i in idx], handle.pad_id)
+            ids, mask = ids.to(dev), mask.to(dev)
             # Real tokens come out row by row, so text idx[j] owns the next n_pred[idx[j]] values.
-            tok, mu, var = (x.numpy() for x in stats(model, ids, mask))
+            with autocast(dev):
+                stats_out = stats(model, ids, mask)
+            tok, mu, var = (x.float().cpu().numpy() for x in stats_out)
             at = 0
             for i in idx:
                 k = n_pred[i]

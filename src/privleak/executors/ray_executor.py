@@ -115,7 +115,10 @@ def execute(cfg: AuditConfig, root: str, task: Task, threads: int) -> tuple[floa
     audit = _worker_audit(cfg, root)
     board.claim(Path(root), task.name)
     seen = len(audit.warnings)
-    audit.stage(task.name, task.key, partial(task.run, audit))
+    from ..models.device import use_policy
+
+    with use_policy(cfg.compute_policy()):  # the device and precision the driver's config says, in this process too
+        audit.stage(task.name, task.key, partial(task.run, audit))
     board.release(Path(root), task.name)
     return audit.run.durations.get(task.name, 0.0), audit.warnings[seen:]
 

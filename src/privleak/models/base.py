@@ -22,6 +22,7 @@ from transformers.utils import logging as hf_logging
 
 from ..core.io import staging_dir
 from .batching import encode
+from .device import place
 from .handle import ModelHandle, load_handle, save_handle
 from .tokenizer import train_tokenizer
 from .train import TrainSettings, train
@@ -79,7 +80,7 @@ def pretrain_base(spec: BaseModelSpec, public_texts: list[str]) -> ModelHandle:
     hf_logging.set_verbosity_error()
     tokenizer = train_tokenizer(public_texts, spec.vocab_size)
     tokenizer.model_max_length = spec.max_length
-    model = build_model(spec, tokenizer.eos_token_id)
+    model = place(build_model(spec, tokenizer.eos_token_id))
     data = encode(tokenizer, public_texts, spec.max_length)
     settings = TrainSettings(epochs=spec.epochs, batch_size=spec.batch_size, lr=spec.lr, seed=spec.seed)
     train(model, data, settings, pad_id=tokenizer.pad_token_id, desc="pre-train base model")

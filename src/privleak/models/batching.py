@@ -53,7 +53,7 @@ def position_ids_for(mask: torch.Tensor) -> torch.Tensor:
     input; the (1, length) ids GPT-2 builds by default have no batch
     dimension, so DP training must pass batch-shaped ids.
     """
-    return torch.arange(mask.shape[1], dtype=torch.long).unsqueeze(0).expand(mask.shape[0], -1).contiguous()
+    return torch.arange(mask.shape[1], dtype=torch.long, device=mask.device).unsqueeze(0).expand(mask.shape[0], -1).contiguous()
 
 
 def per_sequence_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -120,7 +120,8 @@ class BookKeeping:
         """(squared norm per sample, clipped-sum function of c) for one layer."""
         if a.dim() == 2:
             a, b = a.unsqueeze(1), b.unsqueeze(1)
-        a = a.to(b.dtype)
+        # fp32 whatever the forward's precision: these are DP-SGD's norms and clipped sums.
+        a, b = a.float(), b.float()
         sq = torch.zeros(b.shape[0], dtype=b.dtype, device=b.device)
         if isinstance(module, nn.LayerNorm):
             xhat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)

@@ -17,6 +17,13 @@ spent could exceed the target. We calibrate σ with the same accountant
 Opacus reports (PRV by default) for ``steps_for(q, epochs)`` — exactly the
 steps taken — and pass it to ``make_private``.
 
+Devices (``device``): batches go to the model's device and forward passes
+run under the compute policy's autocast (bf16 on a capable GPU); per-sample
+norms, clipping factors, clipped sums and noise stay fp32 (``fp32_samplers``,
+``book_keeping``). On CUDA, micro-batches are sized from free memory
+(:func:`dp_token_budget`); an out-of-memory step is one line naming the
+setting to lower.
+
 GPT-2 specifics: batch-shaped ``position_ids`` (see ``batching``), the tied
 input/output embedding (Opacus sums the two per-sample contributions on the
 shared parameter), ``Conv1D`` (``conv1d_grad``), and a per-sequence mean loss.
@@ -65,7 +72,9 @@ from . import (
 from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import BookKeeping, unsupported_layers
-from .lora import add_lora, merge_lora
+from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
+from .fp32_samplers import ensure_fp32_samplers
+from .lora import AUTO, add_lora, check_qlora, merge_lora, quantized_base, transfer_adapters
 from .train import TrainLog, lr_at, make_optimizer
 
 
@@ -86,7 +95,8 @@ class DPSettings:
     grad_sample_mode: Literal["hooks", "ghost", "bk"] = "hooks"
     lora_rank: int | None = None  # None: full fine-tuning; r: DP-LoRA with rank-r adapters
     lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
-    lora_targets: tuple[str, ...] = ("c_attn", "c_proj", "c_fc")
+    lora_targets: tuple[str, ...] | str = AUTO  # module names, or "auto": the architecture's projections (``lora``)
+    qlora: bool = False  # LoRA on a 4-bit NF4 base (bitsandbytes, CUDA only); adapters merged into the full base
     # A deliberately broken DP step, to prove the audit catches one (never for real use): "no_noise"
     # trains with σ = 0, "no_clip" clips at a bound no gradient reaches (noise std kept at σC); the log
     # still reports the calibrated σ and the target's ε, as a silently buggy DP library would.
@@ -234,12 +244,14 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     lengths = mask.sum(1).tolist()
     parts = micro_batches(lengths, max_tokens)
     total_loss = 0.0
+    dev = model_device(private)
     for k, rows in enumerate(parts):
         width = max(lengths[r] for r in rows)
-        ids_k, mask_k = ids[rows, :width], mask[rows, :width]
+        ids_k, mask_k = ids[rows, :width].to(dev), mask[rows, :width].to(dev)
         if isinstance(criterion, BookKeeping):
             with criterion.capture():
-                logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
+                with autocast(dev):  # the forward only: norms, clipping and noise are fp32 (see ``device``)
+                    logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
                 per_seq = per_sequence_nll(logits, ids_k, mask_k)
                 per_seq.sum().backward()  # a sum: each row's output gradients are its own per-sample ones
             criterion.write_clipped_sum()  # p.grad = Σ_i c_i g_i, as after ghost clipping's second pass
@@ -249,7 +261,8 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
             if k < len(parts) - 1:
                 optimizer.zero_grad(set_to_none=True)
             continue
-        logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
+        with autocast(dev):
+            logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
         with warnings.catch_warnings():
             # Benign: the input ids need no gradient, only the parameters do.
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
@@ -283,6 +296,11 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     sample_rate = 1 / len(loader)
     planned_steps = steps_for(sample_rate, settings.epochs)
     sigma = calibrate_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, accountant=settings.accountant)
+    full_model = None
+    if settings.qlora:
+        check_qlora(model_device(model))
+        # The 4-bit copy trains; the full-precision weights wait in host memory for the adapters.
+        model, full_model = quantized_base(model), model.cpu()
     model = prepare_trainable(model, settings)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
@@ -298,7 +316,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     if total != planned_steps:
         raise RuntimeError(f"DP loader runs {total} steps but σ was calibrated for {planned_steps}")
     step = 0
-    with progress_bar(desc, total=total) as advance:
+    max_tokens = dp_token_budget(private._module, settings, max(1, int(mask.sum(1).float().mean())))  # unwrapped: its config
+    lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if model_device(private).type == "cuda"
+             else f"dp.micro_batch_tokens (now {settings.micro_batch_tokens})")
+    with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower):
         for _ in range(settings.epochs):
             epoch_losses = []
             for batch_ids, batch_mask in loader:
@@ -309,7 +330,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
                     _step_on_empty_batch(optimizer)
                     log.empty_batches += 1
                 else:
-                    epoch_losses.append(_logical_step(private, optimizer, batch_ids, batch_mask, settings.micro_batch_tokens, criterion))
+                    epoch_losses.append(_logical_step(private, optimizer, batch_ids, batch_mask, max_tokens, criterion))
                 step += 1
                 advance(1, loss=epoch_losses[-1] if epoch_losses else 0.0)
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
@@ -327,10 +348,37 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         for attr in ("_norm_sample", "_forward_counter"):  # ghost clipping's scratch state
             if hasattr(p, attr):
                 delattr(p, attr)
-    if settings.lora_rank is not None:
+    if settings.lora_rank is not None and settings.qlora:
+        trained = transfer_adapters(trained, full_model.to(model_device(trained)), settings.lora_rank,
+                                    settings.lora_alpha, settings.lora_targets)
+    elif settings.lora_rank is not None:
         trained = merge_lora(trained)
     trained.eval()
     return trained, log
+
+
+def dp_token_budget(model, settings: DPSettings, mean_len: int) -> int:
+    """Padded tokens per DP micro-batch: ``settings.micro_batch_tokens`` off CUDA; on CUDA from free memory.
+
+    Per token, a DP step holds the training activations, plus for ``hooks``
+    every trainable weight's per-sample gradient (twice: the gradient and its
+    clipped copy) spread over the tokens of its sequence, and for ``ghost`` /
+    ``bk`` each trainable matrix's kept output gradient and its norm's work
+    space (the T×T Gram matrices or the per-sample (in, out) gradient,
+    whichever ``ghost_norms`` picks), 4 bytes each: DP arithmetic is fp32.
+    """
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    per_token = activation_bytes_per_token(model, mean_len, training=True)
+    if settings.grad_sample_mode == "hooks":
+        per_token += 2 * 4 * sum(p.numel() for p in trainable) / mean_len
+    else:
+        for p in trainable:
+            if p.dim() == 2:
+                fan_in, fan_out = p.shape
+                per_token += 4 * (max(fan_in, fan_out) + min(2 * mean_len, fan_in * fan_out / mean_len))
+            else:
+                per_token += 4 * p.numel() / mean_len
+    return token_budget(model_device(model), per_token, default=settings.micro_batch_tokens)
 
 
 def check_settings(settings: DPSettings) -> None:
@@ -346,13 +394,15 @@ def check_settings(settings: DPSettings) -> None:
             raise UserError("train_embeddings=True with lora_rank set: LoRA trains only its adapters; drop one of the two")
         if not settings.lora_alpha > 0:
             raise UserError(f"lora_alpha={settings.lora_alpha!r} must be positive (e.g. 2 × lora_rank)")
+    elif settings.qlora:
+        raise UserError("dp.qlora applies to the +lora arms (a 4-bit base cannot be fully fine-tuned); use an arm like dp-8+lora")
 
 
 def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTrainedModel:
     """Choose what DP-SGD trains: LoRA adapters, or the weights (embeddings frozen by default)."""
     check_settings(settings)
     if settings.lora_rank is not None:
-        return add_lora(model, settings.lora_rank, settings.lora_alpha, tuple(settings.lora_targets))
+        return add_lora(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
     if not settings.train_embeddings:
         freeze_embeddings(model)
     elif settings.grad_sample_mode == "ghost":
@@ -374,6 +424,7 @@ def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
             stacklevel=2,
         )
         settings = dataclasses.replace(settings, grad_sample_mode="hooks")
+    ensure_fp32_samplers()
     kwargs = dict(
         module=model,
         optimizer=optimizer,

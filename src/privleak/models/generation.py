@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.progress import progress_bar
+from .device import autocast, model_device, oom_as_error
 from .handle import ModelHandle
 
 
@@ -55,7 +56,8 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
     out: list[list[str]] = [[] for _ in prompts]
     gen = torch.Generator().manual_seed(settings.seed)
     order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))  # similar lengths share a batch
-    with progress_bar(desc, total=len(prompts)) as advance:
+    dev = model_device(model)
+    with progress_bar(desc, total=len(prompts)) as advance, oom_as_error(desc, f"the generation batch size (now {settings.batch_size})"):
         for b0 in range(0, len(order), settings.batch_size):
             idx = order[b0 : b0 + settings.batch_size]
             width = max(len(encoded[i]) for i in idx)
@@ -67,8 +69,8 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
             # HF sampling draws from torch's global RNG: seed it per batch from our generator.
             torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
             kwargs = dict(
-                input_ids=ids,
-                attention_mask=mask,
+                input_ids=ids.to(dev),
+                attention_mask=mask.to(dev),
                 max_new_tokens=settings.max_new_tokens,
                 num_return_sequences=settings.num_return_sequences,
                 pad_token_id=pad,
@@ -78,8 +80,9 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
                 kwargs.update(do_sample=False, num_beams=1)
             else:
                 kwargs.update(do_sample=True, top_k=settings.top_k, top_p=settings.top_p, temperature=settings.temperature)
-            seqs = model.generate(**kwargs)
-            new = seqs[:, width:]
+            with autocast(dev):
+                seqs = model.generate(**kwargs)
+            new = seqs[:, width:].cpu()
             texts = handle.tokenizer.batch_decode(new, skip_special_tokens=True)
             out_filter = getattr(handle, "output_filter", None)
             if out_filter is not None:  # e.g. the output guard (privleak.guard): attacks see what users would see
@@ -106,8 +109,10 @@ def generate_ids(handle: ModelHandle, prompt_ids: list[list[int]], max_new_token
         for r, i in enumerate(idx):
             ids[r, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
             mask[r, width - len(prompt_ids[i]) :] = 1
-        seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                              num_beams=1, pad_token_id=pad, eos_token_id=None)
+        dev = model_device(model)
+        with autocast(dev), oom_as_error("greedy generation", f"the generation batch size (now {batch_size})"):
+            seqs = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new_tokens,
+                                  do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=None).cpu()
         for r, i in enumerate(idx):
             out[i] = seqs[r, width:].tolist()
     return out

@@ -17,6 +17,7 @@ from transformers import (
 )
 
 from ..core.errors import UserError
+from .device import place
 
 
 @dataclass
@@ -195,6 +196,7 @@ def load_handle(ref: str | os.PathLike[str], max_length: int | None = None) -> M
             "pass a local directory saved with save_pretrained(safe_serialization=True)"
         ) from None
     model.eval()
+    place(model)  # onto the run's device (models.device); a no-op on the CPU
     ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None) or 1024
     length = min(int(max_length or ctx), int(ctx))
     return ModelHandle(model=model, tokenizer=tokenizer, max_length=length, name=ref)

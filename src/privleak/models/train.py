@@ -17,6 +17,7 @@ from transformers import PreTrainedModel
 
 from ..core.progress import progress_bar
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
+from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
 
 
 @dataclass(frozen=True)
@@ -100,21 +101,24 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
     lengths = [len(s) for s in data.ids]
     best_loss, best_state, stale = math.inf, None, 0
     stop = False
-    with progress_bar(desc, total=total) as advance:
+    dev = model_device(model)
+    # Off CUDA a batch is one forward pass, as always; on CUDA it is split when free memory asks for it.
+    budget = token_budget(dev, activation_bytes_per_token(model, max(lengths, default=1), training=True), default=0)
+    checkpointing = current().gradient_checkpointing and _checkpointing(model, True)
+    with progress_bar(desc, total=total) as advance, oom_as_error(
+            desc, f"train.batch_size (now {settings.batch_size}) or compute.memory_fraction (now "
+                  f"{current().memory_fraction}), or set compute.gradient_checkpointing: true"):
         while step < total and not stop:
             epoch_losses = []
             for idx in bucketed_batches(lengths, settings.batch_size, gen):
                 if step >= total:
                     break
-                ids, mask = pad_batch([data.ids[i] for i in idx], pad_id)
                 for group in opt.param_groups:
                     group["lr"] = lr_at(step, total, settings.lr, settings.warmup_fraction)
-                logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
-                loss = per_sequence_nll(logits, ids, mask).mean()
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                loss = _batch_backward(model, [data.ids[i] for i in idx], pad_id, dev, budget)
                 opt.step()
-                epoch_losses.append(loss.item())
+                epoch_losses.append(loss)
                 step += 1
                 advance(1, loss=epoch_losses[-1])
                 if early_stopping is not None and (step % early_stopping.every == 0 or step == total):
@@ -133,7 +137,57 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
                             break
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     log.steps = step
+    if checkpointing:
+        _checkpointing(model, False)
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
     return log
+
+
+def _checkpointing(model: PreTrainedModel, on: bool) -> bool:
+    """Switch activation (gradient) checkpointing; False where the model has none.
+
+    transformers 5 renamed ``gradient_checkpointing_*`` to ``activation_checkpointing_*``.
+    """
+    verb = "enable" if on else "disable"
+    for prefix in ("activation", "gradient"):
+        fn = getattr(model, f"{prefix}_checkpointing_{verb}", None)
+        if fn is not None and getattr(model, "supports_gradient_checkpointing", False):
+            if on:  # non-reentrant: the recommended form, and the one that keeps parameter hooks sane
+                fn(**{f"{prefix}_checkpointing_kwargs": {"use_reentrant": False}})
+            else:
+                fn()
+            return True
+    return False
+
+
+def _batch_backward(model: PreTrainedModel, seqs: list[list[int]], pad_id: int, dev: torch.device, budget: int) -> float:
+    """Backward of the batch's mean per-sequence NLL; returns the loss.
+
+    ``budget`` 0 (off CUDA): one forward pass, exactly as always. Otherwise
+    the batch is cut into length-sorted micro-batches of at most ``budget``
+    padded tokens whose losses ``Σ_i ℓ_i / B`` add up to the same gradient.
+    """
+    if budget and len(seqs) > 1 and max(map(len, seqs)) * len(seqs) > budget:
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        parts, cur = [], []
+        for i in order:
+            if cur and len(seqs[i]) * (len(cur) + 1) > budget:
+                parts.append(cur)
+                cur = []
+            cur.append(i)
+        parts.append(cur)
+    else:
+        parts = [list(range(len(seqs)))]
+    total = 0.0
+    for rows in parts:
+        ids, mask = pad_batch([seqs[i] for i in rows], pad_id)
+        ids, mask = ids.to(dev), mask.to(dev)
+        with autocast(dev):
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
+        per_seq = per_sequence_nll(logits, ids, mask)
+        loss = per_seq.mean() if len(parts) == 1 else per_seq.sum() / len(seqs)
+        loss.backward()
+        total += loss.item()
+    return total

@@ -32,6 +32,7 @@ from ..arms import ArmSpec
 from ..attacks.base import FAMILIES
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
+from ..models.device import use_policy
 from ..results import AuditResults
 from .release import release_key, release_stage
 from .rundir import RunDir
@@ -259,7 +260,15 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     """Run (or resume) the whole audit; returns the typed results also written to ``results.json``.
 
     ``executor``: how the graph runs (default :class:`Sequential`); it is closed before returning.
+    Every model is placed and computes as ``cfg.device`` / ``cfg.compute`` say
+    (:mod:`privleak.models.device`; a Ray worker applies the same policy around each task).
     """
+    with use_policy(cfg.compute_policy()):
+        return _run_audit(cfg, out_dir, notify, executor)
+
+
+def _run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None],
+               executor: Executor | None) -> AuditResults:
     preflight(cfg)
     run = RunDir.open(out_dir)
     notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(cfg.arm_names())})")

@@ -31,6 +31,7 @@ from ..defenses.arm_data import dedup_members, scrub_members
 from ..defenses.weight_noise import add_weight_noise
 from ..models.accounting import epsilons as accountant_epsilons
 from ..models.batching import Encoded, encode
+from ..models.device import current as current_policy
 from ..models.dp_train import DPSettings, train_dp
 from ..models.federated import FedSettings, train_federated
 from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
@@ -40,7 +41,18 @@ from .audit import Audit
 # ---------------------------------------------------------------- settings
 
 def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-    """Everything that determines an arm's model (its stage-cache key)."""
+    """Everything that determines an arm's model (its stage-cache key).
+
+    bf16 autocast changes the trained weights, so it is part of the key; fp32
+    (every CPU run) adds nothing, and those keys are what they always were.
+    """
+    settings = _arm_settings(cfg, spec, n_members)
+    if current_policy().precision == "bf16":
+        settings["precision"] = "bf16"
+    return settings
+
+
+def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
     data = {
         "scrub": cfg.defences.scrub.model_dump(mode="json") if spec.scrub else None,
         "dedup": cfg.defences.dedup.model_dump(mode="json") if spec.dedup else None,
@@ -59,7 +71,7 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
-    lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets"}
+    lora = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora"}
     settings = {"kind": "dp", "target_epsilon": spec.dp_epsilon, "delta": delta, "lora": spec.lora,
                 **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break"} | (set() if spec.lora else lora)),
                 "seed": cfg.seed, "data_defences": data}
@@ -162,7 +174,9 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
         train_embeddings=s["train_embeddings"], micro_batch_tokens=s["micro_batch_tokens"],
         grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
         debug_break=s.get("debug_break"),
-        **({"lora_alpha": s["lora_alpha"], "lora_targets": tuple(s["lora_targets"])} if s["lora"] else {}),
+        **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
+            "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
+           if s["lora"] else {}),
     )
     model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
     # Poisson sampling: each step sees q·n records in expectation.

@@ -531,7 +531,12 @@ def section_one_run(results: AuditResults) -> Section | None:
             plot_rows.append((name, acc, one.epsilon_steinke, None))
     if not rows:
         return None
-    first = next(m.one_run_epsilon for _, m in results.models() if m.one_run_epsilon and m.one_run_epsilon.available)
+    first = next((m.one_run_epsilon for _, m in results.models() if m.one_run_epsilon and m.one_run_epsilon.available),
+                 None)
+    if first is None:  # every arm's bound unavailable (e.g. fewer canaries than it needs): the rows say why
+        return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": [table(
+            ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
+             f"{_title('one_run_canaries')}: AUC in vs out", "check"], rows)]}
     blocks = []
     if plot_rows:
         blocks.append(figure(plots.epsilon_compare(plot_rows), "Accountant ε (proven upper bound) beside the one-run lower "
