@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import SMALL
 
 from privleak import pipeline
@@ -59,8 +60,15 @@ def _kill_first_attempt(root: Path, name: str, killed: list[int], stop: threadin
 
 @pytest.fixture(scope="module")
 def sequential_run(tmp_path_factory):
+    """SMALL run sequentially at the Ray workers' thread count (cpus_per_task = 1): float sums are only
+    bit-identical at equal torch thread counts, and CI runs with torch's default (all cores)."""
     out = tmp_path_factory.mktemp("seq")
-    pipeline.run_audit(build_config(SMALL), out)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(build_config({**SMALL, "executor": RAY}).executor.cpus_per_task)
+    try:
+        pipeline.run_audit(build_config(SMALL), out)
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
