@@ -77,8 +77,9 @@ def test_every_model_of_a_real_audit_has_utility_in_nats_and_g(audited):
         if arm.training is not None:
             assert arm.training.tokens > 0 and r.durations_s[f"train/{name}"] > 0, name
     assert best.kind == "best" and best.training.stopped_epoch is not None
-    # The best reference is early-stopped: it ran no longer than the baseline.
-    assert best.training.steps <= r.arms["baseline"].training.steps
+    # The best reference is early-stopped within its own horizon, and rehearsed public text 1:1.
+    assert 0 < best.training.stopped_epoch <= best.training.settings["epochs"]
+    assert best.training.rehearsal_records == best.n_train_records
     from rich.console import Console
     console = Console(width=200, record=True)
     console.print(utility_table(r))
@@ -102,3 +103,20 @@ def test_recommendation_ranks_by_g_and_names_an_arm_that_learned_little(audited)
     if rec.arm == "dp-8":
         assert "learned little" in rec.text and "utility recovered" in rec.text
     assert "learned little" in judged.arms["dp-8"].verdict.text
+
+
+def test_the_best_arm_rehearses_a_seeded_sample_of_public_records_only():
+    from types import SimpleNamespace
+
+    from privleak.data.records import Record
+    from privleak.pipeline.train import rehearsal_records
+
+    public = [Record(text=f"public note {i}", meta={"kind": "generic"}) for i in range(50)]
+    members = [Record(text=f"member note {i}", meta={"kind": "generic"}) for i in range(30)]
+    audit = SimpleNamespace(cfg=SimpleNamespace(seed=3), splits=lambda: {"public": public, "members": members})
+    picked = rehearsal_records(audit, 20, 1.0)
+    assert len(picked) == 20 and all(any(r is p for p in public) for r in picked)
+    assert len({id(r) for r in picked}) == 20  # no public record twice
+    assert [r.text for r in picked] == [r.text for r in rehearsal_records(audit, 20, 1.0)]  # seeded
+    assert len(rehearsal_records(audit, 40, 2.0)) == 50  # at most the whole public split
+    assert rehearsal_records(SimpleNamespace(cfg=audit.cfg, splits=lambda: {"public": []}), 20, 1.0) == []

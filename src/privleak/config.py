@@ -121,7 +121,10 @@ class TrainConfig(_Strict):
 
     epochs: float = Field(10.0, gt=0)
     batch_size: int = Field(16, ge=1)
-    lr: float = Field(1e-3, gt=0)
+    # 3e-3: the baseline must memorise as small-data fine-tuning does (its job is to show what leaks). On the
+    # default corpus 10 epochs at 1e-3 and 3e-3 reach the same population loss (1.331 nats), but per-record
+    # loss separates members from population records with AUC 0.82 at 1e-3 and 0.94 at 3e-3.
+    lr: float = Field(3e-3, gt=0)
     weight_decay: float = Field(0.0, ge=0)
 
 
@@ -382,6 +385,29 @@ class ExecutorConfig(_Strict):
         return self
 
 
+class BestConfig(_Strict):
+    """The best non-private reference (arm ``best``): what fine-tuning can gain without forgetting.
+
+    Plain fine-tuning on the members with public records mixed in (rehearsal:
+    ``replay`` public records per training record, drawn from the public split
+    the base model learned from), early-stopped on ``validate_records``
+    population records. Without rehearsal a small model fine-tuned on one
+    institution's notes forgets the public formats it knew (generic perplexity
+    +250 % on the default corpus after one epoch), and G would measure against
+    a model no one should deploy. Chosen on the population and public splits
+    only: 6 epochs at 10⁻³ with 1:1 rehearsal reach the baseline's population
+    loss (1.326 vs 1.331 nats) with generic text better than the base
+    model's (1.49 vs 1.77 nats), where plain fine-tuning at 2·10⁻⁴ still
+    loses 0.47 nats of generic text.
+    """
+
+    epochs: float = Field(6.0, gt=0)
+    lr: float = Field(1e-3, gt=0)
+    replay: float = Field(1.0, ge=0)  # public records per training record; 0 = members only
+    validate_records: int = Field(300, ge=10)  # population records the early stopping validates on
+    patience: int = Field(2, ge=1)
+
+
 class ComputeConfig(_Strict):
     """How the models compute on the chosen ``device`` (see :mod:`privleak.models.device`)."""
 
@@ -403,6 +429,7 @@ class AuditConfig(_Strict):
     canaries: CanaryConfig = CanaryConfig()
     model: ModelConfig = ModelConfig()
     train: TrainConfig = TrainConfig()
+    best: BestConfig = BestConfig()
     dp: DPConfig = DPConfig()
     dp_weights: DPWeightsConfig = DPWeightsConfig()
     attacks: AttackConfig = AttackConfig()

@@ -205,6 +205,7 @@ class Training(Typed):
     settings: dict[str, Any]
     tokens: int | None = None  # tokens processed (DP: expected, q · steps · tokens in the data)
     stopped_epoch: float | None = None  # the best arm: where early stopping kept the model
+    rehearsal_records: int | None = None  # the best arm: public records trained on beside the members
 
 
 class Privacy(Typed):

@@ -127,7 +127,8 @@ def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
         arms[name] = ArmResult(
             kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"],
                                                tokens=tr.get("tokens"),
-                                               stopped_epoch=tr.get("stopped_epoch")),
+                                               stopped_epoch=tr.get("stopped_epoch"),
+                                               rehearsal_records=tr.get("rehearsal_records") or None),
             n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
             utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
             exposed_people=audit.shared["exposed_people"][name], defences=defences,

@@ -65,9 +65,12 @@ def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, 
     if spec.fed:
         return fed_settings(cfg, spec, n_members, data)
     if spec.best:
-        # The same run as the baseline, stopped where held-out population loss is lowest.
-        return {"kind": "best", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data,
-                "validate_every_epochs": 0.5, "patience": 2}
+        # Fine-tuning with public rehearsal, stopped where held-out population loss is lowest (BestConfig).
+        b = cfg.best
+        return {"kind": "best", "epochs": b.epochs, "batch_size": cfg.train.batch_size, "lr": b.lr,
+                "weight_decay": cfg.train.weight_decay, "seed": cfg.seed, "data_defences": data,
+                "replay": b.replay, "validate_records": b.validate_records,
+                "validate_every_epochs": 0.5, "patience": b.patience}
     if spec.dp_epsilon is None:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data}
     delta, _ = resolve_delta(cfg, n_members)
@@ -234,10 +237,11 @@ TRAINERS: dict[str, Trainer] = {"baseline": fit_plain, "best": fit_plain, "dp": 
                                 "fedavg": fit_fed, "fed-dp": fit_fed}
 
 
-def _validation(audit: Audit) -> Callable[[Any], float]:
-    """Mean token NLL on the population split: the best arm's early-stopping signal (never members)."""
+def _validation(audit: Audit, n_records: int) -> Callable[[Any], float]:
+    """Mean token NLL on the first ``n_records`` of the population split (already in random order): the best
+    arm's early-stopping signal (never members)."""
     base = audit.base()
-    texts = [r.text for r in audit.splits()["population"]]
+    texts = [r.text for r in audit.splits()["population"][:n_records]]
 
     def validate(model: Any) -> float:
         handle = ModelHandle(model=model, tokenizer=base.tokenizer, max_length=audit.cfg.model.max_length)
@@ -245,19 +249,36 @@ def _validation(audit: Audit) -> Callable[[Any], float]:
     return validate
 
 
+def rehearsal_records(audit: Audit, n: int, replay: float) -> list[Record]:
+    """``round(replay · n)`` public records (at most the whole public split), a seeded sample: what the best
+    arm rehearses so it keeps what the base model knew. Public text costs no privacy; none with a base
+    model of the user's own and no ``--public`` (there is no public split to rehearse)."""
+    public = audit.splits()["public"]
+    k = min(len(public), int(round(replay * n)))
+    order = np.random.default_rng(derive_seed(audit.cfg.seed, "best-rehearsal")).permutation(len(public))[:k]
+    return [public[i] for i in sorted(order)]
+
+
 def fit(audit: Audit, label: str, settings: dict[str, Any], records: list[Record]) -> tuple[Any, dict[str, Any]]:
-    """A fresh copy of the base model trained on ``records`` as ``settings`` say; (model, training record)."""
+    """A fresh copy of the base model trained on ``records`` as ``settings`` say; (model, training record).
+
+    The best arm (and its shadows, trained like it) also rehearses public records (:func:`rehearsal_records`).
+    """
     cfg, base = audit.cfg, audit.base()
+    rehearsed = rehearsal_records(audit, len(records), settings["replay"]) if settings.get("replay") else []
+    records = records + rehearsed
     data = encode(base.tokenizer, [r.text for r in records], cfg.model.max_length)
     start = time.perf_counter()
     extra = {"clients": client_labels(records, cfg.federated.clients, cfg.seed, cfg.data.client_field)} \
         if settings["kind"] in ("fedavg", "fed-dp") else {}
     model, record = TRAINERS[settings["kind"]](clone_model(base.model), data, settings, base.pad_id,
                                                cfg.model.max_length, cfg.seed, label,
-                                               validate=_validation(audit) if settings["kind"] == "best" else None,
+                                               validate=_validation(audit, settings["validate_records"])
+                                               if settings["kind"] == "best" else None,
                                                **extra)
     tokens = sum(min(len(s), cfg.model.max_length) for s in data.ids)
-    return model, {**record, "settings": settings, "n_train_records": len(records),
+    return model, {**record, "settings": settings, "n_train_records": len(records) - len(rehearsed),
+                   "rehearsal_records": len(rehearsed),
                    "tokens": int(round(record.pop("epochs_run") * tokens)),
                    "seconds": round(time.perf_counter() - start, 2)}
 
