@@ -186,3 +186,19 @@ def test_match_spans_fifty_percent_rule():
     assert match_spans(truth, [(0, 10, "PHONE")], "NAME") == (0, 0, 0)  # incompatible type
     assert match_spans(truth, [(0, 10, "NAME")], "NAME") == (1, 1, 1)
     assert math.isnan(evaluate_detections([], [], ["NAME"]).overall.recall)
+
+
+def test_nhs_check_digit_beats_a_phone_format_unless_a_phone_cue_is_nearer():
+    # 943 476 5919 is the NHS Data Dictionary's example number (mod-11 check digit 9);
+    # 943 476 5918 has the wrong check digit, so it can only be a phone number.
+    a = get_analyzer(["PHONE", "UK_NHS"], ner=False)
+
+    def labels(text):
+        return [(d.value(text), d.label) for d in a.analyze(text)]
+
+    assert labels("Form returned, 943 476 5919 confirmed against the GP letter.") == [("943 476 5919", "UK_NHS")]
+    assert labels("Form returned, 943 476 5918 confirmed against the GP letter.") == [("943 476 5918", "PHONE")]
+    assert labels("Call me on 943 476 5919 tomorrow.") == [("943 476 5919", "PHONE")]
+    assert labels("Reach me on +44 943 476 5919 tomorrow.") == [("+44 943 476 5919", "PHONE")]
+    assert labels("NHS no. 943 476 5919; call 0161 496 0000.") == [("943 476 5919", "UK_NHS"),
+                                                                    ("0161 496 0000", "PHONE")]

@@ -1395,11 +1395,12 @@ class PiiAnalyzer:
             score = float(r.score)
             validated = score >= 0.999 or bool(meta.get("privleak_validated"))
             distance = _cue_distance(label, text, start) if source not in SOFT_SOURCES else None
-            if label == "UK_NHS" and distance is None:
-                # mod 11 passes one 10-digit phone number in eleven: without an
-                # "NHS" cue the checksum alone does not beat a phone number
-                # libphonenumber knows.
-                validated = False
+            # A UK_NHS detection is validated by the NHS number's mod-11
+            # check digit (NHS Data Dictionary), so it names a 10-digit run
+            # better than a phone format does, cue or not: as a checksum
+            # does for a card number. A phone cue nearer than any NHS cue
+            # ("call 943 476 5919") or an international prefix (a longer
+            # phone span) still makes it a phone number (see _priority).
             specific = source not in SOFT_SOURCES and (label not in _GENERIC_LABELS or label == "PHONE") and (
                 validated or distance is not None)
             distance = (1 << 30) if distance is None else distance
