@@ -202,3 +202,7 @@ def test_nhs_check_digit_beats_a_phone_format_unless_a_phone_cue_is_nearer():
     assert labels("Reach me on +44 943 476 5919 tomorrow.") == [("+44 943 476 5919", "PHONE")]
     assert labels("NHS no. 943 476 5919; call 0161 496 0000.") == [("943 476 5919", "UK_NHS"),
                                                                     ("0161 496 0000", "PHONE")]
+    assert labels("Form returned, 943-476-5919 confirmed.") == [("943-476-5919", "UK_NHS")]
+    # after a trunk 0 (a French mobile, mod-11 valid) the check digit alone proves nothing: one in eleven pass
+    assert labels("Form returned, 0612345688 confirmed.") == [("0612345688", "PHONE")]
+    assert labels("Form returned, NHS 0612345688 confirmed.") == [("0612345688", "UK_NHS")]

@@ -1133,6 +1133,9 @@ _CUES: dict[str, re.Pattern[str]] = {lab: re.compile(rx, re.IGNORECASE) for lab,
     "MAC_ADDRESS": r"\b(?:mac|hardware|ethernet)",
 }.items()}
 _CUE_WINDOW = 80
+# An NHS number laid out as the NHS writes it (3 3 4, stored as 10 digits; dashes are
+# accepted as Presidio's NHS recognizer accepts them), not starting with a trunk 0.
+_NHS_FORM = re.compile(r"[1-9]\d{2}([ -]?)\d{3}\1\d{4}")
 
 
 def _cue_distance(label: str, text: str, start: int) -> int | None:
@@ -1395,12 +1398,18 @@ class PiiAnalyzer:
             score = float(r.score)
             validated = score >= 0.999 or bool(meta.get("privleak_validated"))
             distance = _cue_distance(label, text, start) if source not in SOFT_SOURCES else None
-            # A UK_NHS detection is validated by the NHS number's mod-11
-            # check digit (NHS Data Dictionary), so it names a 10-digit run
-            # better than a phone format does, cue or not: as a checksum
-            # does for a card number. A phone cue nearer than any NHS cue
-            # ("call 943 476 5919") or an international prefix (a longer
-            # phone span) still makes it a phone number (see _priority).
+            if label == "UK_NHS" and distance is None and not _NHS_FORM.fullmatch(text[start:end]):
+                # The mod-11 check digit (NHS Data Dictionary) validates an
+                # NHS number in an NHS layout — 3-3-4 digits, one separator
+                # style, no leading 0 (England and Wales issue none that
+                # start with 0; a leading 0 is a phone's trunk prefix) — then
+                # names it better than a phone format does, cue or not, as a
+                # Luhn digit does a card number. In a phone's own layout
+                # ("0610025724", "041 7849974") mod 11, which passes one
+                # number in eleven, proves nothing without an NHS cue. A
+                # nearer phone cue or an international prefix (a longer phone
+                # span) makes any of them a phone (see _priority).
+                validated = False
             specific = source not in SOFT_SOURCES and (label not in _GENERIC_LABELS or label == "PHONE") and (
                 validated or distance is not None)
             distance = (1 << 30) if distance is None else distance
