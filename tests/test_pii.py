@@ -206,3 +206,23 @@ def test_nhs_check_digit_beats_a_phone_format_unless_a_phone_cue_is_nearer():
     # after a trunk 0 (a French mobile, mod-11 valid) the check digit alone proves nothing: one in eleven pass
     assert labels("Form returned, 0612345688 confirmed.") == [("0612345688", "PHONE")]
     assert labels("Form returned, NHS 0612345688 confirmed.") == [("0612345688", "UK_NHS")]
+
+
+def test_bank_context_words_survive_inflection_glue_and_one_typo():
+    # The lean NLP engine's lemmas are the lower-cased tokens: plurals, a cue glued to its
+    # value and a chat typo must still support a bank number, as Presidio's lemmatizer and
+    # substring matching made them; an unrelated word one letter away must not.
+    a = get_analyzer(["US_BANK_NUMBER", "PHONE", "CREDIT_CARD", "UK_NHS"], ner=False)
+
+    def labels(text):
+        return [(d.value(text), d.label) for d in a.analyze(text)]
+
+    for text, value in [("Both savings accounts: 40937659 and more.", "40937659"),
+                        ("Acct#40937659 is the one for the rent.", "40937659"),
+                        ("accct 40937659 thats the one for the rent", "40937659"),
+                        ("actc 1357343759 thats the one for the rent", "1357343759"),
+                        ("acount 40937659 thats the one for the rent", "40937659"),
+                        ("Chequing 40937659 is closed.", "40937659")]:
+        assert labels(text) == [(value, "US_BANK_NUMBER")], text
+    assert labels("The act 40937659 was passed.") == []
+    assert labels("Lot 40937659 shipped on time.") == []

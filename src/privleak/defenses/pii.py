@@ -1002,7 +1002,63 @@ def _enhancer_class():
             words += self._add_n_words_forward(i, self.context_suffix_count, nlp_artifacts.lemmas, keywords)
             return list(set(words))
 
+        @staticmethod
+        def _find_supportive_word_in_context(context_list, recognizer_context_list, matching_mode="substring"):
+            # Whole words (see PiiAnalyzer), up to what the lean engine's
+            # "lemmas" (lower-cased tokens) leave in: see _context_word_forms.
+            if matching_mode != "whole_word" or not context_list or not recognizer_context_list:
+                return LemmaContextAwareEnhancer._find_supportive_word_in_context(
+                    context_list, recognizer_context_list, matching_mode)
+            words = set()
+            for token in context_list:
+                token = token.lower()
+                words.add(token)
+                words.update(_LETTER_RUN.findall(token))
+            for cue in recognizer_context_list:
+                if not words.isdisjoint(_context_word_forms(cue.lower())):
+                    return cue
+            return ""
+
     return TokenIndexedEnhancer
+
+
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+_INFLECTIONS = ("s", "es", "ed", "d", "ing", "'s", "’s")
+
+
+@lru_cache(maxsize=4096)
+def _context_word_forms(cue: str) -> frozenset[str]:
+    """The tokens that stand for context word ``cue``.
+
+    Presidio's lemmatizer turned "accounts" into "account"; our engine's
+    lemmas are the lower-cased tokens, so English inflections are added
+    back. A cue glued to its value ("Acct#12345678", "konto:…") counts by
+    its letters (see the caller). Chat and hurried notes carry typos:
+    single-error forms (Damerau 1964: most misspellings are one insertion,
+    deletion, substitution or transposition) of the kinds that do not turn
+    one word into another — a letter typed twice, two neighbours swapped
+    (cues of 4+ letters), and an inner letter dropped (6+: "acount"; shorter
+    words, first and last letters give other words: "acct" → "act",
+    "routing" → "outing", "driver" → "drive").
+    """
+    if " " in cue or not cue.isalpha():
+        return frozenset({cue})
+    forms = {cue, *(cue + s for s in _INFLECTIONS), *_typo_forms(cue)}
+    if cue.endswith("e"):
+        forms.add(cue[:-1] + "ing")
+    return frozenset(forms)
+
+
+def _typo_forms(word: str) -> set[str]:
+    """``word`` with one typo of the kinds :func:`_context_word_forms` accepts."""
+    forms: set[str] = set()
+    if len(word) >= 4:
+        forms.update(word[:i + 1] + word[i:] for i in range(len(word)))
+        forms.update(word[:i] + word[i + 1] + word[i] + word[i + 2:] for i in range(len(word) - 1))
+    if len(word) >= 6:
+        forms.update(word[:i] + word[i + 1:] for i in range(1, len(word) - 1))
+    forms.discard(word)
+    return forms
 
 
 # --------------------------------------------------------------------------
@@ -1117,7 +1173,8 @@ _GENERIC_LABELS = frozenset({"NAME", "PHONE", "ADDRESS", "DOB", "TIME", "NRP", "
 _CUES: dict[str, re.Pattern[str]] = {lab: re.compile(rx, re.IGNORECASE) for lab, rx in {
     "PHONE": r"\b(?:phone|tel\b|tel\.|telephone|mobile|cell|call|fax|contact|whats ?app|reach|ring|text me|"
              r"telefon|téléphone|portable|tél|teléfono|móvil|llam|cellulare|chiam|richiam|bel|rufen|appel)",
-    "US_BANK_NUMBER": r"\b(?:account|acct|bank|routing|deposit|checking|savings|konto|compte|cuenta|conto)",
+    "US_BANK_NUMBER": r"\b(?:account|acct|bank|routing|deposit|checking|cheque|chequing|savings|konto|compte|cuenta|"
+                      r"conto)",
     "US_PASSPORT": r"\b(?:passport|reisepass|passeport|pasaporte|passaporto)",
     "US_DRIVER_LICENSE": r"\b(?:driver|licen[cs]e|dl\b|driving|permit)",
     "SSN": r"\b(?:ssn|social security|ss#|ssa)",
@@ -1132,6 +1189,21 @@ _CUES: dict[str, re.Pattern[str]] = {lab: re.compile(rx, re.IGNORECASE) for lab,
     "IP_ADDRESS": r"\b(?:ip\b|address|server|host|vpn|whitelist|login|sign-in|access)",
     "MAC_ADDRESS": r"\b(?:mac|hardware|ethernet)",
 }.items()}
+
+
+def _with_typos(rx: re.Pattern[str]) -> re.Pattern[str]:
+    # Each plain-word cue also with one typo (see _context_word_forms):
+    # "accct 1357343759" still names a bank account. Cues match as word
+    # prefixes; a typo form only as a whole word (+ inflection): as a
+    # prefix "clel" (cell) would be "Clelia".
+    alts = rx.pattern[len(r"\b(?:"):-1].split("|")
+    typos = {t for a in alts if a.isalpha() for t in _typo_forms(a)} - set(alts)
+    typo_rx = "|".join(sorted(typos, key=lambda t: (-len(t), t)))
+    return re.compile(r"\b(?:" + "|".join(alts) + (rf"|(?:{typo_rx})(?:s|es|ed|ing)?\b" if typos else "") + ")",
+                      rx.flags)
+
+
+_CUES = {lab: _with_typos(rx) for lab, rx in _CUES.items()}
 _CUE_WINDOW = 80
 # An NHS number laid out as the NHS writes it (3 3 4, stored as 10 digits; dashes are
 # accepted as Presidio's NHS recognizer accepts them), not starting with a trunk 0.
@@ -1372,7 +1444,8 @@ class PiiAnalyzer:
         # cleaner context. (US driver's licences: PrivLeak's own recognizer.)
         if "US_BANK_NUMBER" in wanted:
             out.append(UsBankRecognizer(context=["bank", "checking", "account", "acct", "debit", "deposit",
-                                                 "routing", "konto", "compte", "cuenta", "conto"]))
+                                                 "routing", "savings", "cheque", "chequing",
+                                                 "konto", "compte", "cuenta", "conto"]))
         if "US_PASSPORT" in wanted:
             out.append(UsPassportRecognizer(context=["passport", "travel document"]))
         if "US_ITIN" in wanted:
