@@ -266,7 +266,7 @@ def _intl_address_regex() -> str:
     component = (rf"(?:{_POSTCODE}(?: {city})?|{_UNIT}|{city}(?: {_POSTCODE})?|"
                  rf"\d{{1,5}}[A-Za-z]?(?:[-/]\d+)?(?: {_UNIT})?)")
     number = r"\d{1,5}(?: ?(?:bis|ter)|[A-Za-z])?(?:/\d{1,4})?"
-    name = rf"(?:{_CAPW}|\d{{1,3}})(?:[ -](?:{_LINK}[ -])*(?:{_CAPW}|\d{{1,3}})){{0,4}}"
+    name = rf"(?:{_CAPW}|\d{{1,3}}(?!\d))(?:[ -](?:{_LINK}[ -])*(?:{_CAPW}|\d{{1,3}}(?!\d))){{0,4}}"
     type_first = (rf"(?:{number},? )?(?i:{_TYPE_FIRST})\.? (?:{_LINK} )*{name}"
                   rf"(?:,? {number}(?![\d.,]\d)(?: {_UNIT})*)?")
     type_last = rf"[A-ZÄÖÜ][\wäöüßÀ-ÿ'-]*?(?i:{_TYPE_LAST}) {number}(?: ?[-/] ?\d{{1,4}}[a-z]?)?"
@@ -305,11 +305,17 @@ _NOT_NAME = (r"(?:Patient|Pt|Name|Full|For|With|Dear|Mr|Mrs|Ms|Miss|Mx|Dr|Prof|S
 # The same words in capitals, plus header words that follow "PATIENT" in forms.
 _NOT_NAME_CAPS = (_NOT_NAME.upper()[:-1] + "|INTAKE|FORM|INFORMATION|INFO|DETAILS|HISTORY|VISIT|"
                   "CARE|EDUCATION|PORTAL|ID|NUMBER|SIGNATURE|CONSENT)")
+# A name is written on one line: its words are separated by spaces, never a
+# line break ("Statement for Ann Lee\nMohauptstr. 5" is a name, then an address).
 _NAME = (rf"(?!{_NOT_NAME}\b){_NAME_TOKEN}"
-         rf"(?:\s+(?:[A-Z]\.\s+)?(?!{_NOT_NAME}\b){_NAME_TOKEN}){{1,2}}")
+         rf"(?:[ \t]+(?:[A-Z]\.[ \t]+)?(?!{_NOT_NAME}\b){_NAME_TOKEN}){{1,2}}")
 _NAME_CUES = (r"(?:[Pp]atient|[Pp]t\.|[Nn]ame|Mr|Mrs|Ms|Miss|Mx|Dr|Dear|[Rr]eferring|[Ss]ee|"
               r"[Ss]een(?:\s+today)?|[Ff]or|[Ww]ith|[Aa]dmitted|[Cc]onsultation|[Cc]lient|"
               r"[Rr]esident|[Ss]igned|[Dd]ischarged)")
+# Nouns that take a letter as a label ("Appendix J", "Schedule J").
+_ENUMERATED = (r"(?:Appendix|Annex|Exhibit|Schedule|Section|Part|Form|Type|Plan|Item|Note|Table|Figure|Fig|Class|"
+               r"Grade|Block|Unit|Building|Room|Row|Gate|Level|Vitamin|Model|Series|Option|Group|Team|Phase|Step|"
+               r"Stage|Chapter|Article|Rule|Box|Lot|Wing|Ward|Bay|Zone|Sector|Tower|Floor|Suite|Flat|Apartment)")
 _ID_CUES = (r"(?:DOB|D\.O\.B|[Dd]ate of birth|[Bb]orn|b\.|MRN|SSN|[Aa]ge[d]?\b|\d{1,3}\s*(?:yo|y/o|"
             r"years?[- ]old))")
 
@@ -424,8 +430,11 @@ def _own_specs() -> dict[str, _RecognizerSpec]:
             ("name before identifier", rf"\b{_NAME}(?=\s*[,;(:]\s*\(?{_ID_CUES})", 0.6),
             ("all-caps name after cue",
              rf"(?<=\b(?:[Pp]atient|PATIENT|[Nn]ame|NAME|Mr|MR|Mrs|MRS|Ms|MS|Dr|DR)\.?:?\s+)"
-             rf"(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+(?:\s+(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+){{1,2}}\b", 0.5),
+             rf"(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+(?:[ \t]+(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+){{1,2}}\b", 0.5),
             ("surname after title", rf"(?<=\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+)(?!{_NOT_NAME}\b){_NAME_TOKEN}\b", 0.6),
+            # A judge as law reports name one: surname + post-nominal ("Smith J:",
+            # "Denning LJ,", "Hale CJ:"), not a lettered item ("Appendix J:").
+            ("judge", rf"\b(?!{_NOT_NAME}\b|{_ENUMERATED}\b){_NAME_TOKEN}(?=[ \t]+(?:J|LJ|CJ|JA|JJ|LJJ)[:,])", 0.6),
         ), (), case_sensitive=True),
     }
 
@@ -617,6 +626,7 @@ def _name_list_recognizer():
 
     given, family = _name_lists()
     stop = _stop_words()
+    english_stop = _stop_words(("en",))
 
     class NameListRecognizer(LocalRecognizer):
         def __init__(self) -> None:
@@ -633,7 +643,9 @@ def _name_list_recognizer():
                                       RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})
 
         def analyze(self, text, entities, nlp_artifacts=None):
-            words = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text)]
+            # An English possessive is no part of the name ("Bridget's background").
+            words = [(m.start(), m.end() - 2, m.group(0)[:-2]) if m.group(0)[-2:] in ("'s", "’s")
+                     else (m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text)]
             out = []
             i = 0
             while i < len(words):
@@ -648,13 +660,18 @@ def _name_list_recognizer():
                 while cap and j < len(words) and j - i <= 4:
                     s2, e2, w2 = words[j]
                     gap = text[words[j - 1][1]:s2]
-                    if gap not in (" ", "-") or w2.casefold() in stop and w2.casefold() not in _PARTICLES:
+                    k2 = w2.casefold()
+                    # A capitalised known surname right after a given name is
+                    # the surname even when it is also a word ("Beverley
+                    # Jackson", "Beatriz Bueno"), unless an English function word.
+                    surname = w2[:1].isupper() and k2 in family and k2 not in english_stop
+                    if gap not in (" ", "-") or k2 in stop and k2 not in _PARTICLES and not surname:
                         break
-                    if w2.casefold() in _PARTICLES and w2[0].islower():
+                    if k2 in _PARTICLES and w2[0].islower():
                         j += 1
                         continue
-                    if not w2[0].isupper() or w2.casefold() in _WORD_NAMES or _NOT_NAME_RE.match(w2) \
-                            or w2.casefold() in _MONTH_WORDS:
+                    if not w2[0].isupper() or (k2 in _WORD_NAMES and not surname) or _NOT_NAME_RE.match(w2) \
+                            or k2 in _MONTH_WORDS:
                         break
                     last = j
                     j += 1
@@ -784,14 +801,14 @@ def _nrp_words() -> frozenset[str]:
     return frozenset(w.casefold() for w in (*_NRP_ANY_CASE, *_NRP_CAPITALISED, *_NRP_MULTI))
 
 
-@lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
+@lru_cache(maxsize=4)
+def _stop_words(langs: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl", "pt")) -> frozenset[str]:
     """spaCy's stop words of English and the EU languages above ("Sie", "das",
     "con" are given names somewhere, and pronouns or articles here)."""
     import importlib
 
     words: set[str] = set()
-    for lang in ("en", "de", "fr", "es", "it", "nl", "pt"):
+    for lang in langs:
         words |= importlib.import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
     return frozenset(w.casefold() for w in words)
 
@@ -799,11 +816,12 @@ def _stop_words() -> frozenset[str]:
 # A company ("Owen PLC", "Taylor, Hernandez and Roth") or a place ("Sainte
 # Agnès", "North Leon") named after a person is no person.
 _ORG_AFTER = re.compile(
-    r"^(?:\s+(?:PLC|Ltd|Limited|Inc|LLC|LLP|GmbH|AG|KG|OHG|SE|SA|S\.A|SAS|SARL|S\.A\.R\.L|SL|S\.L|SLU|BV|B\.V|NV|"
+    r"^(?:[ \t]+(?:PLC|Ltd|Limited|Inc|LLC|LLP|GmbH|AG|KG|OHG|SE|SA|S\.A|SAS|SARL|S\.A\.R\.L|SL|S\.L|SLU|BV|B\.V|NV|"
     r"SpA|S\.p\.A|Srl|S\.r\.l|Group|Holdings|Partners|Associates|Company|Co|Corp|Corporation|Bros|Brothers|"
     r"Foundation|Institute|University|Bank|Hospital|Clinic|Street|St|Road|Rd|Avenue|Ave)\b"
-    r"|(?:,\s+[A-Z][\w'-]+)*,?\s+(?:and|&|und|et|e|y|en)\s+[A-Z][\w'-]+\b(?!\s+[a-z]))")
-_ORG_BEFORE = re.compile(r"(?:[A-Z][\w'-]+,\s+(?:[A-Z][\w'-]+,\s+)*|[A-Z][\w'-]+\s+(?:and|&|und|et|e|y|en)\s+)$")
+    r"|(?:,[ \t]+[A-Z][\w'-]+)*,?[ \t]+(?:and|&|und|et|e|y|en)[ \t]+[A-Z][\w'-]+\b(?![ \t]+[a-z]))")
+# (A list of partners is written on one line; "Thanks,\nAnn" is a sign-off.)
+_ORG_BEFORE = re.compile(r"(?:[A-Z][\w'-]+,[ \t]+(?:[A-Z][\w'-]+,[ \t]+)*|[A-Z][\w'-]+[ \t]+(?:and|&|und|et|e|y|en)[ \t]+)$")
 _PLACE_BEFORE = re.compile(
     r"\b(?:Saint|Sainte|St|Ste|Sint|San|Santa|Santo|São|Sankt|North|South|East|West|New|Port|Lake|Mount|Mt|Fort|"
     r"Bad|Villa|Villafranca|Castel|Borgo|Monte|Puerto|Isla|Cala)\.?\s+$")
@@ -1143,6 +1161,10 @@ def _accept(label: str, source: str, text: str, start: int, end: int) -> bool:
         # listed groups and words shaped like demonyms ("Moldovan", "Togolese").
         words = value.split()
         bare = re.sub(r"(?:'s|’s|s)$", "", value.strip())
+        if value.strip().casefold() not in _nrp_words() and value.strip().casefold() in _name_lists()[0]:
+            # The demonym shape is a guess; a listed given name ("Ercan",
+            # "Sean") that names no listed group is a name.
+            return False
         return bool(words) and not any(ch.isdigit() for ch in value) and (
             value.strip().casefold() in _nrp_words() or bare.casefold() in _nrp_words()
             or (value[:1].isupper() and bool(_DEMONYM.search(words[-1]))))
