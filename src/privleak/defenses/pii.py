@@ -627,6 +627,7 @@ def _name_list_recognizer():
     given, family = _name_lists()
     stop = _stop_words()
     english_stop = _stop_words(("en",))
+    common_words = _common_words()
 
     class NameListRecognizer(LocalRecognizer):
         def __init__(self) -> None:
@@ -655,12 +656,32 @@ def _name_list_recognizer():
                     i += 1
                     continue
                 cap = word[0].isupper() and not word.isupper() or (word.isupper() and len(word) > 3 and text.isupper())
-                # given name + surname (+ particles), all capitalised
+                # A line whose first letter is lower case is written without
+                # capitals (chat): there lower case says nothing against a name.
+                line = text.rfind("\n", 0, start) + 1
+                first = _FIRST_LETTER.search(text, line, end)
+                casual = not cap and word.islower() and first is not None and first.group(0).islower() \
+                    and key not in _WORD_NAMES and len(key) > 3 and key not in common_words
+                # given name + surname (+ particles), all capitalised (or, in
+                # such a line, all lower case and all listed names)
                 j, last = i + 1, None
-                while cap and j < len(words) and j - i <= 4:
+                while (cap or casual) and j < len(words) and j - i <= 4:
                     s2, e2, w2 = words[j]
                     gap = text[words[j - 1][1]:s2]
                     k2 = w2.casefold()
+                    if casual:
+                        if gap != " " or not w2.islower() or k2 in _WORD_NAMES or k2 in _MONTH_WORDS:
+                            break
+                        if k2 in _PARTICLES:
+                            j += 1
+                            continue
+                        if k2 in stop or not (k2 in family or k2 in given) or len(k2) < 3:
+                            break
+                        last = j
+                        j += 1
+                        if k2 in family:
+                            break
+                        continue
                     # A capitalised known surname right after a given name is
                     # the surname even when it is also a word ("Beverley
                     # Jackson", "Beatriz Bueno"), unless an English function word.
@@ -692,14 +713,20 @@ def _name_list_recognizer():
                 weak = bool(_WEAK_CUE.search(before))
                 initial = not before.strip() or bool(re.search(r"(?:[.!?:]\s*|\n\s*)$", before))
                 common = key in _WORD_NAMES
+                # At a sentence start every word is capitalised; a listed
+                # given name there is the sentence's subject when a lower-
+                # case word follows ("Tessa has exceeded …", "Anne and Gilles").
+                subject = initial and key not in common_words and bool(_VERB_NEXT.match(text, end))
                 score = 0.0
                 if strong:
                     score = 0.9
                 elif cap and weak and not common:
                     score = 0.6
-                elif cap and not initial and not common:
+                elif cap and not common and (not initial or subject):
                     score = 0.5
-                if score and (cap or strong):
+                elif casual and _LOWER_WORD_NEXT.match(text, end) is not None or casual and weak:
+                    score = 0.5
+                if score and (cap or strong or casual):
                     out.append(self._result(start, end, score))
                 i += 1
             return out
@@ -708,6 +735,27 @@ def _name_list_recognizer():
 
 
 NAME_LIST_SOURCE = "privleak_name_list"
+_FIRST_LETTER = re.compile(r"[^\W\d_]")
+_LOWER_WORD_NEXT = re.compile(r"[ \t]+[a-zà-ÿ]")
+# What follows a sentence's subject: a conjunction, an auxiliary, an English
+# verb in -s / -ed, a Romance reflexive pronoun, or the commonest auxiliaries
+# of the EU languages above.
+_VERB_NEXT = re.compile(
+    r"[ \t]+(?:and|&|or|is|was|has|had|have|will|would|can|could|should|may|might|must|did|does|[a-z]{2,}(?:s|ed)|"
+    r"si|se|s'|ist|hat|war|wird|est|a|ha|è|heeft|zal|tem|foi)(?![\w'])")
+
+
+@lru_cache(maxsize=1)
+def _common_words() -> frozenset[str]:
+    """The most common words of English, German, Spanish, French, Italian and
+    Dutch (the word lists of Faker's lorem providers): a given name that is
+    one of them ("friend", "said") needs a cue, unless capitalised mid-sentence."""
+    import importlib
+
+    words: set[str] = set()
+    for loc in ("en_US", "de_DE", "es_ES", "fr_FR", "it_IT", "nl_NL"):
+        words.update(w.casefold() for w in importlib.import_module(f"faker.providers.lorem.{loc}").Provider.word_list)
+    return frozenset(words)
 NRP_LIST_SOURCE = "privleak_nrp_list"
 
 # Nationalities and ethnic groups, religions, political affiliations (the
