@@ -226,3 +226,29 @@ def test_bank_context_words_survive_inflection_glue_and_one_typo():
         assert labels(text) == [(value, "US_BANK_NUMBER")], text
     assert labels("The act 40937659 was passed.") == []
     assert labels("Lot 40937659 shipped on time.") == []
+
+
+@pytest.mark.parametrize("text,name", [
+    ("Can you send a corrected copy?\n\nThanks,\nHelen", "Helen"),  # sign-off, not a partner list
+    ("Statement for Nicolaus Werner\nMohauptstr. 5/7, 33036 Merseburg", "Nicolaus Werner"),  # one line per name
+    ("The interview raised concerns about remarks on Bridget's background.", "Bridget"),  # possessive
+    ("Hi all,\n\nBeverley Jackson 07910 874204", "Beverley Jackson"),  # a surname that is a word
+    ("Franscini J: The appellant, a practising Lutheran, appeals.", "Franscini"),  # a judge
+    ("Tessa has exceeded expectations on every objective.", "Tessa"),  # a sentence's subject
+    ("dont tell christine but im quitting tomorrow", "christine"),  # a lower-case chat line
+    ("pls send it to liam van den berg today", "liam van den berg"),
+])
+def test_names_in_general_positions(text, name):
+    a = get_analyzer(["NAME", "ADDRESS", "PHONE", "NRP"])
+    got = [(d.value(text), d.label) for d in a.analyze(text)]
+    assert (name, "NAME") in got, got
+
+
+@pytest.mark.parametrize("text", [
+    "Loan application: applicant pending review.",  # a common word at a sentence start
+    "ur austrian friend was so nice at the party",  # a common word in a lower-case line
+    "Appendix J: the figures for 2023.",  # a lettered item, not a judge
+])
+def test_common_words_are_not_names(text):
+    a = get_analyzer(["NAME", "ADDRESS", "PHONE", "NRP"])
+    assert [d.value(text) for d in a.analyze(text) if d.label == "NAME"] == []

@@ -670,11 +670,13 @@ def _name_list_recognizer():
                     gap = text[words[j - 1][1]:s2]
                     k2 = w2.casefold()
                     if casual:
-                        if gap != " " or not w2.islower() or k2 in _WORD_NAMES or k2 in _MONTH_WORDS:
+                        if gap != " " or not w2.islower():
                             break
                         if k2 in _PARTICLES:
                             j += 1
                             continue
+                        if k2 in _WORD_NAMES or k2 in _MONTH_WORDS:
+                            break
                         if k2 in stop or not (k2 in family or k2 in given) or len(k2) < 3:
                             break
                         last = j
