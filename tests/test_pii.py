@@ -186,3 +186,69 @@ def test_match_spans_fifty_percent_rule():
     assert match_spans(truth, [(0, 10, "PHONE")], "NAME") == (0, 0, 0)  # incompatible type
     assert match_spans(truth, [(0, 10, "NAME")], "NAME") == (1, 1, 1)
     assert math.isnan(evaluate_detections([], [], ["NAME"]).overall.recall)
+
+
+def test_nhs_check_digit_beats_a_phone_format_unless_a_phone_cue_is_nearer():
+    # 943 476 5919 is the NHS Data Dictionary's example number (mod-11 check digit 9);
+    # 943 476 5918 has the wrong check digit, so it can only be a phone number.
+    a = get_analyzer(["PHONE", "UK_NHS"], ner=False)
+
+    def labels(text):
+        return [(d.value(text), d.label) for d in a.analyze(text)]
+
+    assert labels("Form returned, 943 476 5919 confirmed against the GP letter.") == [("943 476 5919", "UK_NHS")]
+    assert labels("Form returned, 943 476 5918 confirmed against the GP letter.") == [("943 476 5918", "PHONE")]
+    assert labels("Call me on 943 476 5919 tomorrow.") == [("943 476 5919", "PHONE")]
+    assert labels("Reach me on +44 943 476 5919 tomorrow.") == [("+44 943 476 5919", "PHONE")]
+    assert labels("NHS no. 943 476 5919; call 0161 496 0000.") == [("943 476 5919", "UK_NHS"),
+                                                                    ("0161 496 0000", "PHONE")]
+    assert labels("Form returned, 943-476-5919 confirmed.") == [("943-476-5919", "UK_NHS")]
+    # after a trunk 0 (a French mobile, mod-11 valid) the check digit alone proves nothing: one in eleven pass
+    assert labels("Form returned, 0612345688 confirmed.") == [("0612345688", "PHONE")]
+    assert labels("Form returned, NHS 0612345688 confirmed.") == [("0612345688", "UK_NHS")]
+
+
+def test_bank_context_words_survive_inflection_glue_and_one_typo():
+    # The lean NLP engine's lemmas are the lower-cased tokens: plurals, a cue glued to its
+    # value and a chat typo must still support a bank number, as Presidio's lemmatizer and
+    # substring matching made them; an unrelated word one letter away must not.
+    a = get_analyzer(["US_BANK_NUMBER", "PHONE", "CREDIT_CARD", "UK_NHS"], ner=False)
+
+    def labels(text):
+        return [(d.value(text), d.label) for d in a.analyze(text)]
+
+    for text, value in [("Both savings accounts: 40937659 and more.", "40937659"),
+                        ("Acct#40937659 is the one for the rent.", "40937659"),
+                        ("accct 40937659 thats the one for the rent", "40937659"),
+                        ("actc 1357343759 thats the one for the rent", "1357343759"),
+                        ("acount 40937659 thats the one for the rent", "40937659"),
+                        ("Chequing 40937659 is closed.", "40937659")]:
+        assert labels(text) == [(value, "US_BANK_NUMBER")], text
+    assert labels("The act 40937659 was passed.") == []
+    assert labels("Lot 40937659 shipped on time.") == []
+
+
+@pytest.mark.parametrize("text,name", [
+    ("Can you send a corrected copy?\n\nThanks,\nHelen", "Helen"),  # sign-off, not a partner list
+    ("Statement for Nicolaus Werner\nMohauptstr. 5/7, 33036 Merseburg", "Nicolaus Werner"),  # one line per name
+    ("The interview raised concerns about remarks on Bridget's background.", "Bridget"),  # possessive
+    ("Hi all,\n\nBeverley Jackson 07910 874204", "Beverley Jackson"),  # a surname that is a word
+    ("Franscini J: The appellant, a practising Lutheran, appeals.", "Franscini"),  # a judge
+    ("Tessa has exceeded expectations on every objective.", "Tessa"),  # a sentence's subject
+    ("dont tell christine but im quitting tomorrow", "christine"),  # a lower-case chat line
+    ("pls send it to liam van den berg today", "liam van den berg"),
+])
+def test_names_in_general_positions(text, name):
+    a = get_analyzer(["NAME", "ADDRESS", "PHONE", "NRP"])
+    got = [(d.value(text), d.label) for d in a.analyze(text)]
+    assert (name, "NAME") in got, got
+
+
+@pytest.mark.parametrize("text", [
+    "Loan application: applicant pending review.",  # a common word at a sentence start
+    "ur austrian friend was so nice at the party",  # a common word in a lower-case line
+    "Appendix J: the figures for 2023.",  # a lettered item, not a judge
+])
+def test_common_words_are_not_names(text):
+    a = get_analyzer(["NAME", "ADDRESS", "PHONE", "NRP"])
+    assert [d.value(text) for d in a.analyze(text) if d.label == "NAME"] == []

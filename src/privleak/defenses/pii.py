@@ -266,7 +266,7 @@ def _intl_address_regex() -> str:
     component = (rf"(?:{_POSTCODE}(?: {city})?|{_UNIT}|{city}(?: {_POSTCODE})?|"
                  rf"\d{{1,5}}[A-Za-z]?(?:[-/]\d+)?(?: {_UNIT})?)")
     number = r"\d{1,5}(?: ?(?:bis|ter)|[A-Za-z])?(?:/\d{1,4})?"
-    name = rf"(?:{_CAPW}|\d{{1,3}})(?:[ -](?:{_LINK}[ -])*(?:{_CAPW}|\d{{1,3}})){{0,4}}"
+    name = rf"(?:{_CAPW}|\d{{1,3}}(?!\d))(?:[ -](?:{_LINK}[ -])*(?:{_CAPW}|\d{{1,3}}(?!\d))){{0,4}}"
     type_first = (rf"(?:{number},? )?(?i:{_TYPE_FIRST})\.? (?:{_LINK} )*{name}"
                   rf"(?:,? {number}(?![\d.,]\d)(?: {_UNIT})*)?")
     type_last = rf"[A-ZÄÖÜ][\wäöüßÀ-ÿ'-]*?(?i:{_TYPE_LAST}) {number}(?: ?[-/] ?\d{{1,4}}[a-z]?)?"
@@ -305,11 +305,17 @@ _NOT_NAME = (r"(?:Patient|Pt|Name|Full|For|With|Dear|Mr|Mrs|Ms|Miss|Mx|Dr|Prof|S
 # The same words in capitals, plus header words that follow "PATIENT" in forms.
 _NOT_NAME_CAPS = (_NOT_NAME.upper()[:-1] + "|INTAKE|FORM|INFORMATION|INFO|DETAILS|HISTORY|VISIT|"
                   "CARE|EDUCATION|PORTAL|ID|NUMBER|SIGNATURE|CONSENT)")
+# A name is written on one line: its words are separated by spaces, never a
+# line break ("Statement for Ann Lee\nMohauptstr. 5" is a name, then an address).
 _NAME = (rf"(?!{_NOT_NAME}\b){_NAME_TOKEN}"
-         rf"(?:\s+(?:[A-Z]\.\s+)?(?!{_NOT_NAME}\b){_NAME_TOKEN}){{1,2}}")
+         rf"(?:[ \t]+(?:[A-Z]\.[ \t]+)?(?!{_NOT_NAME}\b){_NAME_TOKEN}){{1,2}}")
 _NAME_CUES = (r"(?:[Pp]atient|[Pp]t\.|[Nn]ame|Mr|Mrs|Ms|Miss|Mx|Dr|Dear|[Rr]eferring|[Ss]ee|"
               r"[Ss]een(?:\s+today)?|[Ff]or|[Ww]ith|[Aa]dmitted|[Cc]onsultation|[Cc]lient|"
               r"[Rr]esident|[Ss]igned|[Dd]ischarged)")
+# Nouns that take a letter as a label ("Appendix J", "Schedule J").
+_ENUMERATED = (r"(?:Appendix|Annex|Exhibit|Schedule|Section|Part|Form|Type|Plan|Item|Note|Table|Figure|Fig|Class|"
+               r"Grade|Block|Unit|Building|Room|Row|Gate|Level|Vitamin|Model|Series|Option|Group|Team|Phase|Step|"
+               r"Stage|Chapter|Article|Rule|Box|Lot|Wing|Ward|Bay|Zone|Sector|Tower|Floor|Suite|Flat|Apartment)")
 _ID_CUES = (r"(?:DOB|D\.O\.B|[Dd]ate of birth|[Bb]orn|b\.|MRN|SSN|[Aa]ge[d]?\b|\d{1,3}\s*(?:yo|y/o|"
             r"years?[- ]old))")
 
@@ -424,8 +430,11 @@ def _own_specs() -> dict[str, _RecognizerSpec]:
             ("name before identifier", rf"\b{_NAME}(?=\s*[,;(:]\s*\(?{_ID_CUES})", 0.6),
             ("all-caps name after cue",
              rf"(?<=\b(?:[Pp]atient|PATIENT|[Nn]ame|NAME|Mr|MR|Mrs|MRS|Ms|MS|Dr|DR)\.?:?\s+)"
-             rf"(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+(?:\s+(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+){{1,2}}\b", 0.5),
+             rf"(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+(?:[ \t]+(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+){{1,2}}\b", 0.5),
             ("surname after title", rf"(?<=\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+)(?!{_NOT_NAME}\b){_NAME_TOKEN}\b", 0.6),
+            # A judge as law reports name one: surname + post-nominal ("Smith J:",
+            # "Denning LJ,", "Hale CJ:"), not a lettered item ("Appendix J:").
+            ("judge", rf"\b(?!{_NOT_NAME}\b|{_ENUMERATED}\b){_NAME_TOKEN}(?=[ \t]+(?:J|LJ|CJ|JA|JJ|LJJ)[:,])", 0.6),
         ), (), case_sensitive=True),
     }
 
@@ -617,6 +626,8 @@ def _name_list_recognizer():
 
     given, family = _name_lists()
     stop = _stop_words()
+    english_stop = _stop_words(("en",))
+    common_words = _common_words()
 
     class NameListRecognizer(LocalRecognizer):
         def __init__(self) -> None:
@@ -633,7 +644,9 @@ def _name_list_recognizer():
                                       RecognizerResult.RECOGNIZER_IDENTIFIER_KEY: self.id})
 
         def analyze(self, text, entities, nlp_artifacts=None):
-            words = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text)]
+            # An English possessive is no part of the name ("Bridget's background").
+            words = [(m.start(), m.end() - 2, m.group(0)[:-2]) if m.group(0)[-2:] in ("'s", "’s")
+                     else (m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text)]
             out = []
             i = 0
             while i < len(words):
@@ -643,18 +656,45 @@ def _name_list_recognizer():
                     i += 1
                     continue
                 cap = word[0].isupper() and not word.isupper() or (word.isupper() and len(word) > 3 and text.isupper())
-                # given name + surname (+ particles), all capitalised
+                # A line whose first letter is lower case is written without
+                # capitals (chat): there lower case says nothing against a name.
+                line = text.rfind("\n", 0, start) + 1
+                first = _FIRST_LETTER.search(text, line, end)
+                casual = not cap and word.islower() and first is not None and first.group(0).islower() \
+                    and key not in _WORD_NAMES and len(key) > 3 and key not in common_words
+                # given name + surname (+ particles), all capitalised (or, in
+                # such a line, all lower case and all listed names)
                 j, last = i + 1, None
-                while cap and j < len(words) and j - i <= 4:
+                while (cap or casual) and j < len(words) and j - i <= 4:
                     s2, e2, w2 = words[j]
                     gap = text[words[j - 1][1]:s2]
-                    if gap not in (" ", "-") or w2.casefold() in stop and w2.casefold() not in _PARTICLES:
+                    k2 = w2.casefold()
+                    if casual:
+                        if gap != " " or not w2.islower():
+                            break
+                        if k2 in _PARTICLES:
+                            j += 1
+                            continue
+                        if k2 in _WORD_NAMES or k2 in _MONTH_WORDS:
+                            break
+                        if k2 in stop or not (k2 in family or k2 in given) or len(k2) < 3:
+                            break
+                        last = j
+                        j += 1
+                        if k2 in family:
+                            break
+                        continue
+                    # A capitalised known surname right after a given name is
+                    # the surname even when it is also a word ("Beverley
+                    # Jackson", "Beatriz Bueno"), unless an English function word.
+                    surname = w2[:1].isupper() and k2 in family and k2 not in english_stop
+                    if gap not in (" ", "-") or k2 in stop and k2 not in _PARTICLES and not surname:
                         break
-                    if w2.casefold() in _PARTICLES and w2[0].islower():
+                    if k2 in _PARTICLES and w2[0].islower():
                         j += 1
                         continue
-                    if not w2[0].isupper() or w2.casefold() in _WORD_NAMES or _NOT_NAME_RE.match(w2) \
-                            or w2.casefold() in _MONTH_WORDS:
+                    if not w2[0].isupper() or (k2 in _WORD_NAMES and not surname) or _NOT_NAME_RE.match(w2) \
+                            or k2 in _MONTH_WORDS:
                         break
                     last = j
                     j += 1
@@ -675,14 +715,20 @@ def _name_list_recognizer():
                 weak = bool(_WEAK_CUE.search(before))
                 initial = not before.strip() or bool(re.search(r"(?:[.!?:]\s*|\n\s*)$", before))
                 common = key in _WORD_NAMES
+                # At a sentence start every word is capitalised; a listed
+                # given name there is the sentence's subject when a lower-
+                # case word follows ("Tessa has exceeded …", "Anne and Gilles").
+                subject = initial and key not in common_words and bool(_VERB_NEXT.match(text, end))
                 score = 0.0
                 if strong:
                     score = 0.9
                 elif cap and weak and not common:
                     score = 0.6
-                elif cap and not initial and not common:
+                elif cap and not common and (not initial or subject):
                     score = 0.5
-                if score and (cap or strong):
+                elif casual and _LOWER_WORD_NEXT.match(text, end) is not None or casual and weak:
+                    score = 0.5
+                if score and (cap or strong or casual):
                     out.append(self._result(start, end, score))
                 i += 1
             return out
@@ -691,6 +737,27 @@ def _name_list_recognizer():
 
 
 NAME_LIST_SOURCE = "privleak_name_list"
+_FIRST_LETTER = re.compile(r"[^\W\d_]")
+_LOWER_WORD_NEXT = re.compile(r"[ \t]+[a-zà-ÿ]")
+# What follows a sentence's subject: a conjunction, an auxiliary, an English
+# verb in -s / -ed, a Romance reflexive pronoun, or the commonest auxiliaries
+# of the EU languages above.
+_VERB_NEXT = re.compile(
+    r"[ \t]+(?:and|&|or|is|was|has|had|have|will|would|can|could|should|may|might|must|did|does|[a-z]{2,}(?:s|ed)|"
+    r"si|se|s'|ist|hat|war|wird|est|a|ha|è|heeft|zal|tem|foi)(?![\w'])")
+
+
+@lru_cache(maxsize=1)
+def _common_words() -> frozenset[str]:
+    """The most common words of English, German, Spanish, French, Italian and
+    Dutch (the word lists of Faker's lorem providers): a given name that is
+    one of them ("friend", "said") needs a cue, unless capitalised mid-sentence."""
+    import importlib
+
+    words: set[str] = set()
+    for loc in ("en_US", "de_DE", "es_ES", "fr_FR", "it_IT", "nl_NL"):
+        words.update(w.casefold() for w in importlib.import_module(f"faker.providers.lorem.{loc}").Provider.word_list)
+    return frozenset(words)
 NRP_LIST_SOURCE = "privleak_nrp_list"
 
 # Nationalities and ethnic groups, religions, political affiliations (the
@@ -784,14 +851,14 @@ def _nrp_words() -> frozenset[str]:
     return frozenset(w.casefold() for w in (*_NRP_ANY_CASE, *_NRP_CAPITALISED, *_NRP_MULTI))
 
 
-@lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
+@lru_cache(maxsize=4)
+def _stop_words(langs: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl", "pt")) -> frozenset[str]:
     """spaCy's stop words of English and the EU languages above ("Sie", "das",
     "con" are given names somewhere, and pronouns or articles here)."""
     import importlib
 
     words: set[str] = set()
-    for lang in ("en", "de", "fr", "es", "it", "nl", "pt"):
+    for lang in langs:
         words |= importlib.import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
     return frozenset(w.casefold() for w in words)
 
@@ -799,11 +866,13 @@ def _stop_words() -> frozenset[str]:
 # A company ("Owen PLC", "Taylor, Hernandez and Roth") or a place ("Sainte
 # Agnès", "North Leon") named after a person is no person.
 _ORG_AFTER = re.compile(
-    r"^(?:\s+(?:PLC|Ltd|Limited|Inc|LLC|LLP|GmbH|AG|KG|OHG|SE|SA|S\.A|SAS|SARL|S\.A\.R\.L|SL|S\.L|SLU|BV|B\.V|NV|"
+    r"^(?:[ \t]+(?:PLC|Ltd|Limited|Inc|LLC|LLP|GmbH|AG|KG|OHG|SE|SA|S\.A|SAS|SARL|S\.A\.R\.L|SL|S\.L|SLU|BV|B\.V|NV|"
     r"SpA|S\.p\.A|Srl|S\.r\.l|Group|Holdings|Partners|Associates|Company|Co|Corp|Corporation|Bros|Brothers|"
     r"Foundation|Institute|University|Bank|Hospital|Clinic|Street|St|Road|Rd|Avenue|Ave)\b"
-    r"|(?:,\s+[A-Z][\w'-]+)*,?\s+(?:and|&|und|et|e|y|en)\s+[A-Z][\w'-]+\b(?!\s+[a-z]))")
-_ORG_BEFORE = re.compile(r"(?:[A-Z][\w'-]+,\s+(?:[A-Z][\w'-]+,\s+)*|[A-Z][\w'-]+\s+(?:and|&|und|et|e|y|en)\s+)$")
+    r"|(?:,[ \t]+[A-Z][\w'-]+)*,?[ \t]+(?:and|&|und|et|e|y|en)[ \t]+[A-Z][\w'-]+\b(?![ \t]+[a-z]))")
+# (A list of partners is written on one line; "Thanks,\nAnn" is a sign-off.)
+_ORG_BEFORE = re.compile(r"(?:[A-Z][\w'-]+,[ \t]+(?:[A-Z][\w'-]+,[ \t]+)*"
+                         r"|[A-Z][\w'-]+[ \t]+(?:and|&|und|et|e|y|en)[ \t]+)$")
 _PLACE_BEFORE = re.compile(
     r"\b(?:Saint|Sainte|St|Ste|Sint|San|Santa|Santo|São|Sankt|North|South|East|West|New|Port|Lake|Mount|Mt|Fort|"
     r"Bad|Villa|Villafranca|Castel|Borgo|Monte|Puerto|Isla|Cala)\.?\s+$")
@@ -1002,7 +1071,63 @@ def _enhancer_class():
             words += self._add_n_words_forward(i, self.context_suffix_count, nlp_artifacts.lemmas, keywords)
             return list(set(words))
 
+        @staticmethod
+        def _find_supportive_word_in_context(context_list, recognizer_context_list, matching_mode="substring"):
+            # Whole words (see PiiAnalyzer), up to what the lean engine's
+            # "lemmas" (lower-cased tokens) leave in: see _context_word_forms.
+            if matching_mode != "whole_word" or not context_list or not recognizer_context_list:
+                return LemmaContextAwareEnhancer._find_supportive_word_in_context(
+                    context_list, recognizer_context_list, matching_mode)
+            words = set()
+            for token in context_list:
+                token = token.lower()
+                words.add(token)
+                words.update(_LETTER_RUN.findall(token))
+            for cue in recognizer_context_list:
+                if not words.isdisjoint(_context_word_forms(cue.lower())):
+                    return cue
+            return ""
+
     return TokenIndexedEnhancer
+
+
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+_INFLECTIONS = ("s", "es", "ed", "d", "ing", "'s", "’s")
+
+
+@lru_cache(maxsize=4096)
+def _context_word_forms(cue: str) -> frozenset[str]:
+    """The tokens that stand for context word ``cue``.
+
+    Presidio's lemmatizer turned "accounts" into "account"; our engine's
+    lemmas are the lower-cased tokens, so English inflections are added
+    back. A cue glued to its value ("Acct#12345678", "konto:…") counts by
+    its letters (see the caller). Chat and hurried notes carry typos:
+    single-error forms (Damerau 1964: most misspellings are one insertion,
+    deletion, substitution or transposition) of the kinds that do not turn
+    one word into another — a letter typed twice, two neighbours swapped
+    (cues of 4+ letters), and an inner letter dropped (6+: "acount"; shorter
+    words, first and last letters give other words: "acct" → "act",
+    "routing" → "outing", "driver" → "drive").
+    """
+    if " " in cue or not cue.isalpha():
+        return frozenset({cue})
+    forms = {cue, *(cue + s for s in _INFLECTIONS), *_typo_forms(cue)}
+    if cue.endswith("e"):
+        forms.add(cue[:-1] + "ing")
+    return frozenset(forms)
+
+
+def _typo_forms(word: str) -> set[str]:
+    """``word`` with one typo of the kinds :func:`_context_word_forms` accepts."""
+    forms: set[str] = set()
+    if len(word) >= 4:
+        forms.update(word[:i + 1] + word[i:] for i in range(len(word)))
+        forms.update(word[:i] + word[i + 1] + word[i] + word[i + 2:] for i in range(len(word) - 1))
+    if len(word) >= 6:
+        forms.update(word[:i] + word[i + 1:] for i in range(1, len(word) - 1))
+    forms.discard(word)
+    return forms
 
 
 # --------------------------------------------------------------------------
@@ -1087,6 +1212,10 @@ def _accept(label: str, source: str, text: str, start: int, end: int) -> bool:
         # listed groups and words shaped like demonyms ("Moldovan", "Togolese").
         words = value.split()
         bare = re.sub(r"(?:'s|’s|s)$", "", value.strip())
+        if value.strip().casefold() not in _nrp_words() and value.strip().casefold() in _name_lists()[0]:
+            # The demonym shape is a guess; a listed given name ("Ercan",
+            # "Sean") that names no listed group is a name.
+            return False
         return bool(words) and not any(ch.isdigit() for ch in value) and (
             value.strip().casefold() in _nrp_words() or bare.casefold() in _nrp_words()
             or (value[:1].isupper() and bool(_DEMONYM.search(words[-1]))))
@@ -1117,7 +1246,8 @@ _GENERIC_LABELS = frozenset({"NAME", "PHONE", "ADDRESS", "DOB", "TIME", "NRP", "
 _CUES: dict[str, re.Pattern[str]] = {lab: re.compile(rx, re.IGNORECASE) for lab, rx in {
     "PHONE": r"\b(?:phone|tel\b|tel\.|telephone|mobile|cell|call|fax|contact|whats ?app|reach|ring|text me|"
              r"telefon|téléphone|portable|tél|teléfono|móvil|llam|cellulare|chiam|richiam|bel|rufen|appel)",
-    "US_BANK_NUMBER": r"\b(?:account|acct|bank|routing|deposit|checking|savings|konto|compte|cuenta|conto)",
+    "US_BANK_NUMBER": r"\b(?:account|acct|bank|routing|deposit|checking|cheque|chequing|savings|konto|compte|cuenta|"
+                      r"conto)",
     "US_PASSPORT": r"\b(?:passport|reisepass|passeport|pasaporte|passaporto)",
     "US_DRIVER_LICENSE": r"\b(?:driver|licen[cs]e|dl\b|driving|permit)",
     "SSN": r"\b(?:ssn|social security|ss#|ssa)",
@@ -1132,7 +1262,25 @@ _CUES: dict[str, re.Pattern[str]] = {lab: re.compile(rx, re.IGNORECASE) for lab,
     "IP_ADDRESS": r"\b(?:ip\b|address|server|host|vpn|whitelist|login|sign-in|access)",
     "MAC_ADDRESS": r"\b(?:mac|hardware|ethernet)",
 }.items()}
+
+
+def _with_typos(rx: re.Pattern[str]) -> re.Pattern[str]:
+    # Each plain-word cue also with one typo (see _context_word_forms):
+    # "accct 1357343759" still names a bank account. Cues match as word
+    # prefixes; a typo form only as a whole word (+ inflection): as a
+    # prefix "clel" (cell) would be "Clelia".
+    alts = rx.pattern[len(r"\b(?:"):-1].split("|")
+    typos = {t for a in alts if a.isalpha() for t in _typo_forms(a)} - set(alts)
+    typo_rx = "|".join(sorted(typos, key=lambda t: (-len(t), t)))
+    return re.compile(r"\b(?:" + "|".join(alts) + (rf"|(?:{typo_rx})(?:s|es|ed|ing)?\b" if typos else "") + ")",
+                      rx.flags)
+
+
+_CUES = {lab: _with_typos(rx) for lab, rx in _CUES.items()}
 _CUE_WINDOW = 80
+# An NHS number laid out as the NHS writes it (3 3 4, stored as 10 digits; dashes are
+# accepted as Presidio's NHS recognizer accepts them), not starting with a trunk 0.
+_NHS_FORM = re.compile(r"[1-9]\d{2}([ -]?)\d{3}\1\d{4}")
 
 
 def _cue_distance(label: str, text: str, start: int) -> int | None:
@@ -1369,7 +1517,8 @@ class PiiAnalyzer:
         # cleaner context. (US driver's licences: PrivLeak's own recognizer.)
         if "US_BANK_NUMBER" in wanted:
             out.append(UsBankRecognizer(context=["bank", "checking", "account", "acct", "debit", "deposit",
-                                                 "routing", "konto", "compte", "cuenta", "conto"]))
+                                                 "routing", "savings", "cheque", "chequing",
+                                                 "konto", "compte", "cuenta", "conto"]))
         if "US_PASSPORT" in wanted:
             out.append(UsPassportRecognizer(context=["passport", "travel document"]))
         if "US_ITIN" in wanted:
@@ -1395,10 +1544,17 @@ class PiiAnalyzer:
             score = float(r.score)
             validated = score >= 0.999 or bool(meta.get("privleak_validated"))
             distance = _cue_distance(label, text, start) if source not in SOFT_SOURCES else None
-            if label == "UK_NHS" and distance is None:
-                # mod 11 passes one 10-digit phone number in eleven: without an
-                # "NHS" cue the checksum alone does not beat a phone number
-                # libphonenumber knows.
+            if label == "UK_NHS" and distance is None and not _NHS_FORM.fullmatch(text[start:end]):
+                # The mod-11 check digit (NHS Data Dictionary) validates an
+                # NHS number in an NHS layout — 3-3-4 digits, one separator
+                # style, no leading 0 (England and Wales issue none that
+                # start with 0; a leading 0 is a phone's trunk prefix) — then
+                # names it better than a phone format does, cue or not, as a
+                # Luhn digit does a card number. In a phone's own layout
+                # ("0610025724", "041 7849974") mod 11, which passes one
+                # number in eleven, proves nothing without an NHS cue. A
+                # nearer phone cue or an international prefix (a longer phone
+                # span) makes any of them a phone (see _priority).
                 validated = False
             specific = source not in SOFT_SOURCES and (label not in _GENERIC_LABELS or label == "PHONE") and (
                 validated or distance is not None)
