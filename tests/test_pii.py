@@ -228,6 +228,29 @@ def test_bank_context_words_survive_inflection_glue_and_one_typo():
     assert labels("Lot 40937659 shipped on time.") == []
 
 
+def test_bank_number_after_a_short_form_of_account():
+    # Banks and their customers shorten "account" to "A/C", "Acc" and, typing fast, "act"
+    # ("acct" with a c dropped). Each of those is also a word or another abbreviation
+    # ("air con", "the act"), so it counts only directly before the number, the noun "act"
+    # (after an article) never; a phone-shaped number there is still the account.
+    a = get_analyzer(["US_BANK_NUMBER", "PHONE", "CREDIT_CARD", "UK_NHS"], ner=False)
+
+    def labels(text):
+        return [(d.value(text), d.label) for d in a.analyze(text)]
+
+    for text, value in [("act 53855430176592 thats the one for the rent", "53855430176592"),
+                        ("😂 act 508121863028 thats the one for the rent 😅", "508121863028"),
+                        ("Please credit A/C No. 40937659 by Friday.", "40937659"),
+                        ("a/c: 40937659", "40937659"),
+                        ("pay it into my acc 40937659 pls", "40937659"),
+                        ("Acc#07700900123 is mine", "07700900123")]:
+        assert labels(text) == [(value, "US_BANK_NUMBER")], text
+    assert labels("The act 40937659 was passed.") == []
+    assert labels("This act 40937659 was repealed.") == []
+    assert labels("Act now, the number is 40937659 for the draw.") == []
+    assert labels("The act, call 07700 900123 for help.") == [("07700 900123", "PHONE")]
+
+
 @pytest.mark.parametrize("text,name", [
     ("Can you send a corrected copy?\n\nThanks,\nHelen", "Helen"),  # sign-off, not a partner list
     ("Statement for Nicolaus Werner\nMohauptstr. 5/7, 33036 Merseburg", "Nicolaus Werner"),  # one line per name

@@ -335,6 +335,17 @@ def _luhn_ok(value: str) -> bool:
     return total % 10 == 0
 
 
+# Short forms of "account" on statements, cheques and forms ("A/C No.",
+# "Acc#") and in chat ("act": "acct" with a c dropped, the doubled-letter
+# slip). Each is also a word or another abbreviation ("A/C" air con, "the
+# act"), so it names a bank account only directly before the number, joined
+# by at most "#", ":", "No." — and "act" never after an article (the noun).
+_ARTICLES = r"the|an?|this|that|these|those"
+_ACCOUNT_SEP = r"\.?[ \t]?(?:#|no\.?|nr\.?|number)?[ \t]?[:#]?[ \t]?"
+_ACCOUNT_SHORT = re.compile(
+    rf"(?<![\w/])(?P<article>(?:{_ARTICLES})\s{{1,3}})?(?P<cue>a/c|acc|act){_ACCOUNT_SEP}\Z", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class _RecognizerSpec:
     label: str
@@ -413,6 +424,13 @@ def _own_specs() -> dict[str, _RecognizerSpec]:
              r"(?:[ -]\d{1,6}){0,4}"
              r"|\d{1,3}(?:[ -]\d{3}){2,3})(?![\w-])", 0.05),
         ), ("driver", "license", "licence", "dl", "driving", "permit")),
+        # Presidio's bank recognizer takes 8-17 digits with a context word
+        # within five words; a short form of "account" counts only directly
+        # before the number (see _ACCOUNT_SHORT), where it is no other word.
+        "US_BANK_NUMBER": _RecognizerSpec("US_BANK_NUMBER", (
+            ("account short form",
+             rf"(?<=(?<![\w/])(?:a/c|acc|(?<!\b(?:{_ARTICLES})\s{{1,3}})act){_ACCOUNT_SEP})\d{{8,17}}\b", 0.5),
+        )),
         "BLOOD_PRESSURE": _RecognizerSpec("BLOOD_PRESSURE", (
             ("bp", r"(?<![\d/.])(?:[5-9]\d|1\d\d|2[0-4]\d)/(?:[2-9]\d|1[0-4]\d)(?![\d/])", 0.3),
         ), ("bp", "blood", "pressure", "mmhg")),
@@ -1292,6 +1310,10 @@ def _cue_distance(label: str, text: str, start: int) -> int | None:
     last = None
     for m in rx.finditer(text, lo, start):
         last = m
+    if label == "US_BANK_NUMBER":
+        short = _ACCOUNT_SHORT.search(text, max(0, start - 40), start)
+        if short and not (short["article"] and short["cue"].lower() == "act"):
+            return start - short.end("cue")
     return None if last is None else start - last.end()
 
 
