@@ -41,8 +41,9 @@ What runs
   calendar dates in every numeric order and with month names in English
   and the EU languages; clock times; card numbers in issuers' groupings
   (Luhn-checked, including the Mastercard 2-series Presidio's pattern
-  misses); US driver's licence numbers next to a licence cue; blood
-  pressure, height and weight; names next to a cue ("Patient", "Dear",
+  misses); bank account numbers right after "A/C", "Acc" or "act"; US
+  driver's licence numbers next to a licence cue; blood pressure, height
+  and weight; names next to a cue ("Patient", "Dear",
   "Mr.") or directly before an identifier ("…, DOB", "… (MRN"); names from a
   list of given names (:func:`_name_list_recognizer`); nationalities,
   religions and political affiliations from a list.
@@ -79,6 +80,40 @@ flagged survives), labelled like the best member — first one whose type is
 just before it, nearest cue first: "account number 123456789" is a bank
 account, not a phone number), then the longest, then highest-scoring;
 soft detections that overlap no pattern are clustered the same way.
+
+NHS numbers and phone numbers share ten digits. The NHS mod-11 check digit
+makes an NHS detection specific only in the layout the NHS prints (3-3-4,
+one separator style, no leading 0): one number in eleven passes mod 11, so
+in a phone's layout ("0610025724", "041 7849974") it proves nothing and the
+number stays a phone unless an NHS cue is near. A nearer phone cue or a
++country prefix still makes an NHS-shaped number a phone.
+
+Context words
+-------------
+Context words and type cues are matched as whole words ("us" must not
+support a passport inside "puedes", "dl" a licence after "mg/dL"). Our NLP
+engine's "lemmas" are the lower-cased tokens, so a context word also
+matches with English inflections ("accounts"), by the letters of a token
+glued to its value ("Acct#40937659", "konto:…") and with one typo of the
+kinds that rarely make another word (Damerau 1964): a doubled letter, two
+neighbours swapped (4+ letters), an inner letter dropped (6+ letters;
+shorter words turn into others: "acct" → "act"). Short forms of "account"
+("A/C", "Acc", chat's "act") count only directly before the number (see
+``_ACCOUNT_SHORT``), where they are no other word.
+
+Names
+-----
+Beyond the NER and cues, :func:`_name_list_recognizer` takes listed given
+names where people write them, because the small English model misses
+names in other languages' sentences and in chat: a given name + surname
+(a listed surname even when it is also a word, "Beverley Jackson"); a
+sentence's subject ("Tessa has exceeded …": at a sentence start every word
+is capitalised, so a following verb is what tells); in a line written
+without capitals, lower-case names ("liam van den berg"). A given name
+that is also a common word of six languages ("friend") needs a cue or a
+capital mid-sentence; one of ``_WORD_NAMES`` ("Will", "Grace") a strong cue.
+A name never crosses a line break (sign-offs, a name above an address),
+drops an English possessive, and law reports' judges are "Smith J:".
 
 Batches
 -------
@@ -634,8 +669,12 @@ def _name_list_recognizer():
     * a capitalised given name alone after a strong cue (greeting, title,
       "au nom de", a sign-off line) → 0.9; after a weak cue ("for", "with",
       "and") or mid-sentence → 0.6 / 0.5, unless it is also a common word
-      (``_WORD_NAMES``); never at the start of a sentence without a cue;
-    * a lower-case given name only after a strong cue ("hey kayla").
+      (``_WORD_NAMES``); at the start of a sentence only as its subject
+      (a verb-like word follows, ``_VERB_NEXT``) and not a common word;
+    * a lower-case given name after a strong cue ("hey kayla"); in a line
+      whose first letter is lower case (chat), also before a lower-case word
+      or after a weak cue (4+ letters, not a common word), and lower-case
+      given name + listed surname(s) ("liam de heer").
 
     Its detections rank with the NER's (see :func:`resolve_overlaps`): a
     pattern (an address, an e-mail) always wins over them.
@@ -1126,7 +1165,8 @@ def _context_word_forms(cue: str) -> frozenset[str]:
     one word into another — a letter typed twice, two neighbours swapped
     (cues of 4+ letters), and an inner letter dropped (6+: "acount"; shorter
     words, first and last letters give other words: "acct" → "act",
-    "routing" → "outing", "driver" → "drive").
+    "routing" → "outing", "driver" → "drive"; "act" counts as a short form
+    of "account" directly before a number, see ``_ACCOUNT_SHORT``).
     """
     if " " in cue or not cue.isalpha():
         return frozenset({cue})
