@@ -275,3 +275,14 @@ def test_names_in_general_positions(text, name):
 def test_common_words_are_not_names(text):
     a = get_analyzer(["NAME", "ADDRESS", "PHONE", "NRP"])
     assert [d.value(text) for d in a.analyze(text) if d.label == "NAME"] == []
+
+
+def test_stock_presidio_still_loads_its_recognizers_after_ours(analyzer):
+    # Presidio's loader looks recognizer classes up by name among the EntityRecognizer subclasses that
+    # exist in the process; ours must not shadow a predefined one (it crashed with our PhoneRecognizer).
+    from presidio_analyzer.recognizer_registry import RecognizerRegistry
+
+    assert analyzer.analyze(["Call 212-555-0147 today."])  # ours built and used first
+    registry = RecognizerRegistry(supported_languages=["en"])
+    registry.load_predefined_recognizers(languages=["en"])
+    assert any(r.name == "PhoneRecognizer" for r in registry.recognizers)

@@ -537,7 +537,9 @@ def _phone_recognizer():
     from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
 
 
-    class PhoneRecognizer(LocalRecognizer):
+    # Not named PhoneRecognizer: Presidio's predefined-recognizer loader finds classes by name among
+    # EntityRecognizer subclasses, and would build ours (wrong signature) once this module had run.
+    class PrivLeakPhoneRecognizer(LocalRecognizer):
         # Matched as substrings of the words before a number (Presidio's
         # rule), so no short words: "tel" would match "hotel", "ring" "during".
         # "number" is not one: "account number", "passport number" and
@@ -582,7 +584,7 @@ def _phone_recognizer():
                                               RecognizerResult.IS_SCORE_ENHANCED_BY_CONTEXT_KEY: cued}))
             return out
 
-    return PhoneRecognizer()
+    return PrivLeakPhoneRecognizer()
 
 
 def _phone_score(phonenumbers, cand: str) -> tuple[float, bool]:
