@@ -80,7 +80,7 @@ def _arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, 
                 "seed": cfg.seed, "data_defences": data}
     if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
         settings["debug_break"] = cfg.dp.debug_break[spec.name]
-    recipe_batch, recipe_epochs = dp_recipe(n_members)
+    recipe_batch, recipe_epochs = dp_recipe(n_members, spec.dp_epsilon)
     settings["batch_size"] = settings["batch_size"] or recipe_batch
     settings["epochs"] = settings["epochs"] or recipe_epochs
     if spec.lora:
