@@ -286,3 +286,16 @@ def test_stock_presidio_still_loads_its_recognizers_after_ours(analyzer):
     registry = RecognizerRegistry(supported_languages=["en"])
     registry.load_predefined_recognizers(languages=["en"])
     assert any(r.name == "PhoneRecognizer" for r in registry.recognizers)
+
+
+def test_a_decilitre_unit_is_no_driver_licence_cue():
+    analyzer = get_analyzer(None)  # the default scrub set (the module's analyser has no licence type)
+    # "mg/dL" lower-cases to the "dl" context word; on the default clinical corpus it made doses and
+    # addresses near a lab value "licence numbers". The abbreviation is written "DL".
+    text = ("Last creatinine 1.1 mg/dL. D/c meds: venlafaxine 250 mg at bedtime. Last hemoglobin 10.3 g/dL. "
+            "Deliver: 15365 Gray Wall Apt. 629, East Elizabethhaven, UT 84152 | Tel 746-209-6139")
+    dets = analyzer.analyze(text)
+    assert not [d for d in dets if d.label == "US_DRIVER_LICENSE"]
+    assert any(d.label == "ADDRESS" and "15365 Gray Wall" in text[d.start:d.end] for d in dets)
+    text = "Defendant Ann Lee (CA DL No. D1234567) was arrested in Fresno."
+    assert any(d.label == "US_DRIVER_LICENSE" and text[d.start:d.end] == "D1234567" for d in analyzer.analyze(text))

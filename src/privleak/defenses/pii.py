@@ -91,7 +91,8 @@ number stays a phone unless an NHS cue is near. A nearer phone cue or a
 Context words
 -------------
 Context words and type cues are matched as whole words ("us" must not
-support a passport inside "puedes", "dl" a licence after "mg/dL"). Our NLP
+support a passport inside "puedes"), and "dl" backs a licence only as the
+capitals "DL" ("mg/dL" is a unit; Presidio lower-cases context). Our NLP
 engine's "lemmas" are the lower-cased tokens, so a context word also
 matches with English inflections ("accounts"), by the letters of a token
 glued to its value ("Acct#40937659", "konto:…") and with one typo of the
@@ -1241,8 +1242,22 @@ _REGIONS = frozenset(s.casefold() for s in (
 _TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s*$")
 
 
+# "dL" after a unit ("mg/dL", "g/dL") is the decilitre, not "DL" for driver's licence: the abbreviation
+# is written in capitals, and Presidio's context step lower-cases words, so it cannot tell them apart.
+_LICENCE_CUE = re.compile(r"\b(?:driver|licen[cs]e|driving|permit)|\bDL\b", re.IGNORECASE)
+
+
+def _licence_cue_is_only_a_unit(text: str, start: int) -> bool:
+    """True when the licence cues before ``start`` are all a non-capital "dl" (a unit such as mg/dL)."""
+    window = text[max(0, start - _CUE_WINDOW):start]
+    cues = [m.group(0) for m in _LICENCE_CUE.finditer(window)]
+    return bool(cues) and all(c.lower() == "dl" and c != "DL" for c in cues)
+
+
 def _accept(label: str, source: str, text: str, start: int, end: int) -> bool:
-    """Drop NER output that cannot be the label it claims."""
+    """Drop output that cannot be the label it claims: NER guesses, and licence numbers backed only by a unit."""
+    if label == "US_DRIVER_LICENSE" and _licence_cue_is_only_a_unit(text, start):
+        return False
     if source != "SpacyRecognizer":
         return True
     value = text[start:end]
