@@ -258,3 +258,18 @@ def test_cli_report_and_compare(tmp_path: Path, audited, capsys: pytest.CaptureF
     assert ei.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "arms.dp-8.attacks.loss.auc" in err
+
+
+def test_one_run_section_renders_when_no_arm_has_a_bound(audited) -> None:
+    # Regression (50592d3): with every bound unavailable (e.g. fewer audit canaries than the bound needs)
+    # the section crashed with StopIteration; it must render the rows that say why.
+    from privleak.report.html import section_one_run
+    from privleak.results import OneRunEpsilon
+
+    r = audited.results.model_copy(deep=True)
+    for _, model in r.models():
+        if model.one_run_epsilon is not None:
+            model.one_run_epsilon = OneRunEpsilon(available=False, reason="needs at least 50 audit canaries")
+    section = section_one_run(r)
+    assert section is not None and section["id"] == "one-run"
+    assert "needs at least 50 audit canaries" in render_report(r)  # the rows say why
