@@ -13,6 +13,9 @@ import pytest
 
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# `privleak run` in tests runs its tasks in this process (tests monkeypatch what the tasks call);
+# the local worker processes that `auto` picks on a multi-core machine have their own tests.
+os.environ.setdefault("PRIVLEAK_EXECUTOR", "sequential")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -66,6 +69,41 @@ ALL_ARMS = {**SMALL, "arms": ["baseline", "best", "dp-8", "scrub", "dedup", "dp-
             # 100 audit canaries (½ inserted): with the default 1,000 about 500 extra records swamp
             # the 137 member records and the baseline no longer reliably memorises its 16× canary.
             "one_run": {"canaries": 100, "prefix_words": 2, "secret_words": 3}}
+
+
+def comparable_results(path: Path) -> dict:
+    """results.json less its wall times (``durations_s``)."""
+    import json
+
+    r = json.loads((path / "results.json").read_text())
+    r.pop("durations_s")
+    return r
+
+
+class Lines(list):
+    """A ``notify`` callback that keeps the lines."""
+
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+
+@pytest.fixture(scope="session")
+def sequential_1thread_run(tmp_path_factory):
+    """SMALL run sequentially on one torch thread, the parallel executors' default per task: float sums are
+    only bit-identical at equal thread counts, and CI runs with torch's default (all cores)."""
+    import torch
+
+    from privleak import pipeline
+    from privleak.config import build_config
+
+    out = tmp_path_factory.mktemp("seq")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pipeline.run_audit(build_config(SMALL), out)
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
 
 class AuditedRun:

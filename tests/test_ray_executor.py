@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import SMALL
+from conftest import SMALL, Lines, comparable_results
 
 from privleak import pipeline
 from privleak.config import build_config
@@ -33,18 +32,6 @@ RAY = {"kind": "ray", "workers": 2}
 KILLED = "train/dp-4"  # the longest task of SMALL: the test kills its worker mid-training
 
 
-def _comparable(path: Path) -> dict:
-    """results.json less its wall times (``durations_s``)."""
-    r = json.loads((path / "results.json").read_text())
-    r.pop("durations_s")
-    return r
-
-
-class Lines(list):
-    def __call__(self, line: str) -> None:
-        self.append(line)
-
-
 def _kill_first_attempt(root: Path, name: str, killed: list[int], stop: threading.Event) -> None:
     """Wait until ``name`` runs (its worker's claim file), let it train a moment, SIGKILL that worker."""
     while not stop.is_set():
@@ -56,20 +43,6 @@ def _kill_first_attempt(root: Path, name: str, killed: list[int], stop: threadin
                 killed.append(int(info["pid"]))
             return
         time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def sequential_run(tmp_path_factory):
-    """SMALL run sequentially at the Ray workers' thread count (cpus_per_task = 1): float sums are only
-    bit-identical at equal torch thread counts, and CI runs with torch's default (all cores)."""
-    out = tmp_path_factory.mktemp("seq")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(build_config({**SMALL, "executor": RAY}).executor.cpus_per_task)
-    try:
-        pipeline.run_audit(build_config(SMALL), out)
-    finally:
-        torch.set_num_threads(threads)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +62,15 @@ def ray_run(tmp_path_factory):
     return out, lines, killed
 
 
-def test_ray_run_writes_the_sequential_results(sequential_run, ray_run):
+def test_ray_run_writes_the_sequential_results(sequential_1thread_run, ray_run):
     out, lines, _ = ray_run
     assert any("local Ray, 2 workers" in ln for ln in lines)
-    assert _comparable(out) == _comparable(sequential_run)
+    assert comparable_results(out) == comparable_results(sequential_1thread_run)
     # every stage marked with the same key, and the durations listed in the same (graph) order
-    seq_markers = {p.name: json.loads(p.read_text())["key"] for p in (sequential_run / "stages").glob("*.json")}
+    seq_markers = {p.name: json.loads(p.read_text())["key"] for p in (sequential_1thread_run / "stages").glob("*.json")}
     ray_markers = {p.name: json.loads(p.read_text())["key"] for p in (out / "stages").glob("*.json")}
     assert ray_markers == seq_markers
-    seq_d = json.loads((sequential_run / "results.json").read_text())["durations_s"]
+    seq_d = json.loads((sequential_1thread_run / "results.json").read_text())["durations_s"]
     ray_d = json.loads((out / "results.json").read_text())["durations_s"]
     assert list(ray_d) == list(seq_d)
     assert not (out / "stages" / board.RUNNING_DIR).exists()
@@ -114,7 +87,7 @@ def test_killed_worker_task_is_retried(ray_run):
 QUICK = {**SMALL, "arms": ["baseline"], "attacks": {**SMALL["attacks"], "select": ["membership"]}}
 
 
-def test_stopped_driver_resumes_from_finished_tasks(tmp_path, sequential_run):
+def test_stopped_driver_resumes_from_finished_tasks(tmp_path, sequential_1thread_run):
     """Ctrl-C in the driver (here: raised from its progress callback once the arm is trained) cancels what
     runs; the rerun redoes nothing that finished, on either executor, and gives the sequential figures."""
     cfg = build_config({**QUICK, "executor": RAY})
@@ -223,7 +196,8 @@ def test_ray_not_installed_is_one_line_and_exit_2(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--workers", "2"], "add --executor ray"),
+    (["--executor", "sequential", "--workers", "2"], "drop it or name one"),
+    (["--executor", "processes", "--ray-address", "auto"], "add --executor ray"),
     (["--executor", "dask"], "executor.kind"),
     (["--executor", "ray", "--ray-address", "nowhere"], "not a Ray address"),
     (["--executor", "ray", "--ray-address", "auto", "--workers", "2"], "drop workers"),

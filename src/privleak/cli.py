@@ -101,9 +101,9 @@ def run(
     dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
     ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
     public: Optional[str] = typer.Option(None, "--public", help="Public text of your domain (no privacy cost): the embedded base model is pre-trained on it instead of generic clinical text."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="sequential (default: one task after another here) or ray (tasks in parallel on Ray; pip install 'privleak[ray]')."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="auto (default: processes on a CPU machine with ≥ 2 cores, else sequential), sequential (one task after another here), processes (tasks in parallel on local worker processes) or ray (on Ray; pip install 'privleak[ray]')."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: auto (the cluster this machine is in) or ray://host:port. Default: a local Ray started here."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="With --executor ray and no --ray-address: tasks at once on the local Ray (default: CPU count)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tasks at once on local worker processes or a local Ray (default: CPU count, at most 8)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps. With CUDA and no --profile, the gpu profile runs."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
@@ -152,7 +152,7 @@ def run(
         if value is not None:
             over.setdefault("executor", {})[key] = value
     cfg = build_config(file_data, over)
-    cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
+    policy = cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
     if cfg.data.public is not None and not Path(cfg.data.public).expanduser().exists():
@@ -163,7 +163,7 @@ def run(
     _check_out_dir(out_dir)
     from .executors import make_executor
 
-    results = run_audit(cfg, out_dir, notify=err.print, executor=make_executor(cfg.executor, notify=err.print))
+    results = run_audit(cfg, out_dir, notify=err.print, executor=make_executor(cfg.executor, notify=err.print, device=policy.device))
     for table in all_tables(results):
         out.print(table)
     for line in verdict_lines(results):

@@ -366,10 +366,12 @@ class ExecutorConfig(_Strict):
     """How the task graph runs — not what the audit is: kept out of ``config.json``, ``results.json`` and
     every cache key, so a sequential and a Ray run of one config are the same audit (and resume each other)."""
 
-    kind: Literal["sequential", "ray"] = "sequential"
+    # auto: local worker processes ("processes") on a CPU machine with ≥ 2 cores, else one task after another
+    # ("sequential"); PRIVLEAK_EXECUTOR names the kind auto stands for (e.g. sequential, in tests).
+    kind: Literal["auto", "sequential", "processes", "ray"] = "auto"
     # None: start a local Ray on this machine; "auto" (the cluster this machine belongs to) or "ray://host:port".
     ray_address: str | None = None
-    workers: int | None = Field(None, ge=1, le=4096)  # local Ray only: tasks at once (default: CPUs ÷ cpus_per_task)
+    workers: int | None = Field(None, ge=1, le=4096)  # processes or local Ray: tasks at once (default: CPUs ÷ cpus_per_task)
     cpus_per_task: int = Field(1, ge=1, le=1024)  # also each task's torch threads
     gpus_per_task: float = Field(0.0, ge=0.0, le=64.0)  # training and evaluation tasks (data tasks ask for none)
     memory_gib: float | None = Field(None, gt=0.0)  # per model task; None: estimated from the model's size
@@ -384,8 +386,10 @@ class ExecutorConfig(_Strict):
 
     @model_validator(mode="after")
     def _ray_only(self) -> "ExecutorConfig":
-        if self.kind == "sequential" and (self.ray_address is not None or self.workers is not None):
-            raise ValueError("ray_address and workers apply to the Ray executor; add --executor ray")
+        if self.ray_address is not None and self.kind != "ray":
+            raise ValueError("ray_address applies to the Ray executor; add --executor ray")
+        if self.kind == "sequential" and self.workers is not None:
+            raise ValueError("workers applies to --executor processes or ray; drop it or name one of them")
         if self.ray_address is not None and self.workers is not None:
             raise ValueError("workers sizes a local Ray; with a ray_address the cluster's size decides (drop workers)")
         return self

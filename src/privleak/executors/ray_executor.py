@@ -19,7 +19,6 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,8 +30,8 @@ from ..config import AuditConfig, ExecutorConfig
 from ..core.errors import UserError
 from ..pipeline.audit import Audit
 from ..pipeline.graph import Graph, Task
-from ..pipeline.rundir import RunDir
-from . import board
+from .dynamic import run_dynamic
+from .worker import execute
 
 GIB = 1024**3
 #: A worker process with torch, transformers and Presidio's spaCy model loaded, before any model.
@@ -90,37 +89,6 @@ def resources(task: Task, cfg: AuditConfig, root: Path) -> Resources:
     ex = cfg.executor
     return Resources(num_cpus=ex.cpus_per_task, num_gpus=0.0 if task.kind == "light" else ex.gpus_per_task,
                      memory=memory_bytes(task.kind, model_params(cfg, root), ex))
-
-
-# ---------------------------------------------------------------- the worker side
-
-# One Audit per (run, config) per worker process: like the sequential run's one process, a worker that
-# runs several tasks loads the splits, the base model and the shared attack state once.
-_AUDITS: dict[tuple[str, str], Audit] = {}
-
-
-def _worker_audit(cfg: AuditConfig, root: str) -> Audit:
-    key = (root, cfg.fingerprint())
-    if key not in _AUDITS:
-        _AUDITS.clear()
-        _AUDITS[key] = Audit(cfg=cfg, run=RunDir(root=Path(root)), notify=lambda s: None)
-    return _AUDITS[key]
-
-
-def execute(cfg: AuditConfig, root: str, task: Task, threads: int) -> tuple[float, list[str]]:
-    """Run one task in a worker: (seconds, warnings it raised). Done already (a retry) → returns at once."""
-    import torch
-
-    torch.set_num_threads(threads)
-    audit = _worker_audit(cfg, root)
-    board.claim(Path(root), task.name)
-    seen = len(audit.warnings)
-    from ..models.device import use_policy
-
-    with use_policy(cfg.compute_policy()):  # the device and precision the driver's config says, in this process too
-        audit.stage(task.name, task.key, partial(task.run, audit))
-    board.release(Path(root), task.name)
-    return audit.run.durations.get(task.name, 0.0), audit.warnings[seen:]
 
 
 # ---------------------------------------------------------------- the driver side
@@ -185,73 +153,45 @@ class RayExecutor:
 
     def run(self, graph: Graph, audit: Audit) -> None:
         self.connect()
-        root = audit.run.root.absolute()
-        todo = [t for t in graph.tasks if not audit.run.done(t.name, t.key)]
-        view = board.TaskBoard(root, [t.name for t in graph.tasks], title="ray", notify=audit.notify)
-        for t in graph.tasks:
-            if t in todo:
-                board.release(root, t.name)  # a claim left by a stopped run is not this run's attempt
-            else:
-                view.cached(t.name)
-        if not todo:
-            return
-        checked: set[Resources] = set()
-        done = set(graph.external) | {t.name for t in graph.tasks if t not in todo}
-        in_flight: dict[ray.ObjectRef, Task] = {}
-        waiting = list(todo)
-        with view:
-            try:
-                while waiting or in_flight:
-                    for task in [t for t in waiting if all(i in done for i in t.inputs)]:
-                        waiting.remove(task)
-                        # Resources are worked out at submission: a user model's size is known once the base is.
-                        req = resources(task, audit.cfg, root)
-                        if req not in checked:
-                            self._check_fits(task.name, req)
-                            checked.add(req)
-                        ref = self._remote.options(**req.options(), max_retries=self.cfg.max_retries,
-                                                   retry_exceptions=False, name=task.name).remote(
-                            audit.cfg, str(root), task, self.cfg.cpus_per_task)
-                        in_flight[ref] = task
-                        view.submitted(task.name)
-                    ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=0.5)
-                    view.poll()
-                    for ref in ready:
-                        task = in_flight.pop(ref)
-                        try:
-                            _, warnings = ray.get(ref)
-                        except RayTaskError as exc:
-                            view.failed(task.name)
-                            cause = getattr(exc, "cause", None)
-                            raise (cause if isinstance(cause, BaseException) else exc) from None
-                        except RayError as exc:  # its worker died more often than Ray retries, or the node is gone
-                            view.failed(task.name)
-                            raise RuntimeError(f"task {task.name} failed on Ray after {self.cfg.max_retries} retries "
-                                               f"({type(exc).__name__}); rerun the same command to resume") from None
-                        # The marker the worker wrote holds the duration: read it here, so results.json lists it.
-                        audit.run.done(task.name, task.key)
-                        view.finished(task.name, audit.run.durations.get(task.name, 0.0))
-                        for w in warnings:
-                            audit.warn(w)
-                        done.add(task.name)
-            except BaseException:
-                # Ctrl-C or a failed task: stop what is running (its stage is not marked, so a rerun redoes it;
-                # every finished stage is marked and is not redone).
-                for ref in in_flight:
-                    ray.cancel(ref, force=True)
-                raise
-        # results.json lists durations in the order a sequential run finishes the tasks: the graph's.
-        durations = dict(audit.run.durations)
-        ours = {t.name for t in graph.tasks}
-        audit.run.durations.clear()
-        audit.run.durations.update({k: v for k, v in durations.items() if k not in ours})
-        audit.run.durations.update({t.name: durations[t.name] for t in graph.tasks if t.name in durations})
-        try:
-            (root / "stages" / board.RUNNING_DIR).rmdir()  # empty once every task finished
-        except OSError:
-            pass
+        run_dynamic(graph, audit, _RayBackend(self, audit), title="ray")
 
     def close(self) -> None:
         if self._started:
             ray.shutdown()
             self._started = False
+
+
+class _RayBackend:
+    """Ray tasks as :func:`run_dynamic`'s backend; each resource request is checked against the cluster once."""
+
+    def __init__(self, ex: RayExecutor, audit: Audit) -> None:
+        self.ex, self.audit = ex, audit
+        self.root = audit.run.root.absolute()
+        self.checked: set[Resources] = set()
+
+    def submit(self, task: Task) -> ray.ObjectRef:
+        # Resources are worked out at submission: a user model's size is known once the base is.
+        req = resources(task, self.audit.cfg, self.root)
+        if req not in self.checked:
+            self.ex._check_fits(task.name, req)
+            self.checked.add(req)
+        return self.ex._remote.options(**req.options(), max_retries=self.ex.cfg.max_retries,
+                                       retry_exceptions=False, name=task.name).remote(
+            self.audit.cfg, str(self.root), task, self.ex.cfg.cpus_per_task)
+
+    def wait(self, handles: list[ray.ObjectRef]) -> list[ray.ObjectRef]:
+        return ray.wait(handles, num_returns=1, timeout=0.5)[0] if handles else []
+
+    def collect(self, task: Task, handle: ray.ObjectRef) -> list[str]:
+        try:
+            return ray.get(handle)[1]
+        except RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            raise (cause if isinstance(cause, BaseException) else exc) from None
+        except RayError as exc:  # its worker died more often than Ray retries, or the node is gone
+            raise RuntimeError(f"task {task.name} failed on Ray after {self.ex.cfg.max_retries} retries "
+                               f"({type(exc).__name__}); rerun the same command to resume") from None
+
+    def cancel(self, handles: list[ray.ObjectRef]) -> None:
+        for ref in handles:
+            ray.cancel(ref, force=True)

@@ -1,0 +1,111 @@
+"""The local worker-process executor (``--executor processes``, what ``auto`` picks on a multi-core CPU
+machine): the same results.json as a sequential run, a stopped driver resumes, a dead worker is one line;
+and which executor ``auto`` stands for."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from conftest import SMALL, Lines, comparable_results
+
+from privleak import pipeline
+from privleak.config import ExecutorConfig, build_config
+from privleak.core.errors import UserError
+from privleak.executors import make_executor, resolve_kind
+from privleak.executors.processes import WORKER_MEMORY, ProcessExecutor, default_workers
+from privleak.pipeline.graph import Sequential
+
+PROCS = {"kind": "processes", "workers": 2}
+
+
+@pytest.fixture(scope="module")
+def process_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("procs")
+    cfg = build_config({**SMALL, "executor": PROCS})
+    lines = Lines()
+    pipeline.run_audit(cfg, out, notify=lines, executor=make_executor(cfg.executor, notify=lines))
+    return out, lines
+
+
+def test_process_run_writes_the_sequential_results(sequential_1thread_run, process_run):
+    out, lines = process_run
+    assert any("2 local worker processes" in ln for ln in lines)
+    assert any("✓ train/dp-4" in ln for ln in lines)  # the board's lines: each task reported as it finishes
+    assert comparable_results(out) == comparable_results(sequential_1thread_run)
+    seq = {p.name: json.loads(p.read_text())["key"] for p in (sequential_1thread_run / "stages").glob("*.json")}
+    assert {p.name: json.loads(p.read_text())["key"] for p in (out / "stages").glob("*.json")} == seq
+    order = lambda d: list(json.loads((d / "results.json").read_text())["durations_s"])  # noqa: E731
+    assert order(out) == order(sequential_1thread_run)
+
+
+def test_stopped_driver_resumes_and_dead_worker_is_one_error(tmp_path):
+    """Ctrl-C once the arm trained: the workers are stopped, the rerun redoes nothing that finished. A worker
+    killed mid-task: one error naming the task and the fix; the rerun finishes the audit."""
+    quick = {**SMALL, "arms": ["baseline"], "attacks": {**SMALL["attacks"], "select": ["membership"]}, "executor": PROCS}
+    cfg = build_config(quick)
+
+    def stop_after_training(line: str) -> None:
+        if "✓ train/baseline" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_audit(cfg, tmp_path, notify=stop_after_training,
+                           executor=make_executor(cfg.executor, notify=stop_after_training))
+    assert not (tmp_path / "results.json").exists()
+    finished = len(list((tmp_path / "stages").glob("*.json")))
+    assert (tmp_path / "stages" / "train_baseline.json").exists()
+
+    def kill_worker(line: str) -> None:  # the first task this rerun starts: its worker dies
+        if line.startswith("▶ "):
+            info = json.loads(next((tmp_path / "stages" / ".running").glob("*.json")).read_text())
+            os.kill(int(info["pid"]), signal.SIGKILL)
+
+    with pytest.raises(RuntimeError, match=r"a worker process died while running .*rerun the same command"):
+        pipeline.run_audit(cfg, tmp_path, notify=kill_worker, executor=make_executor(cfg.executor, notify=kill_worker))
+
+    lines = Lines()
+    pipeline.run_audit(cfg, tmp_path, notify=lines, executor=make_executor(cfg.executor, notify=lines))
+    assert len([ln for ln in lines if "(cached)" in ln]) >= finished
+    assert any("train/baseline (cached)" in ln for ln in lines)
+    assert (tmp_path / "results.json").exists()
+
+
+def test_auto_is_processes_on_a_multicore_cpu_only(monkeypatch):
+    import torch
+
+    auto = ExecutorConfig()
+    monkeypatch.delenv("PRIVLEAK_EXECUTOR", raising=False)
+    assert auto.kind == "auto"
+    assert resolve_kind(auto, torch.device("cpu"), cpus=2) == "processes"
+    assert resolve_kind(auto, torch.device("cpu"), cpus=1) == "sequential"
+    assert resolve_kind(auto, torch.device("cuda", 0), cpus=16) == "sequential"  # one GPU, one process on it
+    assert resolve_kind(ExecutorConfig(kind="sequential"), torch.device("cpu"), cpus=16) == "sequential"
+    monkeypatch.setenv("PRIVLEAK_EXECUTOR", "sequential")
+    assert resolve_kind(auto, torch.device("cpu"), cpus=16) == "sequential"
+    assert isinstance(make_executor(auto), Sequential)
+    monkeypatch.setenv("PRIVLEAK_EXECUTOR", "threads")
+    with pytest.raises(UserError, match="PRIVLEAK_EXECUTOR=threads: unknown executor"):
+        resolve_kind(auto, torch.device("cpu"), cpus=16)
+    ex = make_executor(ExecutorConfig(kind="processes", workers=3))
+    assert isinstance(ex, ProcessExecutor) and ex.workers == 3
+    ex.close()  # never started: nothing to stop
+
+
+def test_default_workers_follow_cores_and_memory():
+    assert default_workers(1, cpus=2, memory=24 * 2**30) == 2
+    assert default_workers(2, cpus=2, memory=24 * 2**30) == 1
+    assert default_workers(1, cpus=64, memory=2**40) == 8
+    assert default_workers(1, cpus=16, memory=2 * WORKER_MEMORY) == 2
+    assert default_workers(1, cpus=4, memory=0) == 4  # memory unknown: cores decide
+    assert default_workers(1, cpus=4, memory=WORKER_MEMORY // 2) == 1
+
+
+def test_process_settings_stay_out_of_the_audit():
+    a, b = build_config(SMALL), build_config({**SMALL, "executor": PROCS})
+    assert a.fingerprint() == b.fingerprint()
+    with pytest.raises(UserError, match="workers applies to --executor processes or ray"):
+        build_config({**SMALL, "executor": {"kind": "sequential", "workers": 2}})
