@@ -40,12 +40,14 @@ from privleak.models.handle import ModelHandle, clone_model, load_handle, save_h
 SEQS = [[0, 5, 7, 9, 3, 0], [0, 4, 4, 0], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0], [0, 9, 8, 7, 0]]
 
 
-def _tiny(train_embeddings: bool):
+def _tiny(train_embeddings: bool, train_output: bool = False):
     model = build_model(BaseModelSpec(vocab_size=50, n_layer=2, n_embd=24, n_head=2, max_length=16), eos_id=0).train()
     assert ghost_norms.use_ghost_form(14, 24, 72) and not ghost_norms.use_ghost_form(14, 24, 24)
     if train_embeddings:
         assert untie_output_embedding(model)
     else:
+        if train_output:
+            assert untie_output_embedding(model)
         freeze_embeddings(model)
     return model
 
@@ -107,10 +109,13 @@ def _bk_norms(model) -> torch.Tensor:
     return norms
 
 
-def test_book_keeping_per_sample_norms_and_clipped_sum_equal_hooks_reference():
+@pytest.mark.parametrize("train_output", [False, True], ids=["frozen-tied-head", "trained-untied-head"])
+def test_book_keeping_per_sample_norms_and_clipped_sum_equal_hooks_reference(train_output):
     """One backward pass without weight gradients: same norms as the materialised
-    per-sample gradients, and p.grad is exactly Σ_i min(1, C/‖g_i‖)·g_i."""
-    model = _tiny(train_embeddings=False)
+    per-sample gradients, and p.grad is exactly Σ_i min(1, C/‖g_i‖)·g_i — also with
+    the output layer trained as its own Linear (the DP arms' default)."""
+    model = _tiny(train_embeddings=False, train_output=train_output)
+    assert model.lm_head.weight.requires_grad == train_output
     gsm = GradSampleModule(model, loss_reduction="sum")
     ids, mask = pad_batch(SEQS, 0)
     out = gsm(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
@@ -232,3 +237,25 @@ def test_book_keeping_falls_back_to_the_reference_for_unsupported_layers(tiny_ha
         private, _, criterion, _, _ = make_private(model, opt, loader, 1.0, settings)
     assert criterion is None
     private._close()
+
+
+def test_train_output_trains_the_head_and_keeps_the_embeddings(tiny_handle):
+    """dp.train_output (the DP arms' default): the tied output layer gets its own copy, which DP-SGD moves;
+    the input and position embeddings stay as pre-trained; the saved model loads untied, as trained."""
+    from privleak.models.batching import encode
+    from privleak.models.dp_train import prepare_trainable
+
+    settings = DPSettings(target_epsilon=8.0, delta=1e-3, max_grad_norm=1.0, epochs=2, expected_batch_size=8,
+                          lr=1e-2, grad_sample_mode="bk", train_output=True)
+    probe = prepare_trainable(clone_model(tiny_handle.model), settings)
+    assert probe.lm_head.weight is not probe.transformer.wte.weight and probe.lm_head.weight.requires_grad
+    assert not probe.transformer.wte.weight.requires_grad and not probe.transformer.wpe.weight.requires_grad
+    untouched = prepare_trainable(clone_model(tiny_handle.model), DPSettings(**{**settings.__dict__, "train_output": False}))
+    assert untouched.lm_head.weight is untouched.transformer.wte.weight and not untouched.lm_head.weight.requires_grad
+
+    wte0 = tiny_handle.model.transformer.wte.weight.detach().clone()
+    data = encode(tiny_handle.tokenizer, ["Patient Ann Lee was seen on day 3 for asthma."] * 24, 64)
+    model, _ = train_dp(clone_model(tiny_handle.model), data, settings, tiny_handle.tokenizer.pad_token_id, 64)
+    assert torch.equal(model.transformer.wte.weight, wte0)
+    assert not torch.allclose(model.lm_head.weight, wte0)
+    assert model.config.tie_word_embeddings is False

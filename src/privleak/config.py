@@ -164,6 +164,9 @@ class DPConfig(_Strict):
     # 3e-3 gives 3.12. Adam's step is ~lr whatever the noise, so past 3e-3 the noise walk wins.
     lr: float = Field(3e-3, gt=0)
     train_embeddings: bool = False
+    # The output layer trains (untied from the frozen input embedding): the private domain's word
+    # frequencies are there. Chosen on population records at ε = 8: 2.41 → 2.25 nats (frozen → trained head).
+    train_output: bool = True
     micro_batch_tokens: int = Field(4096, ge=16)
     accountant: Literal["prv", "rdp"] = "prv"
     # Per-sample clipping: "bk" book-keeping (Bu et al. 2023; fastest here, exact),
@@ -324,7 +327,10 @@ class OneRunConfig(_Strict):
 
     canaries: int = Field(1000, ge=0)
     prefix_words: int = Field(4, ge=1)
-    secret_words: int = Field(8, ge=1)
+    # 2, not 8: shorter canaries put more of each clipped per-sample gradient on each word. dp-8 on the default
+    # corpus (seed 0; 4-word prefix, trained output layer, tokens 2..k scored): canary AUC 0.576 → 0.614,
+    # one-run ε ≥ 0.12 → 0.78; and a canary is 6 words of training text instead of 12.
+    secret_words: int = Field(2, ge=1)
     fdp: bool = True  # also the Gaussian f-DP bound (Mahloujifar et al. 2024)
 
 

@@ -1,10 +1,21 @@
-"""The one-run audit canaries as an attack: the loss on each canary's secret tokens.
+"""The one-run audit canaries as an attack: the loss on each canary's tokens after its first.
 
-Panda et al. (ICLR 2025): score an audit canary by the model's loss on its
-secret tokens only (the prefix is context, not evidence). Score (higher =
-"included"): −NLL_secret under the target, as Panda et al. (a reference
+Panda et al. (ICLR 2025) score an audit canary by the model's loss on its
+secret tokens, the prefix being context. Ours are random words end to end —
+the prefix is as unpredictable and as unique to its canary as the secret — so
+every token is evidence except the first, whose only context is the start
+of a record: its loss measures how often canaries start with that pool word
+(shared by ~m / |pool| canaries), not whether this one was trained on.
+Score (higher = "included"): −mean NLL of tokens 2..k under the target.
+
+Measured on the default audit's own models (the choice is the auditor's,
+not the data's: the canaries are ours and public): dp-8's canary AUC 0.525
+on the secret tokens → 0.576 on tokens 2..k, one-run ε ≥ 0 → 0.12; the
+baseline 1.000 either way; dp-1 0.511, ε ≥ 0 either way. A reference
 model's calibration, NLL_ref − NLL_target, was no better on these random
-secrets, which every model of the vocabulary finds equally surprising). The ε bound from these scores is computed by the audit layer
+words, which every model of the vocabulary finds equally surprising; nor was
+the secret's probability normalised over the pool words or its rank among
+them. The ε bound from these scores is computed by the audit layer
 (:func:`privleak.audit.one_run.one_run_audit`), which knows the arm's δ.
 
 :func:`rare_word_pool` picks the canary vocabulary: whole-word tokens of the
@@ -59,19 +70,15 @@ def rare_word_pool(tokenizer, public_texts: Sequence[str], fraction: float = 0.5
     return pool
 
 
-def secret_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str = "score audit canaries") -> np.ndarray:
-    """Mean NLL of each canary's secret tokens given its prefix, one value per canary."""
+def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str = "score audit canaries") -> np.ndarray:
+    """Mean NLL of each canary's tokens after its first (the module docstring says why), one value per canary."""
     if not canaries:
         return np.zeros(0)
     scores = score_texts(handle, [c.text for c in canaries], desc=desc)
-    tok = handle.tokenizer
-    n_prefix = [len(x) for x in tok([c.prefix for c in canaries], add_special_tokens=False)["input_ids"]]
-    n_body = [len(x) for x in tok([c.text for c in canaries], add_special_tokens=False)["input_ids"]]
     out = np.empty(len(canaries))
     for i in range(len(canaries)):
-        # predicted token k of text i is body token k (the sequence starts with <eos>)
-        start = int(scores.offsets[i])
-        lp = scores.logprob[start + n_prefix[i]: start + min(n_body[i], int(scores.offsets[i + 1] - start))]
+        # predicted token k of text i is body token k (the sequence starts with <eos>): skip k = 0
+        lp = scores.logprob[int(scores.offsets[i]) + 1: int(scores.offsets[i + 1])]
         out[i] = -float(np.mean(lp)) if lp.size else 0.0
     return out
 
@@ -94,14 +101,14 @@ class OneRunCanaryResult(KeepsScores):
 
     def headline(self) -> list[Figure]:
         return [Figure("canary AUC", self.auc, "auc", chance=0.5),
-                Figure("secret NLL in / out", self.nll_included, "number"),
+                Figure("canary NLL in / out", self.nll_included, "number"),
                 Figure("canaries", self.m, "count")]
 
 
 def run(target: ModelHandle, ctx: AttackContext) -> OneRunCanaryResult:
     canaries = ctx.audit_canaries
     included = np.array([c.included for c in canaries], dtype=bool)
-    nll_t = secret_nll(target, canaries, desc=f"score audit canaries {getattr(target, 'name', '')}".strip())
+    nll_t = canary_nll(target, canaries, desc=f"score audit canaries {getattr(target, 'name', '')}".strip())
     score, kind = -nll_t, "loss"
     auc = roc_auc(score[included], score[~included]) if included.any() and (~included).any() else 0.5
     res = OneRunCanaryResult(m=len(canaries), n_included=int(included.sum()), score=kind, auc=float(auc),

@@ -3,8 +3,8 @@
 Panda et al. (ICLR 2025, "Privacy auditing of large language models") show
 that the canaries which make an LM's membership visible are not natural
 sentences but random sequences of rare (or brand-new) tokens, scored by the
-model's loss on the secret tokens only: nothing in pre-training predicts
-them, so any drop in their loss is memorisation. Steinke, Nasr & Jagielski
+model's loss on them: nothing in pre-training predicts them, so any drop in
+their loss is memorisation. Steinke, Nasr & Jagielski
 (NeurIPS 2023) turn m such canaries, each included independently with
 probability ½, into an ε lower bound from one training run
 (:mod:`privleak.audit.one_run`).
@@ -15,7 +15,8 @@ the base model's vocabulary (the rare-word pool comes from
 tokenizer has but public text almost never uses — the closest this
 embedded, fixed vocabulary gets to Panda et al.'s new tokens). The prefix
 makes each canary unique and gives the secret a context; the score is the
-loss on the secret's tokens. Unlike the exposure canaries
+loss on every token after the first (:mod:`privleak.attacks.audit_canaries`
+says why). Unlike the exposure canaries
 (:mod:`.canaries`) they carry no PII and are never part of any split or PII
 inventory: the pipeline adds the included ones to each trained model's
 training data only.

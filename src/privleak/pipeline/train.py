@@ -174,8 +174,8 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
     dps = DPSettings(
         target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
         expected_batch_size=s["batch_size"], lr=s["lr"], seed=seed, accountant=s["accountant"],
-        train_embeddings=s["train_embeddings"], micro_batch_tokens=s["micro_batch_tokens"],
-        grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
+        train_embeddings=s["train_embeddings"], train_output=s.get("train_output", False),
+        micro_batch_tokens=s["micro_batch_tokens"], grad_sample_mode=s["clipping"], lora_rank=s["lora_rank"] if s["lora"] else None,
         debug_break=s.get("debug_break"),
         **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
             "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}

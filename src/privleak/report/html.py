@@ -546,7 +546,7 @@ def section_one_run(results: AuditResults) -> Section | None:
         table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
                f"{_title('one_run_canaries')}: AUC in vs out", "check"], rows),
         note(f"{first.m} audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
-             f"model's data with probability ½ ({first.n_included} in); score: {first.score} on the secret tokens. The "
+             f"model's data with probability ½ ({first.n_included} in); score: {first.score} on every token after the first. The "
              "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
              f"bound (α = {first.alpha:g} overall), δ = the arm's. Steinke, Nasr & Jagielski 2023 hold for any (ε, δ)-DP "
              "training and decide the check; the f-DP bound (Mahloujifar, Melis & Chaudhuri 2024) assumes the "
