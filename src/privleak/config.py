@@ -329,8 +329,8 @@ class OneRunConfig(_Strict):
     canaries: int = Field(1000, ge=0)
     prefix_words: int = Field(4, ge=1)
     # 2, not 8: shorter canaries put more of each clipped per-sample gradient on each word. dp-8 on the default
-    # corpus (seed 0; 4-word prefix, trained output layer, tokens 2..k scored): canary AUC 0.576 → 0.614,
-    # one-run ε ≥ 0.12 → 0.78; and a canary is 6 words of training text instead of 12.
+    # corpus (seed 0; 4-word prefix, tokens 2..k scored): canary AUC 0.576 → 0.606, one-run ε ≥ 0.12 → 0.37
+    # (0.614 and 0.78 with dp.train_output); and a canary is 6 words of training text instead of 12.
     secret_words: int = Field(2, ge=1)
     fdp: bool = True  # also the Gaussian f-DP bound (Mahloujifar et al. 2024)
 

@@ -409,7 +409,7 @@ def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTraine
     frequencies live there, and the transformer blocks alone cannot move
     them. Measured at ε = 8 on the default corpus's population records
     (never the members): 2.41 → 2.25 nats, at the same step cost with
-    book-keeping clipping."""
+    book-keeping clipping; off by default (``DPConfig.train_output`` says why)."""
     check_settings(settings)
     if settings.lora_rank is not None:
         return add_lora(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
