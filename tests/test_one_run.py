@@ -109,3 +109,24 @@ def test_guess_grid_depends_on_m_only_and_inputs_are_checked():
         o.one_run_audit(np.array([np.nan, 1.0]), np.array([True, False]))
     with pytest.raises(ValueError):
         o.steinke_epsilon(10, 5, 6)
+
+
+def test_canary_score_is_the_loss_of_every_token_after_the_first(tiny_handle):
+    """The one-run canaries are random words end to end: every token but the first (whose only context is
+    the start of a record) is evidence. canary_nll = mean NLL of tokens 2..k, checked against the model."""
+    import torch
+
+    from privleak.attacks.audit_canaries import canary_nll
+    from privleak.data.audit_canaries import AuditCanary
+
+    tok, model = tiny_handle.tokenizer, tiny_handle.model.eval()
+    canaries = [AuditCanary("a0", "asthma gout", " flu acne", True), AuditCanary("a1", "water", " sleep well", False)]
+    got = canary_nll(tiny_handle, canaries)
+    for c, value in zip(canaries, got):
+        body = tok(c.text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([[tok.eos_token_id] + body])).logits[0].float(), -1)
+        per_token = [-float(logp[k, body[k]]) for k in range(len(body))]
+        assert len(body) >= 3
+        assert value == pytest.approx(np.mean(per_token[1:]), rel=1e-4)  # not the closing <eos> either
+        assert value != pytest.approx(np.mean(per_token), rel=1e-3)  # the first token is left out

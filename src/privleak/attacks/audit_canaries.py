@@ -76,10 +76,13 @@ def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str =
     if not canaries:
         return np.zeros(0)
     scores = score_texts(handle, [c.text for c in canaries], desc=desc)
+    n_body = [len(x) for x in handle.tokenizer([c.text for c in canaries], add_special_tokens=False)["input_ids"]]
     out = np.empty(len(canaries))
     for i in range(len(canaries)):
-        # predicted token k of text i is body token k (the sequence starts with <eos>): skip k = 0
-        lp = scores.logprob[int(scores.offsets[i]) + 1: int(scores.offsets[i + 1])]
+        # predicted token k of text i is body token k (the sequence starts with <eos>): skip k = 0, and the
+        # closing <eos> after the body
+        start = int(scores.offsets[i])
+        lp = scores.logprob[start + 1: start + min(n_body[i], int(scores.offsets[i + 1]) - start)]
         out[i] = -float(np.mean(lp)) if lp.size else 0.0
     return out
 
