@@ -87,6 +87,23 @@ class Lines(list):
         self.append(line)
 
 
+def interrupted_after_training(cfg, out: Path) -> None:
+    """Run ``cfg`` on its executor and press Ctrl-C (raised from the progress callback) once
+    train/baseline finishes; checks that the run stopped without results."""
+    from privleak import pipeline
+    from privleak.executors import make_executor
+
+    def stop_after_training(line: str) -> None:
+        if "✓ train/baseline" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_audit(cfg, out, notify=stop_after_training,
+                           executor=make_executor(cfg.executor, notify=stop_after_training))
+    assert not (out / "results.json").exists()
+    assert (out / "stages" / "train_baseline.json").exists()
+
+
 @pytest.fixture(scope="session")
 def sequential_1thread_run(tmp_path_factory):
     """SMALL run sequentially on one torch thread, the parallel executors' default per task: float sums are

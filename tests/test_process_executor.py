@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Lines, comparable_results
+from conftest import SMALL, Lines, comparable_results, interrupted_after_training
 
 from privleak import pipeline
 from privleak.config import ExecutorConfig, build_config
@@ -47,17 +47,8 @@ def test_stopped_driver_resumes_and_dead_worker_is_one_error(tmp_path):
     killed mid-task: one error naming the task and the fix; the rerun finishes the audit."""
     quick = {**SMALL, "arms": ["baseline"], "attacks": {**SMALL["attacks"], "select": ["membership"]}, "executor": PROCS}
     cfg = build_config(quick)
-
-    def stop_after_training(line: str) -> None:
-        if "✓ train/baseline" in line:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        pipeline.run_audit(cfg, tmp_path, notify=stop_after_training,
-                           executor=make_executor(cfg.executor, notify=stop_after_training))
-    assert not (tmp_path / "results.json").exists()
+    interrupted_after_training(cfg, tmp_path)
     finished = len(list((tmp_path / "stages").glob("*.json")))
-    assert (tmp_path / "stages" / "train_baseline.json").exists()
 
     def kill_worker(line: str) -> None:  # the first task this rerun starts: its worker dies
         if line.startswith("▶ "):

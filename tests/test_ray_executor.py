@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Lines, comparable_results
+from conftest import SMALL, Lines, comparable_results, interrupted_after_training
 
 from privleak import pipeline
 from privleak.config import build_config
@@ -91,14 +91,7 @@ def test_stopped_driver_resumes_from_finished_tasks(tmp_path, sequential_1thread
     """Ctrl-C in the driver (here: raised from its progress callback once the arm is trained) cancels what
     runs; the rerun redoes nothing that finished, on either executor, and gives the sequential figures."""
     cfg = build_config({**QUICK, "executor": RAY})
-
-    def stop_after_training(line: str) -> None:
-        if "✓ train/baseline" in line:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        pipeline.run_audit(cfg, tmp_path, notify=stop_after_training,
-                           executor=make_executor(cfg.executor, notify=stop_after_training))
+    interrupted_after_training(cfg, tmp_path)
     assert not ray.is_initialized()
     assert not (tmp_path / "results.json").exists()
     finished = {json.loads(p.read_text())["key"] for p in (tmp_path / "stages").glob("*.json")}
