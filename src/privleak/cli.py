@@ -103,7 +103,7 @@ def run(
     public: Optional[str] = typer.Option(None, "--public", help="Public text of your domain (no privacy cost): the embedded base model is pre-trained on it instead of generic clinical text."),
     executor: Optional[str] = typer.Option(None, "--executor", help="auto (default: processes on a CPU machine with ≥ 2 cores, else sequential), sequential (one task after another here), processes (tasks in parallel on local worker processes) or ray (on Ray; pip install 'privleak[ray]')."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: auto (the cluster this machine is in) or ray://host:port. Default: a local Ray started here."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tasks at once on local worker processes or a local Ray (default: CPU count, at most 8)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tasks at once on local worker processes or a local Ray (default: the CPU count; for processes at most 8 and what memory holds)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps. With CUDA and no --profile, the gpu profile runs."),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
