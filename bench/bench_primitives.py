@@ -23,7 +23,7 @@ os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 
 import numpy as np
 
-from privleak.attacks.membership import min_k_pp_scores, min_k_scores
+from privleak.attacks.membership.scores import min_k_pp_scores, min_k_scores
 from privleak.attacks.scoring import TokenScores
 from privleak.core.verbatim_index import VerbatimIndex
 from privleak.data.canaries import make_canaries, sample_candidates

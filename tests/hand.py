@@ -26,7 +26,7 @@ def make_context(members, non_members, population=(), public=(), canaries=(), se
     from privleak.attacks.base import AttackContext, ScoringPasses
     from privleak.attacks.scoring import score_texts
     from privleak.attacks.settings import AttackSettings
-    from privleak.audit.membership import mia_subsets
+    from privleak.attacks.membership.selection import mia_subsets
     from privleak.core.masking import PiiMasker
     from privleak.data.canaries import known_pii
 

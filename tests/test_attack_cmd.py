@@ -116,7 +116,7 @@ def test_results_and_report(full_run):
     assert res.base_model is None  # no --reference: no control
     assert list(res.arms) == ["target"]
     arm = res.arms["target"]
-    assert arm.kind == "external" and arm.target is not None and not arm.target.adapter
+    assert arm.kind == "external" and arm.details is not None and not arm.details.adapter
     # Every attack that needs no training and has its inputs ran; those needing a reference did not.
     for name in ("loss", "zlib", "min_k", "min_k_pp", "exposure", "canary_extraction", "prefix_extraction",
                  "sampling_extraction", "phi_extraction", "pii_extraction", "pii_reconstruction", "pii_inference"):
@@ -225,7 +225,7 @@ def test_peft_adapter_target(world, tmp_path):
     _attack(["attack", "--target", str(tmp_path / "merged"), "--out", str(tmp_path / "m"), *common])
     a, m = load_results(tmp_path / "a"), load_results(tmp_path / "m")
     arm = a.arms["target"]
-    assert arm.target.adapter and arm.target.base == str(world / "model")
+    assert arm.details.adapter and arm.details.base == str(world / "model")
     assert a.base_model is not None and "reference" in arm.attacks  # the reference is the control too
     assert arm.attacks["loss"].auc == pytest.approx(m.arms["target"].attacks["loss"].auc, abs=1e-6)
     assert arm.attacks["reference"].auc == pytest.approx(m.arms["target"].attacks["reference"].auc, abs=1e-6)
@@ -352,7 +352,7 @@ def test_bad_input_is_one_line_exit_2(world, tmp_path, capsys, monkeypatch, case
 # --------------------------------------------------------------------------- resume and shift
 
 def test_resume_after_interruption_does_not_redo_finished_attacks(world, tmp_path, monkeypatch, capsys):
-    import privleak.pipeline.external as ext
+    import privleak.pipeline.graph as ext  # the attack graph's stages are the run graph's (one orchestrator)
 
     real = ext.attack_stage
     calls: list[tuple[str, str]] = []

@@ -9,8 +9,8 @@ from hand import make_context
 
 from privleak.attacks import registry
 from privleak.attacks.base import FAMILIES, AttackSpec
-from privleak.attacks.mia import MembershipResult, membership_result
-from privleak.attacks.registry import RESULT_TYPES
+from privleak.attacks.membership.attacks import MembershipResult, membership_result
+from privleak.attacks.registry import result_types
 from privleak.attacks.settings import AttackSettings
 from privleak.audit.runner import run_family
 from privleak.data.records import Record
@@ -21,7 +21,7 @@ def test_every_entry_is_well_formed():
     settings = set(AttackSettings.model_fields)
     for name, spec in registry.ATTACKS.items():
         assert spec.name == name and spec.family in FAMILIES
-        assert spec.result in RESULT_TYPES
+        assert spec.result in result_types()
         assert set(spec.uses) <= settings, name  # its cache key names real settings
         assert spec.title and spec.cite
 
@@ -65,7 +65,7 @@ def test_a_new_attack_is_a_function_and_one_registry_line(monkeypatch, tiny_hand
     out = run_family(registry.family("membership"), tiny_handle, ctx, delta=1e-5)
     assert "token_count" in out.results and "token_count" in out.empirical_epsilon.by_attack
     # ... and the tables show it with no change to the report.
-    from privleak.report.console import membership_table
+    from privleak.report.console import attack_tables
 
     arm = ArmResult(kind="baseline", utility=Utility(ppl_members=2.0, ppl_non_members=2.1), attacks=out.results)
     from privleak.results import AuditResults, DataSummary, ToolInfo
@@ -74,7 +74,7 @@ def test_a_new_attack_is_a_function_and_one_registry_line(monkeypatch, tiny_hand
                            data=DataSummary(source="t", n_public=0, n_members=6, n_canary_records=0, n_non_members=6,
                                             n_population=0, mia_records_per_side=6, n_canaries=0,
                                             canary_chance_exposure=None), arms={"a": arm})
-    table = membership_table(results)
+    table = attack_tables(results, "membership")[0]
     assert "tokens" in [c.header for c in table.columns]
 
 

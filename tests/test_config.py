@@ -1,18 +1,20 @@
 import pytest
 
+from privleak.arms import arm_names, resolve
 from privleak.config import build_config, read_config_file, resolve_delta
 from privleak.core.errors import UserError
 
 
 def test_defaults_and_arm_names():
     cfg = build_config()
-    assert cfg.arm_names() == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
+    assert arm_names(cfg) == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
     assert cfg.profile == "quick"
 
 
 def test_explicit_arms_are_canonicalised():
-    cfg = build_config(overrides={"arms": ["baseline", "scrub+dp-4", "scrub+dedup", "dp-8+lora", "guard"]})
-    assert cfg.arm_names() == ["baseline", "dp-4+scrub", "dedup+scrub", "dp-8+lora", "guard"]
+    cfg = resolve(build_config(overrides={"arms": ["baseline", "scrub+dp-4", "scrub+dedup", "dp-8+lora", "guard"]}))
+    assert cfg.arms == ("baseline", "dp-4+scrub", "dedup+scrub", "dp-8+lora", "guard")
+    assert arm_names(cfg) == list(cfg.arms)
 
 
 @pytest.mark.parametrize("arms, fragment", [
@@ -28,7 +30,7 @@ def test_explicit_arms_are_canonicalised():
 ])
 def test_bad_arms_are_one_line_errors(arms, fragment):
     with pytest.raises(UserError, match=fragment):
-        build_config(overrides={"arms": arms})
+        resolve(build_config(overrides={"arms": arms}))
 
 
 @pytest.mark.parametrize("n", [0, 1])
@@ -85,7 +87,7 @@ def test_unparseable_config_file(tmp_path):
 
 
 def test_full_profile_adds_dedup_lora_and_federated_arms():
-    assert build_config(overrides={"profile": "full"}).arm_names() == [
+    assert arm_names(build_config(overrides={"profile": "full"})) == [
         "baseline", "best", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
         *[f"dpw-{s:g}" for s in build_config(overrides={"profile": "full"}).dp_weights.sigmas], "fedavg", "fed-dp-8",
         "guard"]

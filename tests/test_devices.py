@@ -10,7 +10,9 @@ import torch
 import yaml
 from torch.utils.data import DataLoader, TensorDataset
 
-from privleak.config import PROFILES, build_config, default_profile
+from privleak.arms import arm_names
+from privleak.config import build_config
+from privleak.policy import PROFILES, default_profile
 from privleak.core.errors import UserError
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import Encoded, pad_batch
@@ -88,7 +90,7 @@ def test_gpu_profile_is_chosen_on_cuda_only_and_cpu_default_is_unchanged():
     assert PROFILES["quick"] == {"dp": {"epsilons": [1.0, 8.0]}}
     e = cfg.model.embedded
     assert (e.n_layer, e.n_embd, e.n_head, e.vocab_size, cfg.model.max_length) == (2, 128, 4, 2048, 160)
-    assert cfg.arm_names() == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
+    assert arm_names(cfg) == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
     assert not cfg.shadows.enabled
     assert build_config({}, {"device": "cpu", "profile": "full"}).profile == "full"
 
@@ -108,7 +110,7 @@ def test_gpu_profile_is_gpt2_small_sized_with_every_arm_and_8_shadows():
     assert 120e6 < n < 130e6, n
     assert cfg.data.synthetic.n_public >= 10 * build_config({}, {"device": "cpu"}).data.synthetic.n_public
     assert cfg.shadows.enabled and cfg.shadows.n_shadows == 8 and cfg.shadows.arms is None
-    names = cfg.arm_names()
+    names = arm_names(cfg)
     for kind in ("baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora", "guard"):
         assert kind in names
     assert any(a.startswith("dpw-") for a in names)
@@ -124,7 +126,7 @@ def test_qlora_off_cuda_is_one_line_before_work():
 
 def test_bf16_precision_is_part_of_the_arm_key_and_fp32_keys_are_unchanged():
     from privleak.arms import parse_arm
-    from privleak.pipeline.train import arm_settings
+    from privleak.pipeline.training import arm_settings
 
     cfg = build_config({}, {"device": "cpu"})
     plain = arm_settings(cfg, parse_arm("dp-8"), 1000)

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from privleak.arms import parse_arm
+from privleak.arms import arm_names, parse_arm, resolve
 from privleak.config import build_config
 from privleak.core.errors import UserError
 from privleak.defenses.weight_noise import NO_FORMAL_EPSILON, add_weight_noise
@@ -54,7 +54,8 @@ def test_bad_sigma_refused(tiny_handle, sigma):
 
 def test_arm_names():
     spec = parse_arm("DPW-0.010")
-    assert spec.dpw_sigma == 0.01 and spec.name == "dpw-0.01" and spec.derived and spec.trained
+    assert spec.kind == "dpw" and spec.param == 0.01 and spec.name == "dpw-0.01"
+    assert spec.kind_obj.model == "derived" and spec.kind_obj.source == "baseline"
     for bad, needle in (("dpw-0", "σ"), ("dpw-x", "dpw-<σ>"), ("dpw-0.01+scrub", "stands alone"), ("dpw--1", "σ")):
         with pytest.raises(ValueError, match=needle):
             parse_arm(bad)
@@ -62,11 +63,11 @@ def test_arm_names():
 
 def test_config_needs_the_baseline_and_full_profile_sweeps():
     with pytest.raises(UserError, match="baseline"):
-        build_config({"arms": ["dpw-0.01"]})
+        resolve(build_config({"arms": ["dpw-0.01"]}))
     full = build_config({"profile": "full"})
-    assert [n for n in full.arm_names() if n.startswith("dpw-")] == [f"dpw-{s:g}" for s in full.dp_weights.sigmas]
+    assert [n for n in arm_names(full) if n.startswith("dpw-")] == [f"dpw-{s:g}" for s in full.dp_weights.sigmas]
     assert full.dp_weights.sigmas
-    assert not [n for n in build_config({}).arm_names() if n.startswith("dpw-")]
+    assert not [n for n in arm_names(build_config({})) if n.startswith("dpw-")]
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +80,9 @@ def test_dpw_arm_is_audited_without_an_accountant_epsilon(dpw_run):
     arm = results.arms["dpw-0.02"]
     assert arm.kind == "dpw"
     assert arm.privacy is None and arm.epsilon is None
-    assert arm.weight_noise is not None and arm.weight_noise.sigma == 0.02
-    assert arm.weight_noise.guarantee == NO_FORMAL_EPSILON
-    assert arm.weight_noise.update_rms and arm.weight_noise.update_rms > 0
+    assert arm.details is not None and arm.details.kind == "dpw" and arm.details.sigma == 0.02
+    assert arm.details.guarantee == NO_FORMAL_EPSILON
+    assert arm.details.update_rms and arm.details.update_rms > 0
     # every selected attack ran, LiRA on shadows made the same way (trained, then noised)
     assert {"loss", "zlib", "min_k", "reference", "exposure", "lira_offline"} <= set(arm.attacks)
     assert arm.empirical_epsilon is not None
@@ -101,4 +102,4 @@ def test_results_json_has_no_epsilon_field_for_dpw(dpw_run):
     out, _, _ = dpw_run
     raw = json.loads((out / "results.json").read_text())["arms"]["dpw-0.02"]
     assert raw["privacy"] is None
-    assert not any("epsilon" in k for k in raw["weight_noise"])
+    assert not any("epsilon" in k for k in raw["details"])

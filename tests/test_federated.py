@@ -41,18 +41,18 @@ def test_three_client_audit_end_to_end(fed_run):
     fa, fd = results.arms["fedavg"], results.arms["fed-dp-8"]
     assert fa.kind == "fedavg" and fd.kind == "fed-dp"
     for arm in (fa, fd):
-        f = arm.federation
+        f = arm.details
         assert f.clients == 3 and f.rounds == 3 and len(f.sampled) == len(f.replied) == 3
         assert sum(f.client_sizes.values()) == arm.n_train_records
         assert f.failures == 0
     # FedAvg samples a fixed number per round: int(3 · 0.67) = 2.
-    assert fa.federation.sampled == [2, 2, 2] and fa.federation.sampling.startswith("fixed-size")
+    assert fa.details.sampled == [2, 2, 2] and fa.details.sampling.startswith("fixed-size")
     assert fa.privacy is None
     # The one-run audit canaries were trained on by the federated arms too (about half of the 60 inserted).
     assert fa.n_train_records == results.arms["baseline"].n_train_records
     assert fd.one_run_epsilon is not None and fa.one_run_epsilon is not None
     p = fd.privacy
-    assert p.unit == "client" and fd.federation.sampling == "poisson"
+    assert p.unit == "client" and fd.details.sampling == "poisson"
     assert p.epsilon <= 8.0 and p.epsilon_pld == pytest.approx(p.epsilon_prv, rel=0.01)
     assert p.epsilon_rdp >= p.epsilon_pld * 0.999
     assert p.steps == 3 and p.sample_rate == 0.67 and p.delta < 1 / results.data.n_members

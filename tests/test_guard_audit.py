@@ -13,7 +13,7 @@ import pytest
 from hand import make_context
 
 from privleak.attacks.registry import ATTACKS
-from privleak.audit.guard import Tally, _benign, _reaching, guard_target
+from privleak.arms.guard_costs import Tally, _benign, _reaching, guard_target
 from privleak.audit.runner import run_family
 from privleak.core.masking import PiiMasker
 from privleak.core.verbatim_index import VerbatimIndex

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from privleak.results import SCHEMA_FILE, json_schema
+from privleak.report.schema import json_schema
+from privleak.results import SCHEMA_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "privleak"
@@ -18,7 +19,7 @@ SRC = ROOT / "src" / "privleak"
 
 def test_committed_schema_is_the_generated_one():
     committed = json.loads((SRC / SCHEMA_FILE).read_text(encoding="utf-8"))
-    assert committed == json_schema(), "results.schema.json is stale: run `python -m privleak.results` and commit it"
+    assert committed == json_schema(), "results.schema.json is stale: run `python -m privleak.report.schema` and commit it"
 
 
 def _lint(src_root: Path) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from privleak.attacks.lira import (
+from privleak.attacks.membership.lira import (
     fit_lira,
     lira_offline,
     lira_online,
@@ -12,7 +12,7 @@ from privleak.attacks.lira import (
     phi_from_nll,
     shadow_splits,
 )
-from privleak.attacks.rmia import log_pr_marginal, rmia_scores
+from privleak.attacks.membership.rmia import log_pr_marginal, rmia_scores
 from privleak.core.metrics import roc_auc
 
 
@@ -168,7 +168,7 @@ def test_rmia_a_behaviour():
 
 
 def test_tune_offline_a_prefers_reference_correction_for_small_probabilities():
-    from privleak.attacks.rmia import tune_offline_a
+    from privleak.attacks.membership.rmia import tune_offline_a
 
     tx, rx, tz, rz, member = _rmia_world(seed=5)
     best, aucs = tune_offline_a(tx, member, rx, tz, rz)

@@ -27,7 +27,16 @@ from privleak.config import build_config
 from privleak.core.errors import UserError
 from privleak.models.batching import Encoded
 from privleak.models.lora import add_lora, lora_targets_for
-from privleak.pipeline.train import arm_settings, fit_dp
+from privleak.arms import FitContext
+from privleak.arms.dp import DP_KIND
+from privleak.pipeline.training import arm_settings
+
+
+def fit_dp(model, data, settings, cfg, label):
+    """The DP kind's fit on ``data`` (no public or population split: DP-LoRA reads neither)."""
+    ctx = FitContext(cfg=cfg, data=data, records=[], pad=0, label=label, public=list, population=list,
+                     validation=lambda n: None)
+    return DP_KIND.fit(model, settings, ctx)
 
 V, D, L, H = 64, 32, 2, 4
 _LLAMA = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -85,14 +94,14 @@ def test_named_targets_missing_from_the_model_are_a_user_error():
 
 @pytest.mark.parametrize("arch", sorted(ARCHS))
 def test_dp_lora_arm_trains_and_is_accounted(arch):
-    cfg = build_config({"arms": ["baseline", "dp-8+lora"], "dp": {"epochs": 2, "batch_size": 12, "lora_rank": 4}},
-                       {"device": "cpu"})
+    cfg = build_config({"arms": ["baseline", "dp-8+lora"], "dp": {"epochs": 2, "batch_size": 12, "lora_rank": 4},
+                        "seed": 3, "model": {"max_length": 32}}, {"device": "cpu"})
     data = _data()
     settings = arm_settings(cfg, parse_arm("dp-8+lora"), len(data))
     assert settings["lora"] and settings["lora_targets"] == "auto" and settings["clipping"] == "bk"
     model = _model(arch)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trained, record = fit_dp(model, data, settings, 0, 32, seed=3, label=f"{arch} dp-8+lora")
+    trained, record = fit_dp(model, data, settings, cfg, label=f"{arch} dp-8+lora")
     assert type(trained) is type(_model(arch)), "adapters are merged back into a plain transformers model"
     privacy = record["privacy"]
     assert record["steps"] == privacy["steps"] > 0
@@ -110,10 +119,11 @@ def test_dp_lora_arm_trains_and_is_accounted(arch):
 @pytest.mark.parametrize("mode", ["hooks", "ghost"])
 def test_dp_lora_llama_with_opacus_clipping_modes(mode):
     cfg = build_config({"arms": ["baseline", "dp-8+lora"], "dp": {"epochs": 1, "batch_size": 12, "lora_rank": 2,
-                                                                   "clipping": mode}}, {"device": "cpu"})
+                                                                   "clipping": mode},
+                        "seed": 3, "model": {"max_length": 32}}, {"device": "cpu"})
     data = _data(36)
     settings = arm_settings(cfg, parse_arm("dp-8+lora"), len(data))
-    trained, record = fit_dp(_model("llama"), data, settings, 0, 32, seed=3, label="llama")
+    trained, record = fit_dp(_model("llama"), data, settings, cfg, label="llama")
     assert isinstance(trained, LlamaForCausalLM) and 0 < record["privacy"]["epsilon"] <= 8.0 * (1 + 1e-6)
 
 

@@ -9,7 +9,7 @@ from hand import (
     token_stats_by_hand,  # tests/ is on sys.path (pytest default import mode)
 )
 
-from privleak.attacks.membership import (
+from privleak.attacks.membership.scores import (
     k_counts,
     loss_scores,
     min_k_pp_scores,

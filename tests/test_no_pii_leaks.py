@@ -66,6 +66,6 @@ def test_every_arm_kind_lands_in_results(audited):
     assert guard.kind == "guard" and guard.serves == "baseline"
     assert set(guard.attacks) == {"canary_extraction", "sampling_extraction", "phi_extraction", "pii_extraction"}
     assert not guard.membership()  # behind a text-only API, score-based attacks do not apply
-    assert 0.0 <= guard.guard.false_positives.overall.rate <= 1.0
-    assert set(guard.guard.interventions) == set(guard.attacks)
+    assert 0.0 <= guard.details.false_positives.overall.rate <= 1.0
+    assert set(guard.details.interventions) == set(guard.attacks)
     assert any(k.startswith("extraction/guard/") for k in results.durations_s)

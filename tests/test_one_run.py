@@ -116,7 +116,7 @@ def test_canary_score_is_the_loss_of_every_token_after_the_first(tiny_handle):
     the start of a record) is evidence. canary_nll = mean NLL of tokens 2..k, checked against the model."""
     import torch
 
-    from privleak.attacks.audit_canaries import canary_nll
+    from privleak.attacks.one_run_canaries import canary_nll
     from privleak.data.audit_canaries import AuditCanary
 
     tok, model = tiny_handle.tokenizer, tiny_handle.model.eval()

@@ -9,7 +9,7 @@ from hand import (
     token_stats_by_hand,  # tests/ is on sys.path (pytest default import mode)
 )
 
-from privleak.attacks.membership import loss_scores
+from privleak.attacks.membership.scores import loss_scores
 from privleak.attacks.scoring import TokenScores, score_texts
 from privleak.audit.utility import perplexity
 

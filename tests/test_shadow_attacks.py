@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privleak.attacks.lira import shadow_splits
-from privleak.attacks.rmia import log_pr_marginal, rmia_scores
-from privleak.attacks.shadows import shadow_scores
+from privleak.attacks.membership.lira import shadow_splits
+from privleak.attacks.membership.rmia import log_pr_marginal, rmia_scores
+from privleak.attacks.membership.shadows import shadow_scores
 from privleak.core.metrics import roc_auc
 
 

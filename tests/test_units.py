@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from privleak.audit.membership import MIN_UNITS, mia_selection
+from privleak.attacks.membership.selection import MIN_UNITS, mia_selection
 from privleak.core.errors import UserError
 from privleak.data.loaders import load_corpus
 from privleak.data.records import PiiSpan, Record

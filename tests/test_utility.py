@@ -106,17 +106,13 @@ def test_recommendation_ranks_by_g_and_names_an_arm_that_learned_little(audited)
 
 
 def test_the_best_arm_rehearses_a_seeded_sample_of_public_records_only():
-    from types import SimpleNamespace
-
+    from privleak.arms.plain import rehearsal_records
     from privleak.data.records import Record
-    from privleak.pipeline.train import rehearsal_records
 
     public = [Record(text=f"public note {i}", meta={"kind": "generic"}) for i in range(50)]
-    members = [Record(text=f"member note {i}", meta={"kind": "generic"}) for i in range(30)]
-    audit = SimpleNamespace(cfg=SimpleNamespace(seed=3), splits=lambda: {"public": public, "members": members})
-    picked = rehearsal_records(audit, 20, 1.0)
+    picked = rehearsal_records(public, 20, 1.0, seed=3)
     assert len(picked) == 20 and all(any(r is p for p in public) for r in picked)
     assert len({id(r) for r in picked}) == 20  # no public record twice
-    assert [r.text for r in picked] == [r.text for r in rehearsal_records(audit, 20, 1.0)]  # seeded
-    assert len(rehearsal_records(audit, 40, 2.0)) == 50  # at most the whole public split
-    assert rehearsal_records(SimpleNamespace(cfg=audit.cfg, splits=lambda: {"public": []}), 20, 1.0) == []
+    assert [r.text for r in picked] == [r.text for r in rehearsal_records(public, 20, 1.0, seed=3)]  # seeded
+    assert len(rehearsal_records(public, 40, 2.0, seed=3)) == 50  # at most the whole public split
+    assert rehearsal_records([], 20, 1.0, seed=3) == []

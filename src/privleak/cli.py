@@ -151,7 +151,9 @@ def run(
     for key, value in (("kind", executor), ("ray_address", ray_address), ("workers", workers)):
         if value is not None:
             over.setdefault("executor", {})[key] = value
-    cfg = build_config(file_data, over)
+    from .arms import resolve
+
+    cfg = resolve(build_config(file_data, over))  # the arms checked and named canonically
     policy = cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")

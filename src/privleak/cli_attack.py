@@ -31,7 +31,8 @@ def attack(
     from .cli import _check_out_dir, err, out
     from .config import build_config, read_config_file
     from .models.external import check_full_model, check_target
-    from .pipeline.external import check_inputs, run_attack
+    from .pipeline.attack import run_attack
+    from .pipeline.attack_inputs import check_inputs
     from .report.console import all_tables, verdict_lines
 
     from .models.device import resolve_device, use_policy
@@ -56,8 +57,11 @@ def attack(
     ref = check_full_model(reference, "--reference") if reference is not None else None
     inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
     _check_out_dir(out_dir)
+    from .executors import make_executor
+
     with use_policy(policy):  # every model call on --device, bf16 autocast on CUDA (models.device)
-        results = run_attack(cfg, inputs, out_dir, notify=err.print)
+        results = run_attack(cfg, inputs, out_dir, notify=err.print,
+                             executor=make_executor(cfg.executor, notify=err.print, device=policy.device))
     for table in all_tables(results):
         out.print(table)
     for line in verdict_lines(results):

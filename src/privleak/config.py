@@ -24,11 +24,11 @@ from pydantic import (
     model_validator,
 )
 
-from .arms import ArmSpec, dp_arm_name, parse_arm
-from .attacks.settings import AttackSettings, PiiSizes
+from .attacks.settings import DERIVED, AttackSettings, PiiSizes
 from .core.errors import UserError
+from .policy import PROFILES, default_profile
 
-__all__ = ["MAX_SEED", "AuditConfig", "build_config", "dp_arm_name", "dp_recipe", "resolve_delta"]
+__all__ = ["MAX_SEED", "AuditConfig", "build_config", "resolve_delta"]
 
 #: Seeds are unsigned 32-bit: numpy's legacy RandomState, torch and Python's
 #: hash-based derivations all accept 0 … 2**32 - 1, and numpy's
@@ -129,25 +129,6 @@ class TrainConfig(_Strict):
     weight_decay: float = Field(0.0, ge=0)
 
 
-def dp_recipe(n: int, epsilon: float) -> tuple[int, int]:
-    """(expected batch, epochs) of a DP arm at target ``epsilon`` for ``n`` training records.
-
-    Large batches and many epochs, as Li et al. (2022) and Yu et al. (2022)
-    find DP fine-tuning needs: the noise σC/B on the averaged gradient falls
-    with the batch, and at fixed ε the σ that many steps need grows more
-    slowly than the steps. B ≈ n/5 (q ≈ 0.2, capped at 256 so a step stays
-    cheap). Epochs: 30 at ε ≥ 4, 15 below. Over a whole run the noise added
-    per unit of signal is σ·√T / (E·n); with the accountant's σ, doubling
-    15 → 30 epochs lowers it by 11 % at ε = 8 (σ 1.08 → 1.36 at B = 256,
-    n ≈ 1,800) but by 2 % at ε = 1 (σ 4.93 → 6.85): extra epochs buy utility
-    only where σ is small. Measured on population data at ε = 8: 2.522 →
-    2.378 nats; at ε = 1 the compute is not worth it. Chosen on public and
-    population data only, so choosing it costs no privacy; never tuned on
-    the members.
-    """
-    return max(16, min(256, n // 5)), (30 if epsilon >= 4 else 15)
-
-
 class DPConfig(_Strict):
     """DP-SGD arms. They differ from the baseline only where DP-SGD needs it:
     a large expected batch (the noise is averaged over it), epochs counted in
@@ -157,8 +138,8 @@ class DPConfig(_Strict):
     epsilons: tuple[float, ...] = (1.0, 4.0, 8.0)
     delta: float | None = None  # None: 1 / (10 n), below 1/n as DP requires
     max_grad_norm: float = Field(1.0, gt=0)
-    epochs: int | None = Field(None, ge=1)  # None: dp_recipe(n, ε)
-    batch_size: int | None = Field(None, ge=1)  # None: dp_recipe(n, ε)
+    epochs: int | None = Field(None, ge=1)  # None: policy.dp_recipe(n, ε)
+    batch_size: int | None = Field(None, ge=1)  # None: policy.dp_recipe(n, ε)
     # 3e-3: chosen on the population split (never the members) at ε = 8 among 1e-3 / 3e-3 / 1e-2 and
     # LoRA r = 8 at 5e-3: population log-perplexity 2.84 / 2.52 / 2.73 / 2.77 nats (base 4.03); at ε = 1
     # 3e-3 gives 3.12. Adam's step is ~lr whatever the noise, so past 3e-3 the noise walk wins.
@@ -335,40 +316,6 @@ class OneRunConfig(_Strict):
     fdp: bool = True  # also the Gaussian f-DP bound (Mahloujifar et al. 2024)
 
 
-class AttackConfig(_Strict):
-    max_mia_records: int = Field(2000, ge=10)
-    bootstrap: int = Field(200, ge=0)
-    min_k_percent: float = 20.0  # k of min-k% and min-k%++, in percent of tokens
-    rmia_a: float = Field(0.3, ge=0.0, le=1.0)  # Privacy Meter's offline a
-    alpha: float = Field(0.05, gt=0.0, lt=1.0)  # confidence of the empirical-ε bound
-    extraction: bool = True  # prefix, canary, sampling and PHI-prompt extraction
-    extraction_samples: int = Field(400, ge=10)  # sampling extraction: generated samples
-    prefix_records: int = Field(250, ge=1)  # prefix extraction: records per side
-    phi_records: int = Field(40, ge=1)  # PHI prompt extraction: records per side
-    pii: bool = True  # Lukas et al. PII extraction / reconstruction / inference (sizes follow the profile)
-    # Attacks by name or family (see `privleak.attacks.registry`); None = all. The two switches
-    # above still turn a whole family off.
-    select: tuple[str, ...] | None = None
-
-    @field_validator("select")
-    @classmethod
-    def _known(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if v is not None:
-            from .attacks.registry import select
-
-            if not v:
-                raise ValueError("name at least one attack or family, or leave attacks.select unset")
-            select(v)  # ValueError naming the unknown entry
-        return v
-
-    @field_validator("min_k_percent")
-    @classmethod
-    def _k_range(cls, v: float) -> float:
-        if not (0.0 < v <= 100.0):
-            raise ValueError(f"k must be a percentage in (0, 100], got {v}")
-        return v
-
-
 class ExecutorConfig(_Strict):
     """How the task graph runs — not what the audit is: kept out of ``config.json``, ``results.json`` and
     every cache key, so a sequential and a Ray run of one config are the same audit (and resume each other)."""
@@ -440,9 +387,11 @@ class AuditConfig(_Strict):
     # auto: the first CUDA GPU when one is visible, else the CPU; or cpu, cuda, cuda:N, mps.
     device: str = "auto"
     compute: ComputeConfig = ComputeConfig()
-    # None: baseline, best, dp-ε for every dp.epsilons, scrub, dp-<max ε>+scrub, guard
-    # (full profile: also dedup and dp-<max ε>+lora).
+    # None: the profile's arms (policy.default_arms). Names are checked and made canonical by
+    # privleak.arms.resolve before any work: the kinds are plug-ins, registered above this layer.
     arms: tuple[str, ...] | None = None
+    # Settings of plug-in arm kinds, by kind name (each kind validates its own; built-in kinds read their sections).
+    arm_options: dict[str, dict[str, Any]] = {}
     data: DataConfig = DataConfig()
     canaries: CanaryConfig = CanaryConfig()
     model: ModelConfig = ModelConfig()
@@ -450,7 +399,7 @@ class AuditConfig(_Strict):
     best: BestConfig = BestConfig()
     dp: DPConfig = DPConfig()
     dp_weights: DPWeightsConfig = DPWeightsConfig()
-    attacks: AttackConfig = AttackConfig()
+    attacks: AttackSettings = AttackSettings()
     defences: DefenceConfig = DefenceConfig()
     shadows: ShadowConfig = ShadowConfig()
     release: ReleaseConfig = ReleaseConfig()
@@ -458,6 +407,15 @@ class AuditConfig(_Strict):
     federated: FederatedConfig = FederatedConfig()
     # excluded from every dump: config.json, results.json and the cache keys never depend on it
     executor: ExecutorConfig = Field(ExecutorConfig(), exclude=True)
+
+    @field_validator("attacks", mode="before")
+    @classmethod
+    def _attacks_own_fields(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            given = sorted(set(v) & set(DERIVED))
+            if given:
+                raise ValueError(f"attacks.{given[0]} is set by its own section ({DERIVED[given[0]]}); set it there")
+        return v
 
     @field_validator("seed")
     @classmethod
@@ -478,67 +436,19 @@ class AuditConfig(_Strict):
 
     @field_validator("arms")
     @classmethod
-    def _arms_valid(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if v is None:
-            return v
-        if not v:
+    def _arms_given(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None and not v:
             raise ValueError("give at least one arm, e.g. [baseline, dp-8, scrub]")
-        names = [parse_arm(a).name for a in v]
-        if len(set(names)) != len(names):
-            raise ValueError("an arm is listed twice")
-        if "guard" in names and "baseline" not in names:
-            raise ValueError("the guard arm serves the baseline model; list baseline too")
-        if any(n.startswith("dpw-") for n in names) and "baseline" not in names:
-            raise ValueError("a dpw-σ arm adds noise to the baseline's weights; list baseline too")
-        return tuple(names)
-
-    @model_validator(mode="after")
-    def _broken_arms_exist(self) -> "AuditConfig":
-        specs = {s.name: s for s in self.arm_specs()}
-        for a in self.dp.debug_break:
-            if a not in specs or specs[a].dp_epsilon is None:
-                raise ValueError(f"dp.debug_break: '{a}' is not a DP arm of this audit")
-        return self
-
-    @model_validator(mode="after")
-    def _shadow_arms_exist(self) -> "AuditConfig":
-        for a in self.shadows.arms or ():
-            if parse_arm(a).name not in self.arm_names() or parse_arm(a).guard:
-                raise ValueError(f"shadows.arms: '{a}' is not a trained arm of this audit")
-        return self
-
-    def arm_specs(self) -> list[ArmSpec]:
-        if self.arms is not None:
-            return [parse_arm(a) for a in self.arms]
-        specs = [ArmSpec(), ArmSpec(best=True)] + [ArmSpec(dp_epsilon=e) for e in self.dp.epsilons]
-        specs.append(ArmSpec(scrub=True))
-        if self.dp.epsilons:
-            specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), scrub=True))
-        if self.profile in ("full", "gpu"):
-            specs.append(ArmSpec(dedup=True))
-            if self.dp.epsilons:
-                specs.append(ArmSpec(dp_epsilon=max(self.dp.epsilons), lora=True))
-        specs += [ArmSpec(dpw_sigma=s) for s in self.dp_weights.sigmas]
-        if self.profile == "full":
-            specs += [ArmSpec(fed=True), ArmSpec(fed=True, fed_epsilon=8.0)]
-        specs.append(ArmSpec(guard=True))
-        return specs
-
-    def arm_names(self) -> list[str]:
-        return [s.name for s in self.arm_specs()]
+        return v
 
     def attack_settings(self) -> AttackSettings:
-        """What the attacks read, from this config (:mod:`privleak.attacks.settings`)."""
-        a = self.attacks
-        return AttackSettings(max_mia_records=a.max_mia_records, bootstrap=a.bootstrap, min_k_percent=a.min_k_percent,
-                              rmia_a=a.rmia_a, global_variance=self.shadows.global_variance,
-                              clients=(self.federated.clients, self.data.client_field),
-                              canary_candidates=self.canaries.candidates,
-                              one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words,
-                                                self.one_run.secret_words),
-                              extraction_samples=a.extraction_samples,
-                              prefix_records=a.prefix_records, phi_records=a.phi_records,
-                              pii=PiiSizes.full() if self.profile in ("full", "gpu") else PiiSizes.quick())
+        """What the attacks read: the ``attacks`` section plus the settings that live in other sections
+        (:data:`privleak.attacks.settings.DERIVED`)."""
+        return self.attacks.model_copy(update=dict(
+            global_variance=self.shadows.global_variance, clients=(self.federated.clients, self.data.client_field),
+            canary_candidates=self.canaries.candidates,
+            one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words, self.one_run.secret_words),
+            pii_sizes=PiiSizes.full() if self.profile in ("full", "gpu") else PiiSizes.quick()))
 
     def selected_attacks(self) -> list[str]:
         """Names of the attacks this audit runs: ``attacks.select`` minus the families switched off."""
@@ -556,52 +466,10 @@ class AuditConfig(_Strict):
         from .models.device import make_policy
 
         c = self.compute
-        policy = make_policy(self.device, c.precision, c.gradient_checkpointing, c.memory_fraction)
-        if self.dp.qlora and any(s.lora for s in self.arm_specs()):
-            from .models.lora import check_qlora
-
-            check_qlora(policy.device)  # one line before any work, not after the other arms trained
-        return policy
+        return make_policy(self.device, c.precision, c.gradient_checkpointing, c.memory_fraction)
 
     def fingerprint(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
-
-
-# What a profile changes; the rest are the defaults above.
-PROFILES: dict[str, dict[str, Any]] = {
-    # The quick sweep keeps the two ends of the useful range, dp-1 and dp-8 (dp-4 and the rest by name
-    # or in `full`): each DP arm costs 15-30 epochs of per-sample clipping (dp_recipe).
-    "quick": {"dp": {"epsilons": [1.0, 8.0]}},
-    "full": {
-        "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0]},
-        "dp_weights": {"sigmas": [0.003, 0.01, 0.03]},
-        "canaries": {"candidates": 100_000},
-        "attacks": {"bootstrap": 1000},
-        "shadows": {"enabled": True, "n_shadows": 4},
-    },
-    # Chosen by itself when the device resolves to CUDA and no profile is named. A GPT-2-small-sized
-    # base (12 layers, 768 wide, 12 heads, GPT-2's 50,257-token vocabulary: 124 M parameters) pre-trained
-    # on a public split 10× the default, every kind of arm (the DP sweep, scrub, dedup, DP+scrub, DP-LoRA,
-    # DP-Weights, the guard), LiRA / RMIA with 8 shadows per trained arm.
-    "gpu": {
-        "data": {"synthetic": {"n_public": 30000, "n_public_heldout": 1000}},
-        "model": {"max_length": 256,
-                  "embedded": {"vocab_size": 50257, "n_layer": 12, "n_embd": 768, "n_head": 12,
-                               "epochs": 3.0, "batch_size": 64, "lr": 6e-4}},
-        # A 124 M model overfits at a tenth of the small model's rate; 32-record batches keep a GPU busy.
-        "train": {"lr": 2e-4, "batch_size": 32},
-        "dp": {"epsilons": [1.0, 4.0, 8.0], "lr": 5e-4, "lora_rank": 16, "lora_alpha": 32.0, "lora_lr": 2e-3},
-        "dp_weights": {"sigmas": [0.003]},
-        "canaries": {"candidates": 100_000},
-        "attacks": {"bootstrap": 1000},
-        "shadows": {"enabled": True, "n_shadows": 8},
-    },
-}
-
-
-def default_profile(device) -> str:
-    """The profile a run gets when none is named: ``gpu`` on a CUDA device, ``quick`` everywhere else."""
-    return "gpu" if getattr(device, "type", None) == "cuda" else "quick"
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -44,49 +44,65 @@ Undefined figures are ``null`` (never NaN). Masked values only: no raw PII.
 
 from __future__ import annotations
 
-import json
 import platform
 from importlib import metadata
-from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, SerializeAsAny
+from pydantic.json_schema import models_json_schema
 
 from .attacks.base import AttackResult
-from .attacks.mia import MembershipResult
-from .attacks.registry import RESULT_TYPES
+from .attacks.membership.attacks import MembershipResult
+from .attacks.membership.selection import MembershipDesign
+from .attacks.registry import result_type, result_types
 from .core.io import finite
-from .core.stats import Rate
 from .core.typed import Typed
 from .defenses.arm_data import DedupArmReport, ScrubArmReport
 
 SCHEMA_VERSION = "2"
 SCHEMA_FILE = "results.schema.json"
 
-AnyAttackResult = Annotated[Union[RESULT_TYPES], Field(discriminator="kind")]  # noqa: UP007 (a runtime tuple)
+
+class ArmDetails(Typed):
+    """An arm kind's own block (``ArmResult.details``): a subclass per kind fixes ``kind`` to the kind's name.
+    Kinds register theirs (:func:`register_details`) when they are registered themselves."""
+
+    kind: str
+
+
+_DETAILS: dict[str, type[ArmDetails]] = {}
+
+
+def register_details(kind: str, cls: type[ArmDetails] | None) -> None:
+    """Make ``ArmResult.details`` blocks of ``kind`` validate as ``cls`` (None: forget the kind)."""
+    if cls is None:
+        _DETAILS.pop(kind, None)
+    else:
+        _DETAILS[kind] = cls
+
+
+def _by_kind(lookup: Any, what: str) -> Any:
+    """A validator turning a dict into the class its ``kind`` names, looked up when the data is read (so a type
+    registered after this module was imported — a plug-in — is known)."""
+    def validate(v: Any) -> Any:
+        if isinstance(v, dict):
+            cls = lookup(v.get("kind"))
+            if cls is None:
+                raise ValueError(f"unknown {what} kind {v.get('kind')!r}: is the module that registers it imported?")
+            return cls.model_validate(v)
+        return v
+    return BeforeValidator(validate)
+
+
+#: An attack's result, as the type its registry entry names (serialised with its own fields).
+AnyAttackResult = Annotated[SerializeAsAny[AttackResult], _by_kind(result_type, "attack result")]
+#: An arm kind's block, as the type its kind registered.
+AnyArmDetails = Annotated[SerializeAsAny[ArmDetails], _by_kind(_DETAILS.get, "arm")]
 
 
 class ToolInfo(Typed):
     name: str
     version: str
-
-
-class MembershipDesign(Typed):
-    """How the membership evaluation sets were drawn (audit/membership.py: ``mia_selection``).
-
-    ``unit``: "person", "group" (``--group-field``) or "distinct text"; pairs are [members, non-members].
-    ``available`` false: the sets cannot support an ε bound, and ``reason`` says why.
-    """
-
-    unit: str
-    eligible_records: list[int]
-    units: list[int]
-    evaluated: list[int]
-    near_duplicate_clusters_dropped: int
-    near_duplicate_records_merged: int
-    strata: dict[str, int]
-    available: bool
-    reason: str = ""
 
 
 class BlindBaseline(Typed):
@@ -186,17 +202,6 @@ class BaseModelSource(Typed):
     n_params: int | None = None
 
 
-class ExternalModel(Typed):
-    """The model an ``external`` arm audits (``privleak attack``): as named, and the directory loaded."""
-
-    ref: str
-    path: str
-    adapter: bool = False  # a PEFT adapter, merged into ``base`` for the audit
-    base: str | None = None
-    base_path: str | None = None
-    n_params: int | None = None
-
-
 class Training(Typed):
     """What training cost, so arms are compared at their real compute."""
 
@@ -232,35 +237,6 @@ class Privacy(Typed):
     def epsilon_per_record(self) -> float:
         """The ε one record's inclusion is held to (what the record-level audits check)."""
         return self.epsilon_record if self.epsilon_record is not None else self.epsilon
-
-
-class Federation(Typed):
-    """How a federated arm was trained (:mod:`privleak.models.federated`): the strategy, the clients and
-    their sizes (records), the rounds, the per-round sampling, and who was asked and who answered."""
-
-    strategy: str
-    clients: int
-    client_sizes: dict[str, int]
-    rounds: int
-    sample_rate: float
-    sampling: str
-    local_steps: int
-    sampled: list[int]
-    replied: list[int]
-    failures: int
-    client_steps: int
-
-
-class WeightNoise(Typed):
-    """A DP-Weights arm's noise (:mod:`privleak.defenses.weight_noise`): θ + N(0, σ²I) after training.
-    ``guarantee`` says in words that there is no formal ε; there is deliberately no ε field."""
-
-    sigma: float
-    n_parameters: int
-    weight_rms: float
-    update_rms: float | None
-    seed: int
-    guarantee: str
 
 
 class Utility(Typed):
@@ -373,6 +349,7 @@ class OneRunEpsilon(Typed):
     best: OneRunCandidate | None = None
     candidates: list[OneRunCandidate] = []
     exceeds_accountant: bool | None = None
+    canary_auc: float | None = None  # included vs left-out canaries' scores (a diagnostic; the bound counts guesses)
 
 
 class ExposedPerson(Typed):
@@ -395,42 +372,6 @@ class Defences(Typed):
     dedup: DedupArmReport | None = None
 
 
-class Interventions(Typed):
-    """What the guard did to one attack's outputs."""
-
-    outputs_checked: int
-    outputs_intervened: int
-    outputs_blocked: int
-
-
-class FalsePositives(Typed):
-    """Guard interventions on benign output (continuations with no member value or window)."""
-
-    n_generated: int
-    n_benign: int
-    excluded_member_pii: int = 0
-    excluded_member_window: int = 0
-    shared_boilerplate: dict[str, Rate] = {}
-    overall: Rate
-    blocked: Rate
-    by_reason: dict[str, Rate]
-    by_source: dict[str, Rate] = {}
-
-
-class GuardExample(Typed):
-    reasons: list[str]
-    allowed: bool
-    text: str  # masked
-
-
-class GuardReport(Typed):
-    interventions: dict[str, Interventions]
-    false_positives: FalsePositives
-    false_positive_examples: list[GuardExample]
-    guard: dict[str, Any]  # the guard's own description (thresholds, index sizes, policy)
-    settings: dict[str, Any]
-
-
 class Verdict(Typed):
     """Plain-language verdict of one arm (audit/verdicts.py)."""
 
@@ -448,21 +389,21 @@ class Verdict(Typed):
 
 
 class ArmResult(Typed):
-    kind: Literal["control", "baseline", "best", "dp", "dpw", "fedavg", "fed-dp", "guard", "external"]
+    """One model's results. ``kind``: its arm kind (:mod:`privleak.arms`), or "control" for the base model;
+    ``details``: the kind's own block (DP-Weights' noise, a federation, the guard's costs, an external model)."""
+
+    kind: str
     serves: str | None = None
-    target: ExternalModel | None = None  # an external arm only
     training: Training | None = None
     n_train_records: int | None = None
     privacy: Privacy | None = None
-    weight_noise: WeightNoise | None = None
-    federation: Federation | None = None
     utility: Utility
     attacks: dict[str, AnyAttackResult] = {}
     empirical_epsilon: EmpiricalEpsilon | None = None
     one_run_epsilon: OneRunEpsilon | None = None
     exposed_people: list[ExposedPerson] = []
     defences: Defences | None = None
-    guard: GuardReport | None = None
+    details: AnyArmDetails | None = None
     verdict: Verdict | None = None
     source: BaseModelSource | None = None  # the control only
 
@@ -550,18 +491,32 @@ def package_versions() -> dict[str, str]:
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of ``results.json`` as written (computed fields included)."""
-    schema = AuditResults.model_json_schema(mode="serialization")
+    """The JSON Schema of ``results.json`` as written (computed fields included), for the attacks and arm kinds
+    registered now: ``attacks`` values and ``details`` are one of their registered types (by ``kind``)."""
+    attacks, details = list(result_types()), list(_DETAILS.values())
+    _, top = models_json_schema([(AuditResults, "serialization"), *[(c, "serialization") for c in attacks + details]],
+                                ref_template="#/$defs/{model}")
+    defs = top["$defs"]
+
+    def one_of(classes: list[type]) -> dict[str, Any]:
+        return {"oneOf": [{"$ref": f"#/$defs/{c.__name__}"} for c in classes]} if classes else {}
+
+    polymorphic = {"AttackResult": one_of(attacks), "ArmDetails": one_of(details)}
+
+    def patch(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            name = ref.rsplit("/", 1)[-1]
+            if name in polymorphic and len(node) == 1:
+                return polymorphic[name]
+            return {k: patch(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [patch(x) for x in node]
+        return node
+
+    defs = {k: patch(v) for k, v in defs.items() if k not in polymorphic}
+    schema = defs.pop("AuditResults")
+    schema["$defs"] = dict(sorted(defs.items()))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://privleak.dev/results.schema.json"
     return schema
-
-
-def write_schema(path: Path | None = None) -> Path:
-    target = path or Path(__file__).with_name(SCHEMA_FILE)
-    target.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return target
-
-
-if __name__ == "__main__":
-    print(write_schema())

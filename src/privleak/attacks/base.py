@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import PrivateAttr
 
+from ..core.present import Block, Example, Figure, Heading, Table, headline_table
 from ..core.stats import exceeds
 from ..core.typed import Typed
 
@@ -51,26 +52,6 @@ FAMILY_TITLES: dict[str, str] = {"membership": "Membership inference", "canaries
 
 
 # --------------------------------------------------------------------------- reading a result
-
-@dataclass(frozen=True)
-class Figure:
-    """One headline number as tables print it, beside what it has to beat.
-
-    ``fmt``: "rate" (a fraction printed as a percentage), "auc", "bits",
-    "count", "number". ``k``/``n``: the counts behind a rate. ``floor``: the
-    same attack on values or texts never trained on; ``chance``: random
-    guessing; ``ci``: its 95 % interval.
-    """
-
-    label: str
-    value: float | None
-    fmt: str = "number"
-    ci: tuple[float, float] | None = None
-    k: int | None = None
-    n: int | None = None
-    floor: float | None = None
-    chance: float | None = None
-
 
 @dataclass(frozen=True)
 class Policy:
@@ -135,8 +116,42 @@ def count_finding(attack: str, what: str, k: int, n: int, floor_k: int | None, f
     return Finding(attack, leaks, figure, reason if leaks else "")
 
 
+@dataclass(frozen=True)
+class BlindFigures:
+    """The model-free baseline's figures, for the membership table (the report fills them in)."""
+
+    auc: float
+    auc_ci95: tuple[float, float] | None
+    tpr_at_1pct_fpr: float
+    tpr_ci95: tuple[float, float] | None
+    n_members: int
+    rivalled: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class PresentContext:
+    """What an attack's report blocks may read besides the results: titles, masking, canary texts, the blind
+    baseline. The report builds it; attacks never see the whole results."""
+
+    title: Callable[[str], str]  # attack name → "title (cite)"
+    short: Callable[[str], str]  # attack name → its table title
+    mask: Callable[[str], str] = lambda s: s
+    canary_text: Callable[[str], str | None] = lambda canary_id: None
+    blind: BlindFigures | None = None
+    membership_unit: str | None = None  # "person", "group" or "distinct text"
+
+
+#: attack name → [(model, result)] in model order: what a result type presents at once.
+Runs = dict[str, list[tuple[str, "AttackResult"]]]
+
+
 class AttackResult(Typed):
-    """Base of every attack's result; subclasses fix ``kind`` (the JSON discriminator)."""
+    """Base of every attack's result; subclasses fix ``kind`` (the JSON discriminator).
+
+    Besides reading itself (:meth:`headline`, :meth:`assess`, :meth:`leaked`) a result type says how the
+    report shows it (:meth:`present`, :meth:`details`, :meth:`console`, :meth:`quotes`): the renderers
+    know no attack by name.
+    """
 
     kind: str
     #: Shown in tables; subclasses override.
@@ -152,6 +167,45 @@ class AttackResult(Typed):
     def leaked(self) -> LeakCount | None:
         """Leaked items, for extraction attacks (the guard arm compares these)."""
         return None
+
+    def scorecard(self) -> list[Figure]:
+        """Figures for the one-row-per-arm summary table (none by default)."""
+        return []
+
+    def leakage_bits(self) -> float | None:
+        """A leakage figure in bits for the privacy–utility plot (mean canary exposure), or None."""
+        return None
+
+    def between_arm_count(self) -> LeakCount | None:
+        """The count that two arms' results are compared on (two-proportion tests, baseline vs arm);
+        None: this attack is not compared between arms."""
+        return None
+
+    @classmethod
+    def present(cls, runs: Runs, ctx: PresentContext) -> list[Block]:
+        """The report's blocks for the attacks of this result type in one family: by default, per attack,
+        a heading, the headline table (one row per model) and :meth:`details`."""
+        out: list[Block] = []
+        for attack, rows in runs.items():
+            out.append(Heading(ctx.title(attack)))
+            out.append(headline_table([(m, r.headline()) for m, r in rows],
+                                      ctx.title(attack) + " — each figure beside its chance level and non-member floor"))
+            out += cls.details(rows, ctx)
+        return out
+
+    @classmethod
+    def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:
+        """Tables or plots after the headline table (none by default)."""
+        return []
+
+    @classmethod
+    def console(cls, runs: Runs, ctx: PresentContext) -> list[Table]:
+        """Console tables of its own; empty: the family's headline table shows these attacks."""
+        return []
+
+    def quotes(self, ctx: PresentContext) -> list[Example]:
+        """Leaked items the report quotes (masked with ``ctx.mask``)."""
+        return []
 
 
 class KeepsScores(AttackResult):
@@ -303,5 +357,6 @@ def fmt_pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-__all__: Sequence[str] = ["AttackContext", "AttackResult", "AttackSpec", "FAMILIES", "Family", "Figure", "Finding",
+__all__: Sequence[str] = ["AttackContext", "AttackResult", "AttackSpec", "BlindFigures", "FAMILIES", "Family", "Figure",
+                          "Finding", "PresentContext", "Runs",
                           "LeakCount", "Policy", "ScoringPasses", "ShadowData", "count_finding", "results_of"]

@@ -32,7 +32,8 @@ from ..core.progress import progress_bar
 from ..data.canaries import Canary, sample_candidates
 from ..models.device import model_device, oom_as_error
 from ..models.handle import ModelHandle
-from .base import AttackContext, AttackResult, Figure, Finding, Policy
+from ..core.present import Block, Example, Plot, Table, n, num, t
+from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 
 
 class CanaryExposure(BaseModel):
@@ -70,6 +71,58 @@ class ExposureResult(AttackResult):
     @property
     def n_ranked_first(self) -> int:
         return sum(c.rank <= 1 for c in self.canaries)
+
+    @classmethod
+    def present(cls, runs: Runs, ctx: PresentContext) -> list[Block]:
+        """Exposure by repetition count: a figure and a table, one row per model."""
+        exps = [(m, r) for rs in runs.values() for m, r in rs if isinstance(r, ExposureResult) and r.canaries]
+        if not exps:
+            return []
+        reps = sorted({c.repeats for _, e in exps for c in e.canaries})
+        first = exps[0][1]
+        size = first.canaries[0].n_candidates
+        series = {m: [(c.repeats, c.exposure) for c in e.canaries] for m, e in exps}
+        rows = [[m, *[n(e.by_repeats().get(r), ".2f") for r in reps], t(f"{e.n_ranked_first}/{len(e.canaries)}"),
+                 n(max(c.exposure_extrapolated for c in e.canaries), ".1f")] for m, e in exps]
+        return [Plot("canary_exposure", (series, first.canaries[0].max_exposure, first.chance_exposure),
+                     f"Exposure = log2(candidates) − log2(rank of the true secret among {size:,}). At the red line "
+                     "the secret is the model's top guess among the candidates; the dotted line is what a model "
+                     "that never saw it scores on average."),
+                Table(["model", *[f"{r}×" for r in reps], f"ranked first of {size:,}", "max extrapolated exposure (bits)"],
+                      rows, caption="Mean exposure (bits) by repetition count. Extrapolated exposure: the skew-normal "
+                                    "tail beyond the candidates (Carlini et al. 2019 §4.3), capped at the secret space.")]
+
+    @classmethod
+    def console(cls, runs: Runs, ctx: PresentContext) -> list[Table]:
+        exps = [(m, r) for rs in runs.values() for m, r in rs if isinstance(r, ExposureResult) and r.canaries]
+        if not exps:
+            return []
+        repeats = sorted({c.repeats for _, e in exps for c in e.canaries})
+        first = exps[0][1]
+        rows = [[m, *[num(e.by_repeats().get(r), ".1f") for r in repeats], f"{e.n_ranked_first}/{len(e.canaries)}"]
+                for m, e in exps]
+        return [Table(["arm", *[f"{r}×" for r in repeats], "ranked first"], rows,  # type: ignore[list-item]
+                      console_title=f"Canary exposure in bits by repetition count (max "
+                                    f"{first.canaries[0].max_exposure:.1f}, chance ≈ {first.chance_exposure:.1f}); "
+                                    f"secrets ranked first of {first.canaries[0].n_candidates:,}")]
+
+    def scorecard(self) -> list[Figure]:
+        if not self.canaries:
+            return []
+        return [Figure("mean exposure (bits)", self.mean_exposure, "bits", chance=self.chance_exposure),
+                Figure("secrets ranked first", self.n_ranked_first, "count", k=self.n_ranked_first, n=len(self.canaries))]
+
+    def leakage_bits(self) -> float | None:
+        return self.mean_exposure
+
+    def quotes(self, ctx: PresentContext) -> list[Example]:
+        out = []
+        for c in self.canaries:
+            if c.rank <= 1:
+                text = ctx.canary_text(c.canary_id) or "(canary text not available: render with the run directory)"
+                out.append(Example("canary ranked first", ctx.mask(text), c.repeats,
+                                   f"rank {c.rank:g} of {c.n_candidates:,}"))
+        return out
 
     def headline(self) -> list[Figure]:
         out = [Figure(f"{r}× (bits)", v, "bits", chance=self.chance_exposure) for r, v in self.by_repeats().items()]

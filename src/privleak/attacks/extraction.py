@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import numpy as np
 from pydantic import PrivateAttr, computed_field
 
+from ..core.present import Block, Cell, Example, Plot, Table, pct, t
 from ..core.typed import Typed, minus, ratio
 from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary, derive_seed, make_canaries
@@ -36,6 +37,7 @@ from .base import (
     Finding,
     LeakCount,
     Policy,
+    PresentContext,
     count_finding,
 )
 
@@ -105,6 +107,16 @@ class PrefixExtractionResult(AttackResult):
     def _head(self) -> PrefixCell | None:
         """The cell tables show: k = 16 → m = 16 tokens, else the first."""
         return next((c for c in self.cells if (c.k, c.m) == (16, 16)), self.cells[0] if self.cells else None)
+
+    @classmethod
+    def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:
+        runs = [(m, r) for m, r in rows if isinstance(r, PrefixExtractionResult)]
+        cells = list(dict.fromkeys((c.k, c.m) for _, r in runs for c in r.cells))
+        table = [[m, *[t(f"{r.cell(k, mm).members_extracted}/{r.cell(k, mm).n_members} vs "
+                         f"{r.cell(k, mm).non_members_extracted}/{r.cell(k, mm).n_non_members}") for k, mm in cells]]
+                 for m, r in runs]
+        return [Table(["model", *[f"k={k}→{mm}" for k, mm in cells]], table,  # type: ignore[arg-type]
+                      caption="Prefix extraction: members reproduced verbatim vs non-members (greedy, k prompt tokens → m)")]
 
     def headline(self) -> list[Figure]:
         c = self._head()
@@ -250,6 +262,10 @@ class CanaryExtractionResult(AttackResult):
         cs = [c for c in self.canaries if c.planted == planted]
         return sum(c.greedy_extracted or c.sample_hits > 0 for c in cs), len(cs)
 
+    def between_arm_count(self) -> LeakCount | None:
+        planted = [c for c in self.canaries if c.planted]
+        return LeakCount(sum(c.greedy_extracted for c in planted), len(planted), "canaries extracted greedily")
+
     def headline(self) -> list[Figure]:
         out = [Figure(f"{k}× greedy", g.greedy_fraction, "rate") for k, g in self.by_repeats.items() if k != "control"]
         (k, n), (ck, cn) = self._counts(True), self._counts(False)
@@ -358,6 +374,24 @@ class SamplingExtractionResult(AttackResult):
             if r.metric == metric:
                 return r
         raise KeyError(metric)
+
+    @classmethod
+    def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:
+        runs = [(m, r) for m, r in rows if isinstance(r, SamplingExtractionResult)]
+        metrics = list(dict.fromkeys(x.metric for _, r in runs for x in r.rankings))
+        table: list[list[Cell | str]] = []
+        for m, r in runs:
+            by = {x.metric: x for x in r.rankings}
+            table.append([m, t(f"{r.n_unique}/{r.n_samples}"),
+                          *[t(f"{by[x].member_only_hits} vs {by[x].non_member_only_hits}") if x in by else "—"
+                            for x in metrics]])
+        return [Table(["model", "unique samples", *[f"top-100 by {x}" for x in metrics]], table,
+                      caption="Sampling extraction (Carlini et al. 2021): samples with a member-only ≥ 50-character "
+                              "window vs the floor (non-member-only windows), per ranking")]
+
+    def quotes(self, ctx: PresentContext) -> list[Example]:
+        return [Example("sampling extraction", ctx.mask(e.text), None, f"{e.length}-char member window")
+                for e in self.examples]
 
     def headline(self) -> list[Figure]:
         return [Figure("member-only samples", ratio(self.all_member_only_hits, self.n_unique), "rate",

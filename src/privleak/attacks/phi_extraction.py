@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import computed_field
 
+from ..core.present import Block, Example, Plot, Table, t
 from ..core.normalise import find_values as find_leaks
 from ..core.normalise import normalise_value
 from ..core.stats import diff_ci
@@ -43,6 +44,7 @@ from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
 from .base import (
+    PresentContext,
     AttackContext,
     AttackResult,
     Figure,
@@ -163,6 +165,29 @@ class PhiExtractionResult(AttackResult):
             if c.label == label:
                 return c
         raise KeyError(label)
+
+    @classmethod
+    def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:
+        """Leaks by category: bars of member values leaked, and member vs non-member counts."""
+        phis = [(m, r) for m, r in rows if isinstance(r, PhiExtractionResult)]
+        cats = list(dict.fromkeys(c.label for _, r in phis for c in r.categories))
+        counts = {m: {c.label: float(c.member_leaked) for c in r.categories} for m, r in phis}
+        table = [[m, *[t(f"{r.category(c).member_leaked}/{r.category(c).n_member_values} vs "
+                         f"{r.category(c).non_member_leaked}/{r.category(c).n_non_member_values}")
+                       if c in {x.label for x in r.categories} else "—" for c in cats]] for m, r in phis]
+        return [Plot("grouped_bars", (counts, "member values leaked", "PHI values leaked by category"),
+                     "Distinct identifying member values generated exactly (normalised full values, never single "
+                     "tokens), by category."),
+                Table(["model", *cats], table,  # type: ignore[arg-type]
+                      caption="PHI prompts by category: member values leaked vs non-member values \"leaked\" (the "
+                              "floor: same generator, never trained on)")]
+
+    def quotes(self, ctx: PresentContext) -> list[Example]:
+        return [Example("PHI prompt", ctx.mask(e.prompt + " ▸ " + e.completion), None, e.label) for e in self.examples]
+
+    def between_arm_count(self) -> LeakCount | None:
+        t_ = self.total
+        return LeakCount(t_.member_leaked, t_.n_member_values, "PHI values leaked")
 
     def headline(self) -> list[Figure]:
         t = self.total

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import computed_field
 
+from ..core.present import Block, Example, Table, t
 from ..core.masking import mask_pii
 from ..core.stats import diff_ci, rate_ci
 from ..core.typed import Typed, minus, ratio
@@ -44,6 +45,7 @@ from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
 from .base import (
+    PresentContext,
     AttackContext,
     AttackResult,
     Figure,
@@ -231,6 +233,21 @@ class PiiExtractionResult(AttackResult):
                 return c
         raise KeyError(label)
 
+    @classmethod
+    def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:
+        runs = [(m, r) for m, r in rows if isinstance(r, PiiExtractionResult)]
+        buckets = list(dict.fromkeys(b.bucket for _, r in runs for b in r.by_duplicates))
+        table = []
+        for m, r in runs:
+            by = {b.bucket: b for b in r.by_duplicates}
+            table.append([m, *[t(f"{by[b].extracted}/{by[b].n_values}") if b in by else "—" for b in buckets]])
+        return [Table(["model", *[f"seen {b}×" for b in buckets]], table,  # type: ignore[arg-type]
+                      caption="PII extraction by the number of training records carrying the value (Lukas et al. "
+                              "§VI-B: duplicated PII leaks more)")]
+
+    def quotes(self, ctx: PresentContext) -> list[Example]:
+        return [Example("PII extraction", e.value_masked, e.duplicates, e.label) for e in self.examples]
+
     def headline(self) -> list[Figure]:
         t = self.total
         return [Figure("recall", t.recall, "rate",
@@ -365,7 +382,7 @@ def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
     """What the reference (base) model emits when sampled exactly like the target; once per audit."""
     if ctx.reference is None:
         return None
-    s = ctx.settings.pii
+    s = ctx.settings.pii_sizes
 
     def build() -> TaggedSamples:
         return sample_and_tag(ctx.reference, pii_analyzer(ctx), s.extraction_samples, s.extraction_prompts,
@@ -374,7 +391,7 @@ def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
 
 
 def run(target: ModelHandle, ctx: AttackContext) -> PiiExtractionResult:
-    s = ctx.settings.pii
+    s = ctx.settings.pii_sizes
     # Planted canaries are not the members' PII: their secrets come from another generator, and the
     # non-member floor has none; they have their own measures (exposure, canary extraction).
     members = [r for r in ctx.members if r.kind != "canary"]

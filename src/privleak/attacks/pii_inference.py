@@ -157,7 +157,7 @@ def pii_inference(
 
 
 def run(target: ModelHandle, ctx: AttackContext) -> PiiInferenceResult:
-    s = ctx.settings.pii
+    s = ctx.settings.pii_sizes
     return pii_inference(target, [r for r in ctx.members if r.kind != "canary"], ctx.non_members, ctx.population, sizes=s.inference_sizes,
                          n_slots=s.inference_slots, context_chars=s.context_chars, suffix_chars=s.suffix_chars,
                          seed=ctx.seed, labels=IDENTIFYING, scrub_context=s.scrub_context)

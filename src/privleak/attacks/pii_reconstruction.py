@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Sequence
 
+from ..core.present import Block, Table, pct, t
 from ..core.masking import mask_pii
 from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
-from .base import AttackContext, AttackResult, Figure, Finding, Policy
+from .base import PresentContext, AttackContext, AttackResult, Figure, Finding, Policy
 from .pii_extraction import MaskedValue, pii_analyzer, usable_labels
 from .pii_inventory import (
     IDENTIFYING,
@@ -59,6 +60,14 @@ class PiiReconstructionResult(AttackResult):
             if c.label == label:
                 return c
         raise KeyError(label)
+
+    @classmethod
+    def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:
+        runs = [(m, r) for m, r in rows if isinstance(r, PiiReconstructionResult)]
+        labels = list(dict.fromkeys(c.label for _, r in runs for c in r.categories))
+        table = [[m, *[t(f"{pct(r.category(lab).accuracy)} (floor {pct(r.category(lab).non_member_accuracy)})")
+                       if lab in {c.label for c in r.categories} else "—" for lab in labels]] for m, r in runs]
+        return [Table(["model", *labels], table, caption="PII reconstruction accuracy by type")]  # type: ignore[arg-type]
 
     def headline(self) -> list[Figure]:
         t = self.total
@@ -173,7 +182,7 @@ def pii_reconstruction(
 
 
 def run(target: ModelHandle, ctx: AttackContext) -> PiiReconstructionResult:
-    s = ctx.settings.pii
+    s = ctx.settings.pii_sizes
     return pii_reconstruction(target, [r for r in ctx.members if r.kind != "canary"], ctx.non_members, pii_analyzer(ctx), n_slots=s.reconstruction_slots,
                               n_candidates=s.reconstruction_candidates, top_k=s.top_k,
                               max_new_tokens=s.reconstruction_max_new_tokens, context_chars=s.context_chars,

@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import (
-    audit_canaries,
-    client_mia,
     exposure,
     extraction,
-    mia,
+    one_run_canaries,
     phi_extraction,
     pii_extraction,
     pii_inference,
     pii_reconstruction,
 )
-from .base import FAMILIES, AttackSpec
+from .membership import attacks as mia
+from .membership import client as client_mia
+from .base import FAMILIES, AttackResult, AttackSpec
 
 _MIA = ("max_mia_records", "bootstrap")
 
@@ -49,7 +49,7 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
                "per-client mean reference score; McMahan et al. 2018's unit", ("clients", "bootstrap")),
     AttackSpec("exposure", "canaries", exposure.exposure, exposure.ExposureResult, "exposure", "Carlini et al. 2019",
                ("canary_candidates",), needs=("canaries",)),
-    AttackSpec("one_run_canaries", "canaries", audit_canaries.run, audit_canaries.OneRunCanaryResult,
+    AttackSpec("one_run_canaries", "canaries", one_run_canaries.run, one_run_canaries.OneRunCanaryResult,
                "one-run canaries", "Steinke et al. 2023; Panda et al. 2025", ("one_run_canaries",),
                needs=("audit_canaries",)),
     AttackSpec("canary_extraction", "canaries", extraction.canaries, extraction.CanaryExtractionResult,
@@ -61,15 +61,41 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
     AttackSpec("phi_extraction", "extraction", phi_extraction.run, phi_extraction.PhiExtractionResult,
                "PHI prompts", "PrivAI-Leak, counted by exact value", ("phi_records",), needs=("pii",), text_only=True),
     AttackSpec("pii_extraction", "pii", pii_extraction.run, pii_extraction.PiiExtractionResult, "PII extraction",
-               "Lukas et al. 2023", ("pii",), needs=("pii",), text_only=True),
+               "Lukas et al. 2023", ("pii_sizes",), needs=("pii",), text_only=True),
     AttackSpec("pii_reconstruction", "pii", pii_reconstruction.run, pii_reconstruction.PiiReconstructionResult,
-               "PII reconstruction", "Lukas et al. 2023", ("pii",), needs=("pii",)),
+               "PII reconstruction", "Lukas et al. 2023", ("pii_sizes",), needs=("pii",)),
     AttackSpec("pii_inference", "pii", pii_inference.run, pii_inference.PiiInferenceResult, "PII inference",
-               "Lukas et al. 2023", ("pii",), needs=("pii", "population")),
+               "Lukas et al. 2023", ("pii_sizes",), needs=("pii", "population")),
 )}
 
-#: Result types, for the typed ``results.json`` (one discriminated union).
-RESULT_TYPES = tuple(dict.fromkeys(s.result for s in ATTACKS.values()))
+
+
+def register(spec: AttackSpec) -> AttackSpec:
+    """Add an attack (a plug-in, or a test's toy attack); its name must be new. Its result type joins the
+    types ``results.json`` accepts (by the result's ``kind``)."""
+    if spec.name in ATTACKS and ATTACKS[spec.name] is not spec:
+        raise ValueError(f"attack {spec.name!r} is registered twice")
+    if spec.family not in FAMILIES:
+        raise ValueError(f"attack {spec.name!r}: unknown family {spec.family!r}; use one of {', '.join(FAMILIES)}")
+    ATTACKS[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    ATTACKS.pop(name, None)
+
+
+def result_types() -> tuple[type[AttackResult], ...]:
+    """Every registered attack's result type, once each, in registry order."""
+    return tuple(dict.fromkeys(s.result for s in ATTACKS.values()))
+
+
+def result_type(kind: str | None) -> type[AttackResult] | None:
+    """The result type whose ``kind`` is ``kind`` (how results.json is read back)."""
+    for cls in result_types():
+        if cls.model_fields["kind"].default == kind:
+            return cls
+    return None
 
 
 def select(names: Iterable[str] | None) -> list[AttackSpec]:

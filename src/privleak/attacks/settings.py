@@ -8,7 +8,7 @@ setting redoes only that attack's family.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class PiiSizes(BaseModel):
@@ -47,23 +47,55 @@ class PiiSizes(BaseModel):
 
 
 class AttackSettings(BaseModel):
-    """Everything the attacks read, in one typed object."""
+    """What the attacks read — declared once: the config's ``attacks`` section is this model.
+
+    The fields in :data:`DERIVED` are not set in the ``attacks`` section: the config fills them from the
+    sections they belong to (canaries, one-run audit, shadows, federated clients, the profile's PII sizes;
+    :meth:`privleak.config.AuditConfig.attack_settings`) and leaves them out of every dump. Each registry entry
+    names the fields it reads (``AttackSpec.uses``): its cache key.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # membership family
-    max_mia_records: int = 2000
-    bootstrap: int = 200
-    min_k_percent: float = 20.0
-    rmia_a: float = 0.3
-    global_variance: bool = True  # LiRA with few shadows (the paper's advice below ~64)
-    clients: tuple[int, str | None] = (20, None)  # client-level membership: K clinics, or the user's client field
-    # canaries
-    canary_candidates: int = 10_000
-    one_run_canaries: tuple[int, int, int] = (1000, 4, 8)  # audit canaries: m, prefix words, secret words
+    max_mia_records: int = Field(2000, ge=10)
+    bootstrap: int = Field(200, ge=0)
+    min_k_percent: float = Field(20.0, gt=0.0, le=100.0)  # k of min-k% and min-k%++, in percent of tokens
+    rmia_a: float = Field(0.3, ge=0.0, le=1.0)  # Privacy Meter's offline a
+    alpha: float = Field(0.05, gt=0.0, lt=1.0)  # confidence of the empirical-ε bound
     # extraction
-    extraction_samples: int = 400
-    prefix_records: int = 250
-    phi_records: int = 40
-    # PII attacks
-    pii: PiiSizes = PiiSizes()
+    extraction: bool = True  # prefix, canary, sampling and PHI-prompt extraction
+    extraction_samples: int = Field(400, ge=10)  # sampling extraction: generated samples
+    prefix_records: int = Field(250, ge=1)  # prefix extraction: records per side
+    phi_records: int = Field(40, ge=1)  # PHI prompt extraction: records per side
+    # Lukas et al. PII extraction / reconstruction / inference (sizes follow the profile: pii_sizes)
+    pii: bool = True
+    # Attacks by name or family (see `privleak.attacks.registry`); None = all. The two switches
+    # above still turn a whole family off.
+    select: tuple[str, ...] | None = None
+
+    # derived from other sections (see DERIVED)
+    global_variance: bool = Field(True, exclude=True)  # LiRA with few shadows (the paper's advice below ~64)
+    clients: tuple[int, str | None] = Field((20, None), exclude=True)  # K clinics, or the user's client field
+    canary_candidates: int = Field(10_000, exclude=True)
+    one_run_canaries: tuple[int, int, int] = Field((1000, 4, 8), exclude=True)  # m, prefix words, secret words
+    pii_sizes: PiiSizes = Field(PiiSizes(), exclude=True)
+
+    @field_validator("select")
+    @classmethod
+    def _known(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None:
+            from .registry import select
+
+            if not v:
+                raise ValueError("name at least one attack or family, or leave attacks.select unset")
+            select(v)  # ValueError naming the unknown entry
+        return v
+
+
+#: Attack settings filled from other config sections, and where.
+DERIVED: dict[str, str] = {
+    "global_variance": "shadows.global_variance", "clients": "federated.clients / data.client_field",
+    "canary_candidates": "canaries.candidates", "one_run_canaries": "one_run.canaries / prefix_words / secret_words",
+    "pii_sizes": "the profile",
+}

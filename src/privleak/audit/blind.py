@@ -91,3 +91,16 @@ def beats_chance(blind_ci: tuple[float, float] | None) -> bool:
     any significant model-free signal means a membership AUC mixes
     memorisation with the difference between the two sets."""
     return blind_ci is not None and blind_ci[0] > 0.5
+
+
+def shifted(blind_auc: float, blind_ci: tuple[float, float] | None, best_aucs: dict[str, float],
+            user_split: bool) -> tuple[bool, list[str]]:
+    """Whether the member / non-member split is shifted, and the arms whose best attack the blind baseline rivals.
+
+    One rule for every audit: shifted when the blind classifier rivals an arm's best attack or its own CI lies
+    above :data:`CHANCE_BAND` (:func:`rivals`); for sets the user drew (``privleak attack``), also when it merely
+    beats a coin flip (:func:`beats_chance`) — PrivLeak split ``run``'s data at random, nothing guarantees that of
+    a user's two files."""
+    rivalled = [n for n, auc in best_aucs.items() if rivals(blind_auc, None, auc)]
+    out = bool(rivalled) or rivals(blind_auc, blind_ci, None) or (user_split and beats_chance(blind_ci))
+    return out, rivalled

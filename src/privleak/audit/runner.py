@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..attacks.base import AttackContext, AttackResult, AttackSpec
-from ..attacks.audit_canaries import OneRunCanaryResult
-from ..attacks.mia import MembershipResult
+from ..attacks.one_run_canaries import OneRunCanaryResult
+from ..attacks.membership.attacks import MembershipResult
 from ..core.masking import PiiMasker
 from ..core.typed import Typed
 from ..models.handle import ModelHandle
-from ..results import AnyAttackResult, EmpiricalEpsilon, ExposedPerson, Interventions, OneRunEpsilon
-from .membership import empirical_epsilon_summary, exposed_people, one_run_summary
+from ..results import AnyAttackResult, EmpiricalEpsilon, ExposedPerson, OneRunEpsilon
+from .summaries import empirical_epsilon_summary, exposed_people, one_run_summary
 
 #: Keys never masked: the result-type discriminator must survive masking.
 _KEEP = frozenset({"kind"})
@@ -36,7 +36,8 @@ class AttackStage(Typed):
     empirical_epsilon: EmpiricalEpsilon | None = None
     one_run_epsilon: OneRunEpsilon | None = None
     exposed_people: list[ExposedPerson] | None = None
-    interventions: dict[str, Interventions] | None = None
+    # A served arm: what its wrapper did while these attacks ran (e.g. the guard's interventions per attack).
+    wrapper: dict[str, Any] | None = None
 
 
 def mask_strings(obj: Any, masker: PiiMasker) -> Any:

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 
+from ..arms import KINDS
 from ..attacks.base import FAMILY_TITLES, Finding, Policy
-from ..attacks.extraction import CanaryExtractionResult
-from ..attacks.phi_extraction import PhiExtractionResult
 from ..attacks.registry import ATTACKS
 from ..core.stats import compare_proportions
 from ..results import (
@@ -100,6 +99,15 @@ def _utility_phrase(arm: ArmResult) -> str:
     return f"held-out perplexity {arm.utility.ppl_non_members:.2f}"
 
 
+def _kind(arm: ArmResult):
+    return KINDS.get(arm.kind)
+
+
+def _recommendable(arm: ArmResult) -> bool:
+    k = _kind(arm)
+    return k is None or k.recommendable
+
+
 def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
@@ -110,8 +118,10 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     if arm is control or name == CONTROL:
         return Verdict(level="control", label="CONTROL", findings=[], figures=[],
                        text="The base model never saw the members: its attack figures are the floor any arm can reach.")
-    if arm.kind == "guard":
-        return guard_verdict(name, arm, results)
+    kind = KINDS.get(arm.kind)
+    own = kind.verdict(name, arm, results) if kind is not None else None
+    if own is not None:
+        return own
     found = findings(arm, control, policy)
     figures = [f.figure for f in found if f.figure]
     leaking: dict[str, list[str]] = {}
@@ -129,8 +139,8 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     violation = _dp_violation(arm)
     if arm.empirical_epsilon is not None:
         figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
-    if arm.weight_noise is not None:
-        figures.append(f"DP-Weights σ = {arm.weight_noise.sigma:g}: {arm.weight_noise.guarantee}")
+    if kind is not None:
+        figures += kind.figures(arm)
     one = arm.one_run_epsilon
     if one is not None and one.available:
         figures.append(f"one-run ε ≥ {one.epsilon_steinke:.2f} (Steinke et al.; {one.m} canaries)"
@@ -166,47 +176,26 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
                    attacks_leaking=leaking_attacks)
 
 
-def guard_verdict(name: str, arm: ArmResult, results: AuditResults) -> Verdict:
-    """What the guard stopped and what it costs, in words; a guard never makes an arm "near chance"."""
-    served = results.arms.get(arm.serves or "")
-    before = after = 0
-    rows = []
-    for attack, guarded in arm.attacks.items():
-        plain = served.attacks.get(attack) if served else None
-        a, b = (plain.leaked() if plain else None), guarded.leaked()
-        if a is None or b is None:
-            continue
-        before, after = before + a.k, after + b.k
-        rows.append(f"{attack}: {a.k} → {b.k} {a.unit}")
-    text = f"Behind the output guard, {before - after} of {before} leaks found by the extraction attacks are stopped"
-    fp = arm.guard.false_positives if arm.guard else None
-    if fp is not None and fp.overall.rate is not None:
-        text += f"; it changes {fp.overall.rate:.0%} of benign outputs (blocks {fp.blocked.rate or 0:.0%})"
-    text += (". A guard filters generated text only: anyone with access to the model's scores or weights "
-             "is not stopped, so membership inference on the served model still applies.")
-    return Verdict(level="guard", label="GUARDED", text=text, findings=[], figures=rows)
-
-
 def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
     """The arm to release: the highest utility recovered G (where the audit has a best
     reference; else the best held-out perplexity) among the arms whose verdict is near
     chance. One that learned little (G < ``LOW_GAIN``) is named as such, never silently."""
-    arms = {n: a for n, a in results.arms.items() if a.verdict is not None}
+    arms = {n: a for n, a in results.arms.items() if a.verdict is not None and _recommendable(a)}
     ok = {n: a for n, a in arms.items() if a.verdict.near_chance and _finite(-_utility_key(a))}
     rules = policy.describe()
     if ok:
         best = max(ok, key=lambda n: _utility_key(ok[n]))
         key = _utility_key(ok[best])
         by_g = ok[best].utility.gain_recovered is not None
-        others = [n for n, a in arms.items() if n not in ok and a.verdict.level not in ("guard",)
-                  and _utility_key(a) > key]
+        others = [n for n, a in arms.items() if n not in ok and _utility_key(a) > key]
         what = "utility recovered" if by_g else "held-out perplexity"
         why = (f"Recommended arm: {best} — the best {what} ({_utility_phrase(ok[best])}) among the arms whose attacks "
                f"are near chance ({', '.join(ok)}).")
         if others:
             why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} more utility but leak{'s' if len(others) == 1 else ''}."
-        if ok[best].weight_noise is not None:
-            why += (f" It has {ok[best].weight_noise.guarantee}: near chance holds for these attacks, not for every "
+        guarantee = _kind(ok[best]).guarantee(ok[best]) if _kind(ok[best]) else None
+        if guarantee:
+            why += (f" It has {guarantee}: near chance holds for these attacks, not for every "
                     "attacker, unlike a DP-SGD arm's ε.")
         g = ok[best].utility.gain_recovered
         cppl = results.base_model.utility.ppl_non_members if results.base_model else None
@@ -219,7 +208,7 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
                     "it learned little — consider more epochs, a larger ε or a larger batch.")
         return Recommendation(arm=best, text=why, policy=rules)
     text = "No arm meets the near-chance thresholds; none is recommended for release."
-    cands = {n: a for n, a in arms.items() if a.verdict.level != "guard"}
+    cands = arms
     if cands:
         order = {"chance": 0, "some": 1, "leaks": 2}
         least = min(cands, key=lambda n: (order.get(cands[n].verdict.level, 3), -_utility_key(cands[n])))
@@ -228,28 +217,23 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
 
 
 def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
-    """Each arm vs the baseline on the leak counts (Fisher / χ², Cohen's h, Newcombe CI), as source 003 does."""
-    base = arms.get("baseline")
-    if base is None:
+    """Each arm vs the memorisation stress test (the arm whose kind is ``stress_test``: the baseline) on the leak
+    counts its attacks compare between arms (:meth:`~privleak.attacks.base.AttackResult.between_arm_count`):
+    Fisher / χ², Cohen's h, Newcombe CI, as source 003 does."""
+    ref = next((n for n, a in arms.items() if _kind(a) is not None and _kind(a).stress_test), None)
+    if ref is None:
         return {}
+    base = arms[ref]
     tests: dict[str, Comparison] = {}
     for name, arm in arms.items():
-        if name == "baseline" or arm.kind == "guard":
+        if name == ref or not (_kind(arm) is None or _kind(arm).compared):
             continue
-        a, b = base.attacks.get("phi_extraction"), arm.attacks.get("phi_extraction")
-        if isinstance(a, PhiExtractionResult) and isinstance(b, PhiExtractionResult):
-            if a.total.n_member_values and b.total.n_member_values:
-                tests[f"baseline vs {name}: PHI values leaked"] = Comparison.model_validate(compare_proportions(
-                    a.total.member_leaked, a.total.n_member_values, b.total.member_leaked, b.total.n_member_values).to_dict())
-        a, b = base.attacks.get("canary_extraction"), arm.attacks.get("canary_extraction")
-        if isinstance(a, CanaryExtractionResult) and isinstance(b, CanaryExtractionResult):
-            def greedy(r: CanaryExtractionResult) -> tuple[int, int]:
-                planted = [c for c in r.canaries if c.planted]
-                return sum(c.greedy_extracted for c in planted), len(planted)
-            (k1, n1), (k2, n2) = greedy(a), greedy(b)
-            if n1 and n2:
-                tests[f"baseline vs {name}: canaries extracted greedily"] = Comparison.model_validate(
-                    compare_proportions(k1, n1, k2, n2).to_dict())
+        for attack, b_result in arm.attacks.items():
+            a_result = base.attacks.get(attack)
+            a, b = (a_result.between_arm_count() if a_result else None), b_result.between_arm_count()
+            if a is not None and b is not None and a.n and b.n:
+                tests[f"{ref} vs {name}: {a.unit}"] = Comparison.model_validate(
+                    compare_proportions(a.k, a.n, b.k, b.n).to_dict())
     return tests
 
 
@@ -260,7 +244,7 @@ def judge(results: AuditResults, policy: Policy = POLICY) -> AuditResults:
     for name, arm in results.arms.items():
         arm.verdict = arm_verdict(name, arm, results, policy)
     # A model audited by `privleak attack` is not one of several defences to choose between.
-    external = all(a.kind == "external" for a in results.arms.values())
-    results.recommendation = None if external else recommend(results, policy)
+    choices = any(_recommendable(a) for a in results.arms.values())
+    results.recommendation = recommend(results, policy) if choices else None
     results.statistical_tests = between_arm_tests(results.arms)
     return results

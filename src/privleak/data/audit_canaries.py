@@ -11,11 +11,11 @@ probability ½, into an ε lower bound from one training run
 
 Here a canary is ``prefix + secret``: both random sequences of rare words of
 the base model's vocabulary (the rare-word pool comes from
-:func:`privleak.attacks.audit_canaries.rare_word_pool`; tokens the
+:func:`privleak.attacks.one_run_canaries.rare_word_pool`; tokens the
 tokenizer has but public text almost never uses — the closest this
 embedded, fixed vocabulary gets to Panda et al.'s new tokens). The prefix
 makes each canary unique and gives the secret a context; the score is the
-loss on every token after the first (:mod:`privleak.attacks.audit_canaries`
+loss on every token after the first (:mod:`privleak.attacks.one_run_canaries`
 says why). Unlike the exposure canaries
 (:mod:`.canaries`) they carry no PII and are never part of any split or PII
 inventory: the pipeline adds the included ones to each trained model's

@@ -39,17 +39,14 @@ corpus, so a leaked member value can never be a non-member's value too.
 
 from __future__ import annotations
 
-import datetime as _dt
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from faker import Faker
 
 from privleak.core.errors import UserError
-from privleak.core.normalise import normalise_value
 from privleak.data import vocab
 from privleak.data.canaries import (
     Canary,
@@ -59,6 +56,8 @@ from privleak.data.canaries import (
     plant_canaries,
     save_canaries,
 )
+from privleak.data.clinical_people import Registry, house_filler, new_house_person, new_person
+from privleak.data.clinical_templates import HOUSE_TEMPLATES, PLACEHOLDER, TEMPLATES, CareLine, NoteTemplate, house_formulary
 from privleak.data.records import PHI_LABELS, PiiSpan, Record, read_jsonl, write_jsonl
 
 SPLITS: tuple[str, ...] = ("public", "public_heldout", "members", "non_members", "population")
@@ -126,452 +125,6 @@ class Corpus:
 
 
 # --------------------------------------------------------------------------
-# note templates
-#
-# A template is a sequence of slots; each slot lists alternative phrasings
-# and one is picked per note. UPPERCASE placeholders are PHI (tagged, one of
-# PHI_LABELS); lowercase ones are untagged filler (facility, dose, ...).
-# Alternatives of one slot carry the same PHI fields, so a template's field
-# set is well defined.
-
-
-@dataclass(frozen=True)
-class NoteTemplate:
-    name: str
-    slots: tuple[tuple[str, ...], ...]
-
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset(
-            m for alt in self.slots for a in alt for m in _PLACEHOLDER.findall(a)
-            if m in PHI_LABELS
-        )
-
-
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_0-9]+)\}")
-
-TEMPLATES: tuple[NoteTemplate, ...] = (
-    # Terse, as real notes are, so that every value fits the model's
-    # 128-token window: a truncated note would count PHI the model never saw.
-    NoteTemplate("admission_note", (
-        ("Admission note.", "ADMISSION - {dept}.", "Inpatient admission."),
-        ("{NAME}, DOB {DOB}, {MRN}, admitted with {symptom}.",
-         "Admitted: {NAME} (born {DOB}; {MRN}) with {symptom}."),
-        ("Dx: {CONDITION}.", "Assessment: likely {CONDITION}."),
-        ("BP {BLOOD_PRESSURE}, Ht {HEIGHT}, Wt {WEIGHT}.",
-         "Vitals: BP {BLOOD_PRESSURE}; weight {WEIGHT}; height {HEIGHT}."),
-        ("Start {MEDICATION} {dose} {freq}; {PROCEDURE} tomorrow.",
-         "Plan: {MEDICATION} {dose}, then {PROCEDURE}."),
-        ("SSN {SSN}. Address: {ADDRESS}. Tel {PHONE}, {EMAIL}.",
-         "Lives at {ADDRESS}; SSN {SSN}; phone {PHONE}; email {EMAIL}."),
-    )),
-    NoteTemplate("discharge_summary", (
-        ("Discharge summary: {NAME}, {MRN}, DOB {DOB}.",
-         "DISCHARGE SUMMARY. Patient {NAME}, DOB {DOB}, {MRN}."),
-        ("Treated for {CONDITION}; {PROCEDURE} without complications.",
-         "Principal diagnosis {CONDITION}. Procedure: {PROCEDURE}."),
-        ("Discharge BP {BLOOD_PRESSURE}, weight {WEIGHT}.",
-         "At discharge: weight {WEIGHT}, BP {BLOOD_PRESSURE}."),
-        ("Discharged on {MEDICATION} {dose} {freq}; {dept} review {followup}.",
-         "Home medication: {MEDICATION} {dose} {freq}. Clinic review {followup}."),
-        ("SSN {SSN}. Home: {ADDRESS}. Phone {PHONE}.",
-         "Discharged home to {ADDRESS}; phone {PHONE}; SSN on file {SSN}."),
-    )),
-    NoteTemplate("referral_letter", (
-        ("Dear colleague,", "Referral to {dept}, {facility}.", "To the {dept} team,"),
-        ("I am referring {NAME} (DOB {DOB}, {MRN}) with {CONDITION}.",
-         "Please see {NAME}, born {DOB}, {MRN}, who has {CONDITION}."),
-        ("Currently on {MEDICATION} {dose} {freq} with {progress}.",
-         "Symptoms persist despite {MEDICATION} {dose} {freq}."),
-        ("Is {PROCEDURE} indicated?", "I would value your view on {PROCEDURE}."),
-        ("Address: {ADDRESS}; tel. {PHONE}.", "The patient lives at {ADDRESS}, phone {PHONE}."),
-        ("Kind regards, {facility}.", "With thanks, {facility}."),
-    )),
-    NoteTemplate("lab_vitals_summary", (
-        ("Lab and vitals summary: {NAME}, {MRN}, DOB {DOB}.",
-         "VITALS / LABS - {NAME} ({MRN}), born {DOB}."),
-        ("Height {HEIGHT}, weight {WEIGHT}, blood pressure {BLOOD_PRESSURE} mmHg, pulse {pulse}.",
-         "BP {BLOOD_PRESSURE} mmHg; Ht {HEIGHT}; Wt {WEIGHT}; heart rate {pulse}."),
-        ("Results: {lab1}, {lab2}.", "Labs show {lab1} and {lab2}."),
-        ("In keeping with known {CONDITION}.", "Consistent with {CONDITION}, no acute change."),
-        ("Copy sent to {EMAIL}.", "Report e-mailed to {EMAIL}."),
-    )),
-    NoteTemplate("prescription_note", (
-        ("Prescription, {facility} pharmacy.", "Outpatient prescription, {facility}."),
-        ("Patient: {NAME}; DOB {DOB}; {MRN}; weight {WEIGHT}.",
-         "For {NAME} ({MRN}), born {DOB}, weight {WEIGHT}."),
-        ("Address: {ADDRESS}. Phone: {PHONE}.", "Deliver to {ADDRESS}; call {PHONE}."),
-        ("Rx: {MEDICATION} {dose}, take {freq} for {CONDITION}.",
-         "Prescribed {MEDICATION} {dose} {freq} for {CONDITION}."),
-        ("Dispense 30 days, {refills} refills.", "Refills: {refills}."),
-    )),
-    NoteTemplate("progress_note", (
-        ("Progress note, {dept}.", "Follow-up visit ({dept}).", "Progress note."),
-        ("{NAME} ({MRN}) returns for review of {CONDITION}.",
-         "Seen today: {NAME}, {MRN}, for ongoing {CONDITION}."),
-        ("Reports {progress} since starting {MEDICATION}.",
-         "On {MEDICATION} {dose} {freq} with {progress}."),
-        ("BP today {BLOOD_PRESSURE}, weight {WEIGHT}.", "Weight {WEIGHT}; blood pressure {BLOOD_PRESSURE}."),
-        ("Results of the recent {PROCEDURE} were reviewed together.",
-         "Recent {PROCEDURE} discussed; no new concerns."),
-        ("Plan: continue current regimen and recheck {followup}; best reached at {PHONE}.",
-         "Recheck {followup}. Prefers phone contact at {PHONE}."),
-    )),
-    NoteTemplate("registration_form", (
-        ("Registration, {facility}.", "Patient intake form."),
-        ("Name: {NAME}. DOB: {DOB}. SSN: {SSN}.", "Full name {NAME}; SSN {SSN}; born {DOB}."),
-        ("Address: {ADDRESS}. Phone: {PHONE}. E-mail: {EMAIL}.",
-         "Address {ADDRESS}; e-mail {EMAIL}; mobile {PHONE}."),
-        ("Record {MRN}.", "Chart: {MRN}."),
-        ("History: {CONDITION} on {MEDICATION}; prior {PROCEDURE}.",
-         "Known {CONDITION}, takes {MEDICATION}, had {PROCEDURE}."),
-        ("Height {HEIGHT}, weight {WEIGHT}, BP {BLOOD_PRESSURE}.",
-         "BP {BLOOD_PRESSURE}, Wt {WEIGHT}, Ht {HEIGHT}."),
-    )),
-    NoteTemplate("telehealth_note", (
-        ("Telehealth visit with {NAME}, DOB {DOB}, link sent to {EMAIL}.",
-         "Video consultation: {NAME} (born {DOB}); invitation e-mailed to {EMAIL}."),
-        ("Identity confirmed with SSN {SSN}.", "Identity verified against SSN {SSN}."),
-        ("Discussed {CONDITION} and adherence to {MEDICATION} {dose} {freq}.",
-         "Reviewed {CONDITION}; continues {MEDICATION} {freq} with {progress}."),
-        ("Reports {symptom} for {duration}; in-person review if worse.",
-         "New complaint of {symptom} over {duration}, to be monitored."),
-        ("Call-back number: {PHONE}.", "If disconnected, call {PHONE}."),
-        ("Next virtual visit {followup}.", "Follow-up {followup}."),
-    )),
-    # Other institutions abbreviate too: the public text carries the
-    # abbreviations and pipes of the house style (c/o, PMHx, A/P, D/c, f/u,
-    # s/p), so the tokenizer and the base model know them; the house's own
-    # layout and clinical regularities stay private.
-    NoteTemplate("soap_note", (
-        ("SOAP note, {facility}.", "SOAP - {dept}, {facility}."),
-        ("Patient {NAME}, {MRN}.", "{NAME} ({MRN})."),
-        ("S: c/o {symptom} x {duration}; PMHx {CONDITION}.", "S: HPI of {symptom} for {duration}; PMHx {CONDITION}."),
-        ("O: BP {BLOOD_PRESSURE}, HR {pulse}, Wt {WEIGHT}, Ht {HEIGHT}; {lab1}.",),
-        ("A/P: {CONDITION}; {MEDICATION} {dose} {freq}, f/u {followup}.",),
-        ("Tel {PHONE}.", "Contact {PHONE}."),
-    )),
-    NoteTemplate("brief_discharge", (
-        ("D/c note - {dept}, {facility}.", "Brief D/c, {facility}."),
-        ("{NAME} | DOB {DOB} | {MRN}",),
-        ("Dx {CONDITION}; s/p {PROCEDURE}.", "Dx: {CONDITION}, s/p {PROCEDURE}."),
-        ("D/c meds: {MEDICATION} {dose} {freq}. f/u {followup}.",),
-        ("Addr {ADDRESS} | Tel {PHONE} | {EMAIL}",),
-    )),
-)
-
-#: The private institution's house style: Westbrook Health Centre (WHC).
-#: Pipe-separated headers, SOAP sections, age/sex shorthand ("67F"), and
-#: lower-case filler from the patient's care line (``house_formulary``), so
-#: the medication, dose, lab and department follow the condition.
-HOUSE_TEMPLATES: tuple[NoteTemplate, ...] = (
-    NoteTemplate("whc_soap", (
-        ("WHC {dept} | SOAP",),
-        ("Pt {NAME} | DOB {DOB} | {MRN}",),
-        ("S: {age}{sex} c/o {symptom}, {symptom2} x {duration}.", "S: {age}{sex}, {symptom} and {symptom2} x {duration}."),
-        ("PMHx {CONDITION}.",),
-        ("O: BP {BLOOD_PRESSURE} | HR {pulse} | Wt {WEIGHT} | Ht {HEIGHT} | {lab}.",),
-        ("A: {CONDITION}, {control}.",),
-        ("P: {MEDICATION} {dose} {freq}; {PROCEDURE}; f/u {followup}. Tel {PHONE}",),
-    )),
-    NoteTemplate("whc_admit", (
-        ("WHC ADMIT | {dept}",),
-        ("Pt {NAME} | DOB {DOB} | {MRN} | SSN {SSN}",),
-        ("HPI: {age}{sex} w/ {CONDITION}, p/w {symptom} x {duration}.",
-         "HPI: {age}{sex} w/ known {CONDITION}, p/w {symptom} and {symptom2}."),
-        ("Vitals: BP {BLOOD_PRESSURE} | HR {pulse} | Wt {WEIGHT}. Labs: {lab}.",),
-        ("A/P: {CONDITION} - {MEDICATION} {dose} {freq}, {PROCEDURE} in AM.",),
-        ("Addr {ADDRESS} | Tel {PHONE}",),
-    )),
-    NoteTemplate("whc_discharge", (
-        ("WHC D/C SUMMARY | {dept}",),
-        ("Pt {NAME} | {MRN} | DOB {DOB}",),
-        ("Dx: {CONDITION}. Proc: {PROCEDURE}, uncomplicated.",),
-        ("D/c BP {BLOOD_PRESSURE} | Wt {WEIGHT} | {lab}.",),
-        ("D/c meds: {MEDICATION} {dose} {freq}.",),
-        ("f/u {dept} {followup}. Tel {PHONE} | {EMAIL}",),
-    )),
-    NoteTemplate("whc_pharmacy", (
-        ("WHC PHARMACY | Rx",),
-        ("Pt {NAME} | DOB {DOB} | {MRN} | Wt {WEIGHT}",),
-        ("Rx: {MEDICATION} {dose} {freq} for {CONDITION}.",),
-        ("Monitor {lab_name} q3mo; last {lab}.",),
-        ("Deliver: {ADDRESS} | Tel {PHONE}",),
-    )),
-    NoteTemplate("whc_lab", (
-        ("WHC LAB | {dept}",),
-        ("Pt {NAME} | {MRN} | DOB {DOB}",),
-        ("{lab} | BP {BLOOD_PRESSURE} | HR {pulse} | Ht {HEIGHT} | Wt {WEIGHT}",),
-        ("Hx {CONDITION} on {MEDICATION} {dose} {freq}.",),
-        ("Result sent to {EMAIL}",),
-    )),
-    NoteTemplate("whc_followup", (
-        ("WHC F/U | {dept}",),
-        ("Pt {NAME} ({MRN}) - {age}{sex}, {CONDITION}.",),
-        ("S: {progress} on {MEDICATION} {dose} {freq}.",),
-        ("O: BP {BLOOD_PRESSURE} | Wt {WEIGHT} | {lab}.",),
-        ("A/P: {CONDITION}, {control}; continue; {PROCEDURE} {followup}.",),
-        ("Tel {PHONE}",),
-    )),
-    NoteTemplate("whc_registration", (
-        ("WHC REGISTRATION",),
-        ("Pt {NAME} | DOB {DOB} | SSN {SSN} | {MRN}",),
-        ("Addr {ADDRESS} | Tel {PHONE} | {EMAIL}",),
-        ("PMHx {CONDITION} | Meds {MEDICATION} {dose} | PSHx {PROCEDURE}",),
-        ("Ht {HEIGHT} | Wt {WEIGHT} | BP {BLOOD_PRESSURE}",),
-    )),
-    NoteTemplate("whc_telehealth", (
-        ("WHC TELEHEALTH | {dept}",),
-        ("Pt {NAME} | DOB {DOB} | ID chk SSN {SSN}",),
-        ("S: {age}{sex} w/ {CONDITION}, c/o {symptom} x {duration}.",),
-        ("Meds: {MEDICATION} {dose} {freq}, {progress}.",),
-        ("P: {PROCEDURE}; f/u {followup}. Tel {PHONE} | {EMAIL}",),
-    )),
-)
-
-
-# --------------------------------------------------------------------------
-# the house's clinical regularities
-
-
-@dataclass(frozen=True)
-class CareLine:
-    """How the private institution treats one condition: learnable, shared by
-    every patient with it, and identifying no one."""
-
-    condition: str
-    symptoms: tuple[str, ...]
-    regimens: tuple[tuple[str, str, str], ...]  # (medication, dose, frequency), first-line first
-    procedures: tuple[str, ...]
-    lab: tuple[str, float, float, int, str]  # a vocab.LAB_TESTS entry
-    dept: str
-    age_mean: int
-    bp_shift: int  # mmHg added to the systolic (and half to the diastolic)
-
-
-_CONTROL = ("well controlled", "stable", "improving", "suboptimally controlled")
-
-
-def house_formulary(seed: int, n_lines: int = 24) -> tuple[CareLine, ...]:
-    """The house's care lines, drawn once per corpus seed from the shared
-    vocabulary (so the public text covers every word, but not the pairing)."""
-    rng = random.Random(derive_seed(seed, "clinical.formulary"))
-    lines = []
-    for condition in rng.sample(vocab.CONDITIONS, min(n_lines, len(vocab.CONDITIONS))):
-        meds = rng.sample(vocab.MEDICATIONS, 2)
-        lines.append(CareLine(
-            condition=condition,
-            symptoms=tuple(rng.sample(vocab.SYMPTOMS, 3)),
-            regimens=tuple((m, rng.choice(vocab.DOSES), rng.choice(vocab.FREQUENCIES)) for m in meds),
-            procedures=tuple(rng.sample(vocab.PROCEDURES, 2)),
-            lab=rng.choice(vocab.LAB_TESTS),
-            dept=rng.choice(vocab.DEPARTMENTS),
-            age_mean=rng.randint(30, 75),
-            bp_shift=18 if "hypertension" in condition else rng.choice((0, 0, 0, 10)),
-        ))
-    return tuple(lines)
-
-
-# --------------------------------------------------------------------------
-# synthetic people
-
-
-# Reserved example domains: no real mailbox can ever receive these.
-_EMAIL_DOMAINS = ("example.com", "example.org", "example.net")
-# A fixed reference date, not today: the corpus must not change with the clock.
-_DOB_FIRST = _dt.date(1935, 1, 1).toordinal()
-_DOB_LAST = _dt.date(2006, 12, 31).toordinal()
-
-
-class _Registry:
-    """Every high-entropy value handed out so far, keyed the way leak counting
-    keys values (:func:`privleak.core.normalise.normalise_value`)."""
-
-    def __init__(self, canaries: list[Canary]) -> None:
-        self.used: dict[str, set[str]] = {k: set() for k in
-                                          ("NAME", "EMAIL", "SSN", "PHONE", "MRN", "ADDRESS")}
-        # A canary's name must appear nowhere else, and its secret must not
-        # double as some patient's SSN.
-        self.canary_prefixes = [c.prefix.casefold() for c in canaries]
-        for c in canaries:
-            self.used["SSN"].add(normalise_value("SSN", c.secret))
-
-    def claim(self, label: str, value: str) -> bool:
-        key = normalise_value(label, value)
-        if key in self.used[label]:
-            return False
-        if label == "NAME" and any(key in p for p in self.canary_prefixes):
-            return False
-        self.used[label].add(key)
-        return True
-
-
-def _draw_unique(label: str, draw: Callable[[], str], registry: _Registry) -> str:
-    for _ in range(10_000):
-        value = draw()
-        if registry.claim(label, value):
-            return value
-    raise RuntimeError(f"ran out of unique {label} values")  # not reachable at sane sizes
-
-
-def _ssn(rng: random.Random) -> str:
-    # Structurally valid: area 001-899 except 666, group and serial non-zero.
-    area = rng.randint(1, 898)
-    area = area + 1 if area >= 666 else area
-    return f"{area:03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
-
-
-def _phone(rng: random.Random) -> str:
-    # NANP: area code and exchange start 2-9; avoid N11 service codes.
-    area = f"{rng.randint(2, 9)}{rng.randint(0, 9)}{rng.randint(0, 9)}"
-    while area[1:] == "11":
-        area = f"{rng.randint(2, 9)}{rng.randint(0, 9)}{rng.randint(0, 9)}"
-    exch = f"{rng.randint(2, 9)}{rng.randint(0, 9)}{rng.randint(0, 9)}"
-    while exch[1:] == "11":
-        exch = f"{rng.randint(2, 9)}{rng.randint(0, 9)}{rng.randint(0, 9)}"
-    line = f"{rng.randint(0, 9999):04d}"
-    fmt = rng.choice(("({a}) {e}-{l}", "{a}-{e}-{l}", "{a}.{e}.{l}", "+1 {a}-{e}-{l}",
-                      "+1 ({a}) {e}-{l}"))
-    return fmt.format(a=area, e=exch, l=line)
-
-
-def _email(first: str, last: str, rng: random.Random) -> str:
-    f = re.sub(r"[^a-z]", "", first.lower())
-    la = re.sub(r"[^a-z]", "", last.lower())
-    n = rng.randint(1, 999)
-    local = rng.choice((f"{f}.{la}", f"{f}{la}{n}", f"{f[0]}{la}{n}", f"{f}_{la}{n}",
-                        f"{la}.{f}{n}", f"{f}.{la[0]}{n}"))
-    return f"{local}@{rng.choice(_EMAIL_DOMAINS)}"
-
-
-def _dob(rng: random.Random) -> str:
-    d = _dt.date.fromordinal(rng.randint(_DOB_FIRST, _DOB_LAST))
-    return d.isoformat() if rng.random() < 0.5 else d.strftime("%m/%d/%Y")
-
-
-# Ages in house notes are as of this date (fixed: the corpus must not change with the clock).
-_AGE_REFERENCE = _dt.date(2026, 1, 1)
-
-
-def _dob_for_age(rng: random.Random, age: int) -> str:
-    """A date of birth that makes the patient ``age`` on the reference date."""
-    latest = _AGE_REFERENCE.replace(year=_AGE_REFERENCE.year - age).toordinal()
-    d = _dt.date.fromordinal(latest - rng.randint(0, 364))
-    return d.isoformat() if rng.random() < 0.5 else d.strftime("%m/%d/%Y")
-
-
-def _body_for_sex(rng: random.Random, sex: str) -> tuple[str, str]:
-    cm = round(min(200, max(148, rng.gauss(177 if sex == "M" else 163, 7))))
-    kg = round(min(140, max(45, rng.gauss(86 if sex == "M" else 72, 14))))
-    if rng.random() < 0.6:
-        inches = round(cm / 2.54)
-        return f"{inches // 12}'{inches % 12}\"", f"{round(kg * 2.20462)} lb"
-    return f"{cm} cm", f"{kg} kg"
-
-
-def _body(rng: random.Random) -> tuple[str, str]:
-    cm = rng.randint(150, 198)
-    kg = rng.randint(47, 135)
-    if rng.random() < 0.6:  # US notes mostly use imperial units
-        inches = round(cm / 2.54)
-        return f"{inches // 12}'{inches % 12}\"", f"{round(kg * 2.20462)} lb"
-    return f"{cm} cm", f"{kg} kg"
-
-
-def _blood_pressure(rng: random.Random, shift: int | None = None) -> str:
-    if shift is None:
-        systolic = rng.randint(98, 172)
-        diastolic = rng.randint(58, min(104, systolic - 25))
-    else:  # house patients: centred, and raised by their condition
-        systolic = round(min(190, max(95, rng.gauss(124 + shift, 10))))
-        diastolic = round(min(systolic - 25, max(55, rng.gauss(78 + shift / 2, 7))))
-    return f"{systolic}/{diastolic}"
-
-
-def _new_person(fake: Faker, rng: random.Random, registry: _Registry, sex: str | None = None) -> dict[str, str]:
-    """One synthetic patient: the 13 PHI values, keyed by label."""
-    names: list[str] = []
-    first_name = {"F": fake.first_name_female, "M": fake.first_name_male}.get(sex or "", fake.first_name)
-
-    def draw_name() -> str:
-        names[:] = [first_name(), fake.last_name()]
-        return f"{names[0]} {names[1]}"
-
-    name = _draw_unique("NAME", draw_name, registry)
-    first, last = names
-
-    def draw_address() -> str:
-        state = fake.state_abbr(include_territories=False, include_freely_associated_states=False)
-        return f"{fake.street_address()}, {fake.city()}, {state} {fake.zipcode_in_state(state)}"
-
-    height, weight = _body(rng)
-    person = {
-        "NAME": name,
-        "EMAIL": _draw_unique("EMAIL", lambda: _email(first, last, rng), registry),
-        "SSN": _draw_unique("SSN", lambda: _ssn(rng), registry),
-        "PHONE": _draw_unique("PHONE", lambda: _phone(rng), registry),
-        "ADDRESS": _draw_unique("ADDRESS", draw_address, registry),
-        "DOB": _dob(rng),
-        "MRN": _draw_unique("MRN", lambda: f"MRN-{rng.randint(100000, 999999)}", registry),
-        "CONDITION": rng.choice(vocab.CONDITIONS),
-        "MEDICATION": rng.choice(vocab.MEDICATIONS),
-        "PROCEDURE": rng.choice(vocab.PROCEDURES),
-        "BLOOD_PRESSURE": _blood_pressure(rng),
-        "HEIGHT": height,
-        "WEIGHT": weight,
-    }
-    return person
-
-
-@dataclass(frozen=True)
-class HousePatient:
-    """A house patient: PHI values plus the care that shapes their notes."""
-
-    phi: dict[str, str]
-    line: CareLine
-    regimen: tuple[str, str, str]
-    age: int
-    sex: str
-
-
-def _new_house_person(fake: Faker, rng: random.Random, registry: _Registry,
-                      formulary: tuple[CareLine, ...]) -> HousePatient:
-    """A patient of the private institution: identifiers as anyone's, clinical
-    values from a care line (medication and procedure mostly first-line; age,
-    body size and blood pressure depend on sex and condition)."""
-    line = rng.choice(formulary)
-    sex = rng.choice("FM")
-    age = round(min(92, max(18, rng.gauss(line.age_mean, 11))))
-    phi = _new_person(fake, rng, registry, sex=sex)
-    regimen = line.regimens[0] if rng.random() < 0.75 else line.regimens[1]
-    height, weight = _body_for_sex(rng, sex)
-    phi.update({
-        "DOB": _dob_for_age(rng, age),
-        "CONDITION": line.condition,
-        "MEDICATION": regimen[0],
-        "PROCEDURE": line.procedures[0] if rng.random() < 0.75 else line.procedures[1],
-        "BLOOD_PRESSURE": _blood_pressure(rng, line.bp_shift),
-        "HEIGHT": height,
-        "WEIGHT": weight,
-    })
-    return HousePatient(phi=phi, line=line, regimen=regimen, age=age, sex=sex)
-
-
-def _house_filler(rng: random.Random, p: HousePatient) -> dict[str, str]:
-    """Untagged note material from the patient's care line; identifies no one."""
-    analyte, lo, hi, decimals, unit = p.line.lab
-    symptom, symptom2 = rng.sample(p.line.symptoms, 2)
-    return {
-        "dept": p.line.dept, "symptom": symptom, "symptom2": symptom2,
-        "duration": rng.choice(vocab.DURATIONS), "dose": p.regimen[1], "freq": p.regimen[2],
-        "followup": rng.choice(vocab.FOLLOW_UPS), "progress": rng.choice(vocab.PROGRESS),
-        "control": rng.choice(_CONTROL), "pulse": str(round(min(120, max(50, rng.gauss(76, 9))))),
-        "lab": f"{analyte} {rng.uniform(lo, hi):.{decimals}f}{unit}", "lab_name": analyte,
-        "age": str(p.age), "sex": p.sex,
-    }
-
-
-# --------------------------------------------------------------------------
 # rendering
 
 
@@ -623,7 +176,7 @@ def render_note(
             pieces.append(" ")
             pos += 1
         last = 0
-        for m in _PLACEHOLDER.finditer(phrase):
+        for m in PLACEHOLDER.finditer(phrase):
             literal = phrase[last : m.start()]
             pieces.append(literal)
             pos += len(literal)
@@ -677,7 +230,7 @@ class _Generator:
         self.fake = Faker("en_US")
         self.fake.seed_instance(derive_seed(cfg.seed, "clinical.faker"))
         self.rng = random.Random(derive_seed(cfg.seed, "clinical.rng"))
-        self.registry = _Registry(canaries)
+        self.registry = Registry(canaries)
         self.texts: set[str] = set()
         self.n_people = 0
         self.cfg = cfg
@@ -687,12 +240,12 @@ class _Generator:
     def patient_records(self, n_notes: int, house: bool) -> list[Record]:
         """``n_notes`` notes about one new patient, each from a different template
         (the private institution's, or other institutions')."""
-        patient = _new_house_person(self.fake, self.rng, self.registry, self.formulary) if house else None
-        person = patient.phi if patient else _new_person(self.fake, self.rng, self.registry)
+        patient = new_house_person(self.fake, self.rng, self.registry, self.formulary) if house else None
+        person = patient.phi if patient else new_person(self.fake, self.rng, self.registry)
         self.n_people += 1
         out = []
         for template in self.rng.sample(HOUSE_TEMPLATES if house else TEMPLATES, n_notes):
-            filler = _house_filler(self.rng, patient) if patient else None
+            filler = house_filler(self.rng, patient) if patient else None
             text, spans = render_note(template, person, self.rng, filler)
             # Unique names make a repeat across patients impossible, and each
             # visit has its own template; keep the invariant explicit.

@@ -35,7 +35,7 @@ def load_corpus(path: str | Path, text_field: str = "text", fmt: str | None = No
     ``group_field`` names the field / column holding the person (or other
     group) each record belongs to; its value goes to ``meta["group"]``, the
     split keeps a group inside one split and the membership evaluation takes
-    one record per group (see :mod:`privleak.audit.membership`).
+    one record per group (see :mod:`privleak.audit.summaries`).
     ``client_field`` likewise names each record's federated client (clinic,
     site): ``meta["client"]``, every record must have one.
     """

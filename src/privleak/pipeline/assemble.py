@@ -1,54 +1,73 @@
-"""``results.json`` from the run directory's artefacts: typed, judged, complete."""
+"""``results.json`` from the run directory's artefacts: typed, judged, complete.
+
+One path for ``privleak run`` and ``privleak attack``: the control (the base
+model, or the user's reference model), every arm through its kind
+(:meth:`privleak.arms.ArmKind.result`), the data summary, the blind
+baseline with one distribution-shift rule, the verdicts.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 from .. import __version__
-from ..arms import parse_arm
+from ..arms import ArmInputs, ArmSpec
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
-from ..audit.blind import RULE, rivals
+from ..audit.blind import RULE, shifted
+from ..audit.runner import AttackStage
 from ..audit.utility import MIN_GAIN_NATS, gain_recovered
 from ..audit.verdicts import judge
 from ..core.io import read_json
 from ..results import (
     ArmResult,
     AuditResults,
-    BlindBaseline,
     BaseModelSource,
+    BlindBaseline,
     DataRelease,
     DataSummary,
     Defences,
-    Federation,
-    GuardReport,
-    Privacy,
+    ExposedPerson,
     ToolInfo,
-    Training,
     Utility,
-    WeightNoise,
     package_versions,
 )
 from .audit import Audit
 from .evaluate import read_stage, selection
 
 
-def _attacks(audit: Audit, model: str, durations: dict[str, float]) -> tuple[dict, object, dict, object]:
-    """Every family stage of one model merged: (results by attack, membership summary, interventions, one-run bound)."""
-    results, summary, interventions, one_run = {}, None, {}, None
-    exposed: list = []
+@dataclass
+class ModelStages:
+    """Every family stage of one model merged."""
+
+    attacks: dict[str, Any] = field(default_factory=dict)
+    empirical_epsilon: Any = None
+    one_run_epsilon: Any = None
+    exposed_people: list[ExposedPerson] = field(default_factory=list)
+    wrapper: dict[str, Any] = field(default_factory=dict)
+
+    def common(self) -> dict[str, Any]:
+        """The fields every model's :class:`ArmResult` takes from its attack stages."""
+        return {"attacks": self.attacks, "empirical_epsilon": self.empirical_epsilon,
+                "one_run_epsilon": self.one_run_epsilon, "exposed_people": self.exposed_people}
+
+
+def model_stages(audit: Audit, model: str, durations: dict[str, float]) -> ModelStages:
+    out = ModelStages()
     for family in FAMILIES:
-        stage = read_stage(audit, model, family)
+        stage: AttackStage | None = read_stage(audit, model, family)
         if stage is None:
             continue
-        results.update(stage.results)
-        summary = stage.empirical_epsilon or summary
-        one_run = stage.one_run_epsilon or one_run
-        exposed = stage.exposed_people or exposed
-        interventions.update(stage.interventions or {})
+        out.attacks.update(stage.results)
+        out.empirical_epsilon = stage.empirical_epsilon or out.empirical_epsilon
+        out.one_run_epsilon = stage.one_run_epsilon or out.one_run_epsilon
+        out.exposed_people = stage.exposed_people or out.exposed_people
+        for key, value in (stage.wrapper or {}).items():
+            out.wrapper.setdefault(key, {}).update(value)
         durations.update({f"{family}/{model}/{k}": v for k, v in stage.seconds.items()})
-    audit.shared.setdefault("exposed_people", {})[model] = exposed
-    return results, summary, interventions, one_run
+    return out
 
 
 def _utility(audit: Audit, model: str) -> Utility:
@@ -61,8 +80,8 @@ def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
     one = arm.one_run_epsilon
     if arm.privacy is not None and one is not None and one.exceeds_accountant:
         audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the one-run ε lower bound {one.epsilon_steinke:.2f} "
-                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon_per_record:.2f} the accountant "
-                   "claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
+                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon_per_record:.2f} the "
+                   "accountant claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
     emp = arm.empirical_epsilon
     if emp is None or arm.privacy is None:
         return
@@ -80,9 +99,11 @@ def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
 BASE_MISFIT_RATIO = 20.0
 
 
-def _utility_recovered(audit: Audit, base: ArmResult, arms: dict[str, ArmResult]) -> None:
-    """Fill in every arm's G against the base and the best reference; warn when the base does not fit."""
-    best = arms.get("best")
+def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, ArmResult], reference: str | None) -> None:
+    """Fill in every arm's G against the base and the utility reference arm; warn when the base does not fit."""
+    if base is None:
+        return
+    best = arms.get(reference) if reference else None
     l_base = base.utility.nll_non_members
     l_best = best.utility.nll_non_members if best else None
     for arm in [base, *arms.values()]:
@@ -100,70 +121,85 @@ def _utility_recovered(audit: Audit, base: ArmResult, arms: dict[str, ArmResult]
                    "--public FILE (or a base model that knows it with --model)")
 
 
-def assemble(audit: Audit, arm_names: list[str]) -> AuditResults:
+def arm_result(audit: Audit, spec: ArmSpec, assembled: dict[str, ArmResult], durations: dict[str, float],
+               extra: dict[str, dict[str, Any]] | None = None) -> ArmResult:
+    """One arm's results through its kind: its stages, train.json, extra stages and data-defence reports."""
+    kind, name, run = spec.kind_obj, spec.name, audit.run
+    stages = model_stages(audit, name, durations)
+    record = read_json(run.path("arms", name, "train.json")) if kind.model in ("trained", "derived") else None
+    inputs = ArmInputs(record=record, extra={**(extra or {}), **stages.wrapper}, assembled=assembled)
+    for x in kind.extra_stages():
+        if run.path("arms", name, x.file).exists():
+            inputs.extra[x.name] = read_json(run.path("arms", name, x.file))
+    common = stages.common()
+    if spec.data:
+        common["defences"] = Defences.model_validate({d: read_json(run.path("defences", d, "report.json"))
+                                                     for d in spec.data})
+    if kind.model != "served":
+        common["utility"] = _utility(audit, name)
+    return kind.result(name, inputs, common)
+
+
+def _blind(audit: Audit, arms: dict[str, ArmResult], user_split: bool) -> BlindBaseline:
+    """The blind baseline, judged by :func:`privleak.audit.blind.shifted` (one rule; stricter for sets the user drew)."""
+    blind = BlindBaseline.model_validate({**read_json(audit.run.path("blind_baseline.json")), "rule": RULE})
+    best = {n: a.best_membership()[1] for n, a in arms.items()}
+    blind.shifted, blind.rivalled = shifted(blind.auc, blind.auc_ci95,
+                                            {n: b.auc for n, b in best.items() if b is not None}, user_split)
+    if blind.shifted and user_split:
+        ci = f" [95% CI {blind.auc_ci95[0]:.3f}, {blind.auc_ci95[1]:.3f}]" if blind.auc_ci95 else ""
+        top = max((b.auc for b in best.values() if b is not None), default=None)
+        audit.warn(f"!!! shifted split: a classifier that never sees the model tells the given members from the "
+                   f"non-members with AUC {blind.auc:.3f}{ci}"
+                   + (f", rivalling the best attack's {top:.3f}" if blind.rivalled and top is not None else "")
+                   + " — the two files differ in composition, so the membership-inference AUCs are NOT evidence of "
+                   "leakage or memorisation, and no claim that a DP guarantee is violated can rest on them; give "
+                   "non-members drawn from the same source and period as the members (canary exposure and "
+                   "extraction do not depend on the split)")
+    elif blind.shifted:
+        audit.warn(f"!!! distribution shift: a classifier that never sees the model tells the evaluated members from "
+                   f"non-members with AUC {blind.auc:.3f} (TPR@1%FPR {blind.tpr_at_1pct_fpr:.3f})"
+                   + (f", rivalling the attacks on {', '.join(blind.rivalled)}" if blind.rivalled else "")
+                   + " — the split is distribution-shifted and membership figures are not evidence of memorisation")
+    return blind
+
+
+def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, source: str | None = None,
+             extra: dict[str, dict[str, dict[str, Any]]] | None = None) -> AuditResults:
+    """The typed, judged results of a run. ``control``: the base (or reference) model was evaluated as the
+    control; ``source``: how the data is named (default: the config's corpus); ``extra``: per arm, inputs a
+    caller adds to its kind's :class:`ArmInputs` (e.g. what the external target is)."""
     cfg, run = audit.cfg, audit.run
     splits, canaries = audit.splits(), audit.canaries()
     durations: dict[str, float] = {}
-    attacks, summary, _, one_run = _attacks(audit, "base", durations)
-    base = ArmResult(kind="control", utility=_utility(audit, "base"), attacks=attacks, empirical_epsilon=summary,
-                     one_run_epsilon=one_run, exposed_people=audit.shared["exposed_people"]["base"],
-                     source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
+    base = None
+    if control:
+        stages = model_stages(audit, "base", durations)
+        base = ArmResult(kind="control", utility=_utility(audit, "base"), **stages.common(),
+                         source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
     arms: dict[str, ArmResult] = {}
-    for name in arm_names:
-        spec = parse_arm(name)
-        attacks, summary, interventions, one_run = _attacks(audit, name, durations)
-        if spec.guard:
-            served = arms["baseline"]
-            report = GuardReport.model_validate(read_json(run.path("arms", name, "guard.json")))
-            report.interventions = interventions
-            arms[name] = ArmResult(kind="guard", serves="baseline", privacy=served.privacy, utility=served.utility,
-                                   attacks=attacks, guard=report)
-            continue
-        tr = read_json(run.path("arms", name, "train.json"))
-        defences = None
-        if spec.data_defences:
-            defences = Defences.model_validate({d: read_json(run.path("defences", d, "report.json"))
-                                                for d in spec.data_defences})
-        arms[name] = ArmResult(
-            kind=tr["kind"], training=Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"],
-                                               tokens=tr.get("tokens"),
-                                               stopped_epoch=tr.get("stopped_epoch"),
-                                               rehearsal_records=tr.get("rehearsal_records") or None),
-            n_train_records=tr.get("n_train_records"), privacy=Privacy.model_validate(tr["privacy"]) if tr["privacy"] else None,
-            utility=_utility(audit, name), attacks=attacks, empirical_epsilon=summary, one_run_epsilon=one_run,
-            exposed_people=audit.shared["exposed_people"][name], defences=defences,
-            weight_noise=WeightNoise.model_validate(tr["weight_noise"]) if tr.get("weight_noise") else None,
-            federation=Federation.model_validate(tr["federation"]) if tr.get("federation") else None)
-        _check_dp_claims(audit, name, arms[name])
-    _utility_recovered(audit, base, arms)
+    for spec in arm_specs:
+        arms[spec.name] = arm_result(audit, spec, arms, durations, (extra or {}).get(spec.name))
+        _check_dp_claims(audit, spec.name, arms[spec.name])
+    reference = next((s.name for s in arm_specs if s.kind_obj.utility_reference), None)
+    _utility_recovered(audit, base, arms, reference)
     sel = selection(audit)
-    mi = sel.members
     if not sel.design.available:
         audit.warn(f"empirical ε unavailable: {sel.design.reason}")
     members = splits["members"]
     data = DataSummary(
-        source=cfg.data.path or "synthetic-clinical", n_public=len(splits["public"]), n_members=len(members),
+        source=source or cfg.data.path or "synthetic-clinical", n_public=len(splits["public"]), n_members=len(members),
         n_canary_records=sum(r.kind == "canary" for r in members), n_non_members=len(splits["non_members"]),
-        n_population=len(splits["population"]), mia_records_per_side=int(len(mi)),
+        n_population=len(splits["population"]), mia_records_per_side=int(len(sel.members)),
         membership_design=sel.design, n_canaries=len(canaries),
         canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None)
     release = None
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
         release = DataRelease.model_validate(read_json(run.path("release.json")))
-    blind = BlindBaseline.model_validate({**read_json(run.path("blind_baseline.json")), "rule": RULE})
-    for name, arm in arms.items():
-        _, best = arm.best_membership()
-        if best is not None and rivals(blind.auc, None, best.auc):
-            blind.rivalled.append(name)
-    blind.shifted = bool(blind.rivalled) or rivals(blind.auc, blind.auc_ci95, None)
-    if blind.shifted:
-        audit.warn(f"!!! distribution shift: a classifier that never sees the model tells the evaluated members from "
-                   f"non-members with AUC {blind.auc:.3f} (TPR@1%FPR {blind.tpr_at_1pct_fpr:.3f})"
-                   + (f", rivalling the attacks on {', '.join(blind.rivalled)}" if blind.rivalled else "")
-                   + " — the split is distribution-shifted and membership figures are not evidence of memorisation")
-    results = AuditResults(blind_baseline=blind,
-        tool=ToolInfo(name="privleak", version=__version__), config=cfg.model_dump(mode="json"), data=data,
-        data_release=release,
-        base_model=base, arms=arms, warnings=audit.warnings,
+    blind = _blind(audit, arms, audit.user_split())
+    results = AuditResults(
+        blind_baseline=blind, tool=ToolInfo(name="privleak", version=__version__),
+        config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,
+        warnings=audit.warnings,
         durations_s={**{k: round(v, 2) for k, v in run.durations.items()}, **durations}, versions=package_versions())
     return judge(results)

@@ -18,7 +18,9 @@ SPLITS = ("public", "public_heldout", "members", "non_members", "population")
 
 @dataclass
 class Audit:
-    """One run in progress. ``shared`` memoises what stages of this process reuse (never persisted)."""
+    """One run in progress. ``shared`` memoises what stages of this process reuse (never persisted): every
+    value in it is a pure function of the config and the run directory, so a worker process that rebuilds the
+    Audit computes the same."""
 
     cfg: AuditConfig
     run: RunDir
@@ -42,6 +44,12 @@ class Audit:
         if not self.cfg.one_run.canaries:
             return []
         return self.memo("audit_canaries", lambda: load_audit_canaries(self.run.path("audit_canaries.json")))
+
+    def user_split(self) -> bool:
+        """Whether the user drew the members and non-members (``privleak attack``: ``splits/origin.json``) rather
+        than PrivLeak splitting one corpus at random."""
+        return self.memo("user_split", lambda: self.run.path("splits", "origin.json").exists()
+                         and read_json(self.run.path("splits", "origin.json")).get("drawn_by") == "user")
 
     def base_dir(self) -> str:
         return read_json(self.run.path("base_model.json"))["path"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import AuditConfig
 from ..core.io import stable_hash, staging_dir, write_json
-from ..attacks.audit_canaries import rare_word_pool
+from ..attacks.one_run_canaries import rare_word_pool
 from ..data.audit_canaries import make_audit_canaries, save_audit_canaries
 from ..data.canaries import derive_seed, make_canaries, plant_canaries, save_canaries
 from ..data.clinical import ClinicalCorpusConfig, generate_corpus

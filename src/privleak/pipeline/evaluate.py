@@ -1,15 +1,16 @@
-"""Evaluation stages: utility, and one attack stage per (model, family).
+"""Evaluation stages: utility, one attack stage per (model, family), and the stages a kind adds.
 
-:class:`Target` names a model the audit evaluates — the base control, a
-trained arm, or the guard arm (the served arm's model behind the output
-guard) — with the key of the stage that produced it. :func:`context`
-builds the :class:`~privleak.attacks.base.AttackContext` every attack of
-that model reads; :func:`attack_stage` runs one family through the runner
-and writes ``arms/<model>/attacks/<family>.json``.
+:class:`Target` names a model the audit evaluates — the base control, an
+arm, or a served arm (another arm's model behind its kind's wrapper, e.g.
+the output guard) — with the key of the stage that produced it.
+:func:`context` builds the :class:`~privleak.attacks.base.AttackContext`
+every attack of that model reads; :func:`attack_stage` runs one family
+through the runner and writes ``arms/<model>/attacks/<family>.json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +19,9 @@ import numpy as np
 from ..attacks.base import AttackContext, AttackSpec, ScoringPasses, ShadowData
 from ..attacks.registry import select
 from ..attacks.scoring import cached_scores
-from ..audit.blind import blind_baseline
-from ..audit.guard import Tally, benign_false_positives, guard_target
-from ..audit.membership import MiaSelection, mia_selection
+from ..arms import get as get_kind
+from ..audit.blind import beats_chance, blind_baseline
+from ..attacks.membership.selection import MiaSelection, mia_selection
 from ..audit.runner import AttackStage, run_family
 from ..audit.utility import mean_nll, perplexity
 from ..config import resolve_delta
@@ -31,7 +32,7 @@ from ..models.external import load_model
 from ..models.handle import ModelHandle
 from ..results import Utility
 from .audit import Audit
-from .train import load_shadows
+from .training import load_shadows
 
 SCORED_SPLITS = ("members", "non_members", "population")
 
@@ -44,8 +45,9 @@ class Target:
     key: str
     model_dir: str | None  # None: where this run put it (the base-model stage's choice, or arms/<arm>/model)
     reference: bool  # whether the base model serves as its reference (every model but the base itself)
-    serves: str | None = None  # the guard arm: the arm whose model it serves
+    serves: str | None = None  # a served arm: the arm whose model it serves
     adapter_base: str | None = None  # privleak attack: model_dir is a PEFT adapter on this base model
+    kind: str | None = None  # the arm's kind (None: the base model)
 
 
 def model_dir(audit: Audit, target: Target) -> str:
@@ -96,12 +98,31 @@ def _passes(audit: Audit, target: Target, handle: ModelHandle, base_key: str) ->
     return ScoringPasses(texts=texts, target_pass=target_pass, reference_pass=reference_pass if target.reference else None)
 
 
-def selection(audit: Audit) -> MiaSelection:
-    """The exchangeable member / non-member evaluation sets (one record per unit, matched)."""
+def _drawn(audit: Audit) -> MiaSelection:
+    """The evaluation sets as drawn (the blind baseline classifies these)."""
     def build() -> MiaSelection:
         s = audit.splits()
         members = [r for r in s["members"] if r.kind != "canary"]
         return mia_selection(members, s["non_members"], audit.cfg.attacks.max_mia_records, audit.cfg.seed)
+    return audit.memo("mia_drawn", build)
+
+
+def selection(audit: Audit) -> MiaSelection:
+    """The exchangeable member / non-member evaluation sets (one record per unit, matched).
+
+    Sets the user drew (``privleak attack``) that a model-free classifier tells apart (its AUC's CI above 0.5,
+    ``blind_baseline.json``, which every attack stage of such a run reads first) support no ε bound: the
+    design says so and why."""
+    def build() -> MiaSelection:
+        sel = _drawn(audit)
+        if audit.user_split():
+            b = read_json(audit.run.path("blind_baseline.json"))
+            if beats_chance(tuple(b["auc_ci95"]) if b.get("auc_ci95") else None):
+                sel = dataclasses.replace(sel, design=sel.design.model_copy(update={"available": False, "reason": (
+                    f"the member and non-member files differ in composition: a classifier that never sees the model "
+                    f"tells them apart (blind AUC {b['auc']:.3f}), so the sets are not exchangeable and an ε bound "
+                    "from them would not be valid")}))
+        return sel
     return audit.memo("mia_selection", build)
 
 
@@ -126,7 +147,7 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
 
 
 def family_specs(audit: Audit, family: str, target: Target) -> list[AttackSpec]:
-    """The selected attacks of ``family`` for ``target`` (the guard arm: those that read text only)."""
+    """The selected attacks of ``family`` for ``target`` (a served arm: those that read text only)."""
     specs = [s for s in select(audit.cfg.selected_attacks()) if s.family == family]
     return [s for s in specs if s.text_only] if target.serves else specs
 
@@ -162,15 +183,22 @@ def attack_stage(audit: Audit, family: str, target: Target, base_key: str, shado
     specs = family_specs(audit, family, target)
     delta, dp_eps = _delta(audit, target)
     if target.serves:
-        tally = Tally()
-        out = run_family(specs, guard_target(served, ctx, tally), ctx, on_start=tally.start)
-        out.interventions = tally.counts
+        view = get_kind(target.kind).serve(served, ctx)
+        out = run_family(specs, view.target, ctx, on_start=view.on_start)
+        out.wrapper = view.finish()
     else:
         if family == "membership" and not selection(audit).design.available:
             delta = None  # no empirical ε on sets that cannot support one (DataSummary says why)
         out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps,
                          fdp=audit.cfg.one_run.fdp)
     write_json(stage_path(audit, target.name, family), out.model_dump(mode="json"))
+
+
+def extra_stage(audit: Audit, target: Target, base_key: str, stage: str) -> None:
+    """One of the target's kind's own evaluation stages (:meth:`privleak.arms.ArmKind.extra_stages`)."""
+    extra = next(x for x in get_kind(target.kind).extra_stages() if x.name == stage)
+    handle = model_handle(audit, target)
+    write_json(audit.run.path("arms", target.name, extra.file), extra.run(handle, context(audit, target, handle, base_key)))
 
 
 def read_stage(audit: Audit, model: str, family: str) -> AttackStage | None:
@@ -189,18 +217,12 @@ def utility_stage(audit: Audit, target: Target, base_key: str) -> None:
                        ppl_public=perplexity(public) if public else None).model_dump(mode="json"))
 
 
-def guard_cost_stage(audit: Audit, target: Target, base_key: str) -> None:
-    served = model_handle(audit, target)
-    ctx = context(audit, target, served, base_key)
-    write_json(audit.run.path("arms", target.name, "guard.json"), benign_false_positives(served, ctx).model_dump(mode="json"))
-
-
 BLIND_FEATURES = "word 1-2-grams + character 2-4-grams (TF-IDF), logistic regression, 5-fold CV"
 
 
 def blind_stage(audit: Audit) -> None:
     """``blind_baseline.json``: the model-free classifier on the membership evaluation sets."""
-    s, sel = audit.splits(), selection(audit)
+    s, sel = audit.splits(), _drawn(audit)
     members = [r for r in s["members"] if r.kind != "canary"]
     b = blind_baseline([members[i].text for i in sel.members], [s["non_members"][i].text for i in sel.non_members],
                        seed=audit.cfg.seed, bootstrap=audit.cfg.attacks.bootstrap)

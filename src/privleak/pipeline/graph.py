@@ -28,13 +28,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol
 
-from ..arms import ArmSpec
+from ..arms import ArmSpec, resolve, specs
+from ..arms import get as get_kind
 from ..attacks.base import FAMILIES
 from ..config import AuditConfig, resolve_delta
 from ..core.io import stable_hash, write_json
 from ..models.device import use_policy
 from ..results import AuditResults
-from .release import release_key, release_stage
+from .data_release import release_key, release_stage
 from .rundir import RunDir
 from .assemble import assemble
 from .audit import Audit
@@ -45,14 +46,14 @@ from .evaluate import (
     blind_stage,
     attack_key,
     attack_stage,
+    extra_stage,
     family_specs,
-    guard_cost_stage,
     utility_stage,
 )
-from .train import (
+from .training import (
     arm_settings,
     dedup_stage,
-    derive_dpw_arm,
+    derive_arm,
     defence_keys,
     scrub_pool_stage,
     scrub_stage,
@@ -181,41 +182,50 @@ def audit_graph(audit: Audit) -> Graph:
                blind_stage, (DATA,), ("blind_baseline.json",)))
 
     # data defences, arms, shadows
-    specs = cfg.arm_specs()
+    found = specs(cfg)
     dkeys = defence_keys(cfg, dkey)
     defence_task = {"scrub": "defend/scrub", "dedup": "defend/dedup"}
-    if any(s.scrub for s in specs):
+    if any("scrub" in s.data for s in found):
         g.add(Task("defend/scrub", dkeys["scrub"], scrub_stage, (DATA,),
                    ("defences/scrub/members.jsonl", "defences/scrub/report.json")))
-    if any(s.dedup for s in specs):
+    if any("dedup" in s.data for s in found):
         g.add(Task("defend/dedup", dkeys["dedup"], dedup_stage, (DATA,),
                    ("defences/dedup/kept.json", "defences/dedup/report.json")))
     arm_keys: dict[str, str] = {}
     producer: dict[str, str] = {"base": "base-model"}  # model → the task that made it
-    for spec in (s for s in specs if s.trained and not s.derived):
+    targets = [Target("base", bkey, None, reference=False)]
+    # Trained arms first, then those made from another arm's model, then the served ones (a wrapper, no model).
+    order = {"trained": 0, "derived": 1, "served": 2}
+    for spec in sorted((s for s in found if s.kind_obj.model in order), key=lambda s: order[s.kind_obj.model]):
+        kind, name = spec.kind_obj, spec.name
         settings = arm_settings(cfg, spec, len(members))
-        arm_keys[spec.name] = stable_hash("arm", bkey, settings, tuple(dkeys[d] for d in spec.data_defences))
-        producer[spec.name] = f"train/{spec.name}"
-        g.add(Task(producer[spec.name], arm_keys[spec.name], partial(train_arm, spec=spec, settings=settings),
-                   trained_from + tuple(defence_task[d] for d in spec.data_defences),
-                   (f"arms/{spec.name}/model/", f"arms/{spec.name}/train.json"), kind="train"))
-    for spec in (s for s in specs if s.derived):  # from the baseline's model (the config requires that arm)
-        settings = arm_settings(cfg, spec, len(members))
-        arm_keys[spec.name] = stable_hash("arm-dpw", arm_keys["baseline"], settings)
-        producer[spec.name] = f"noise/{spec.name}"
-        g.add(Task(producer[spec.name], arm_keys[spec.name], partial(derive_dpw_arm, spec=spec, settings=settings),
-                   ("base-model", "train/baseline"), (f"arms/{spec.name}/model/", f"arms/{spec.name}/train.json"),
-                   kind="train"))
+        if kind.model == "trained":
+            arm_keys[name] = stable_hash("arm", bkey, settings, tuple(dkeys[d] for d in spec.data))
+            producer[name] = f"train/{name}"
+            g.add(Task(producer[name], arm_keys[name], partial(train_arm, spec=spec, settings=settings),
+                       trained_from + tuple(defence_task[d] for d in spec.data),
+                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train"))
+        elif kind.model == "derived":
+            arm_keys[name] = stable_hash(f"arm-{kind.name}", arm_keys[kind.source], settings)
+            producer[name] = f"derive/{name}"
+            g.add(Task(producer[name], arm_keys[name], partial(derive_arm, spec=spec, settings=settings),
+                       ("base-model", producer[kind.source]), (f"arms/{name}/model/", f"arms/{name}/train.json"),
+                       kind="train"))
+        else:
+            arm_keys[name] = stable_hash(kind.name, arm_keys[kind.source], dkey)
+            producer[name] = producer[kind.source]
+        targets.append(Target(name, arm_keys[name], None, reference=True, kind=kind.name,
+                              serves=kind.source if kind.model == "served" else None))
     shadow_keys: dict[str, str] = {}
     shadow_tasks: dict[str, tuple[str, ...]] = {}
     if shadow_arms(cfg):
-        by_name = {s.name: s for s in specs}
-        if any(by_name[a].scrub for a in shadow_arms(cfg)):
+        by_name = {s.name: s for s in found}
+        if any("scrub" in by_name[a].data for a in shadow_arms(cfg)):
             g.add(Task("defend/scrub-pool", stable_hash("scrub-pool", dkeys["scrub"]), scrub_pool_stage, (DATA,),
                        ("defences/scrub/non_members.jsonl",)))
         for arm in shadow_arms(cfg):
             spec, settings = by_name[arm], arm_settings(cfg, by_name[arm], len(members))
-            reads = trained_from + (("defend/scrub", "defend/scrub-pool") if spec.scrub else ())
+            reads = trained_from + (("defend/scrub", "defend/scrub-pool") if "scrub" in spec.data else ())
             keys, names = [], []
             for k in range(cfg.shadows.n_shadows):
                 # Which other arms get shadows does not change this arm's shadows.
@@ -228,16 +238,21 @@ def audit_graph(audit: Audit) -> Graph:
             shadow_keys[arm] = stable_hash(*keys)
             shadow_tasks[arm] = tuple(names)
 
-    # evaluation: the base control, every trained arm, the guard arm
-    targets = [Target("base", bkey, None, reference=False)]
-    targets += [Target(a, arm_keys[a], None, reference=True) for a in arm_keys]
-    if any(s.guard for s in specs):
-        targets.append(Target("guard", stable_hash("guard", arm_keys["baseline"], dkey), None, reference=True,
-                              serves="baseline"))
-        producer["guard"] = producer["baseline"]
-    # Attacks read the splits, the base model (their reference), the target and the audit canaries.
+    # evaluation: the base control, every arm (a served arm through its wrapper)
+    add_evaluation(g, audit, targets, producer, trained_from, bkey, shadow_keys, shadow_tasks)
+    return g
+
+
+def add_evaluation(g: Graph, audit: Audit, targets: list[Target], producer: dict[str, str], reads_all: tuple[str, ...],
+                   bkey: str, shadow_keys: dict[str, str] | None = None,
+                   shadow_tasks: dict[str, tuple[str, ...]] | None = None) -> None:
+    """Per target: its utility, one attack stage per family, and the stages its kind adds. ``reads_all``: what
+    every evaluation reads (the splits, the base or reference model, the audit canaries); ``producer``: the
+    task that made each target's model."""
+    cfg = audit.cfg
+    shadow_keys, shadow_tasks = shadow_keys or {}, shadow_tasks or {}
     for t in targets:
-        reads = tuple(dict.fromkeys(trained_from + (producer[t.name],)))
+        reads = tuple(dict.fromkeys(reads_all + (producer[t.name],)))
         if not t.serves:
             g.add(Task(f"utility/{t.name}", stable_hash("utility", t.key), partial(utility_stage, target=t, base_key=bkey),
                        reads, (f"arms/{t.name}/utility.json",), kind="eval"))
@@ -249,10 +264,10 @@ def audit_graph(audit: Audit) -> Graph:
                        partial(attack_stage, family=family, target=t, base_key=bkey, shadows=shadows),
                        reads + (shadow_tasks[t.name] if shadows else ()), (f"arms/{t.name}/attacks/{family}.json",),
                        kind="eval"))
-        if t.serves:
-            g.add(Task(f"guard-cost/{t.name}", stable_hash("guard-cost", t.key, bkey, cfg.seed),
-                       partial(guard_cost_stage, target=t, base_key=bkey), reads, (f"arms/{t.name}/guard.json",), kind="eval"))
-    return g
+        for extra in (get_kind(t.kind).extra_stages() if t.kind else ()):
+            g.add(Task(f"{extra.name}/{t.name}", stable_hash(extra.name, t.key, bkey, cfg.seed),
+                       partial(extra_stage, target=t, base_key=bkey, stage=extra.name), reads,
+                       (f"arms/{t.name}/{extra.file}",), kind="eval"))
 
 
 def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None,
@@ -263,6 +278,7 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     Every model is placed and computes as ``cfg.device`` / ``cfg.compute`` say
     (:mod:`privleak.models.device`; a Ray worker applies the same policy around each task).
     """
+    cfg = resolve(cfg)  # the arms checked and named canonically, before any work
     with use_policy(cfg.compute_policy()):
         return _run_audit(cfg, out_dir, notify, executor)
 
@@ -271,7 +287,7 @@ def _run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], No
                executor: Executor | None) -> AuditResults:
     preflight(cfg)
     run = RunDir.open(out_dir)
-    notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(cfg.arm_names())})")
+    notify(f"PrivLeak audit → {run.root}  (arms: {', '.join(s.name for s in specs(cfg))})")
     audit = Audit(cfg=cfg, run=run, notify=notify)
     write_json(run.path("config.json"), cfg.model_dump(mode="json"))
     executor = executor or Sequential()
@@ -283,6 +299,6 @@ def _run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], No
         executor.run(audit_graph(audit), audit)
     finally:
         executor.close()
-    results = assemble(audit, [s.name for s in cfg.arm_specs()])
+    results = assemble(audit, specs(cfg))
     write_json(run.path("results.json"), results.to_json())
     return results

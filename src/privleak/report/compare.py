@@ -10,8 +10,10 @@ from typing import Any, Iterable, Sequence
 from ..core.errors import UserError
 from ..core.io import write_text
 from ..results import CONTROL, ArmResult, AuditResults
-from . import fmt, plots
-from .html import _n, figure, table, template
+from ..core import present as fmt
+from . import plots
+from ..core.present import n as _n
+from .html import figure, table, template
 from .schema import load_results
 
 

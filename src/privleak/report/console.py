@@ -5,16 +5,21 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..attacks.base import FAMILIES, FAMILY_TITLES
-from ..attacks.exposure import ExposureResult
-from ..attacks.registry import ATTACKS
+from ..core import present as fmt
+from ..core.present import Cell
+from ..core.present import Table as Block
 from ..results import AuditResults
-from . import fmt
+from .views import context, family_runs, kind_of, kinds_present, short
 
 
-def _specs(results: AuditResults, family: str, exclude: tuple[str, ...] = ()) -> list[str]:
-    """Attacks of ``family`` present in any model, in registry order."""
-    present = {a for _, m in results.models() for a in m.attacks}
-    return [s.name for s in ATTACKS.values() if s.family == family and s.name in present and s.name not in exclude]
+def rich_table(b: Block) -> Table:
+    """A presentation table (:mod:`privleak.core.present`) as a rich table: first column left, the rest right."""
+    t = Table(title=b.console_title or b.caption)
+    for i, col in enumerate(b.columns):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for row in b.rows:
+        t.add_row(*[c.text if isinstance(c, Cell) else str(c) for c in row])
+    return t
 
 
 def privacy_table(results: AuditResults) -> Table:
@@ -26,12 +31,14 @@ def privacy_table(results: AuditResults) -> Table:
     for name, arm in results.models():
         p, emp, one = arm.privacy, arm.empirical_epsilon, arm.one_run_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
-        wn = arm.weight_noise
-        # A DP-Weights arm has no accountant ε to show: say so instead of a dash (in full in the
+        kind = kind_of(arm)
+        guarantee = kind.guarantee(arm) if kind is not None else None
+        sigma = p.sigma if p else (kind.sigma_value(arm) if kind is not None else None)
+        # An arm without an accountant ε says what it guarantees instead of a dash (in full in the
         # caption, which wraps, where a narrow cell would be cut).
-        spent = "none †" if wn else fmt.num(p.epsilon if p else None)
-        if wn:
-            t.caption = f"† {name}: {wn.guarantee}" if not t.caption else f"{t.caption}; {name}: {wn.guarantee}"
+        spent = "none †" if guarantee else fmt.num(p.epsilon if p else None)
+        if guarantee:
+            t.caption = f"† {name}: {guarantee}" if not t.caption else f"{t.caption}; {name}: {guarantee}"
         one_s = fmt.num(one.epsilon_steinke, ".2f") if one and one.available else "—"
         if one and one.exceeds_accountant:
             one_s = f"[bold red]{one_s} !![/bold red]"
@@ -41,7 +48,7 @@ def privacy_table(results: AuditResults) -> Table:
         t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
                   one_s, fmt.num(one.epsilon_fdp if one and one.available else None, ".2f"),
-                  emp_s, fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
+                  emp_s, fmt.num(sigma, ".3f" if p else "g"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
                   fmt.num(arm.utility.gain_recovered, ".2f"))
     return t
@@ -65,62 +72,22 @@ def utility_table(results: AuditResults) -> Table:
     return t
 
 
-def membership_table(results: AuditResults) -> Table | None:
-    names = _specs(results, "membership")
-    if not names:
-        return None
-    d = results.data.membership_design
-    unit = f", one record per {d.unit}" if d else ""
-    t = Table(title=f"Membership inference — AUC (TPR at 1 % FPR) on {results.data.mia_records_per_side} members vs "
-                    f"as many non-members{unit}")
-    t.add_column("arm")
-    for a in names:
-        t.add_column(ATTACKS[a].title, justify="right")
-    b = results.blind_baseline
-    if b is not None:
-        t.add_column("blind (no model)", justify="right")
-    for name, arm in results.models():
-        mia = arm.membership()
-        if not mia:
-            continue
-        cells = ["—" if a not in mia else f"{mia[a].auc:.3f} ({mia[a].tpr_at_1pct_fpr:.2f})" for a in names]
-        for a in names:  # attacks with their own result type (the client-level one): their headline AUC
-            if a not in mia:
-                figs = [f for f in (arm.attacks[a].headline() if a in arm.attacks else []) if f.fmt == "auc"]
-                cells[names.index(a)] = f"{figs[0].value:.3f}" if figs and figs[0].value is not None else "—"
-        if b is not None:
-            cells.append(f"{b.auc:.3f} ({b.tpr_at_1pct_fpr:.2f})" + (" !!" if name in b.rivalled else ""))
-        t.add_row(name, *cells)
-    return t
-
-
-def exposure_table(results: AuditResults) -> Table | None:
-    rows = [(n, m.attacks["exposure"]) for n, m in results.models() if isinstance(m.attacks.get("exposure"), ExposureResult)]
-    rows = [(n, e) for n, e in rows if e.canaries]
-    if not rows:
-        return None
-    repeats = sorted({c.repeats for _, e in rows for c in e.canaries})
-    first = rows[0][1]
-    t = Table(title=f"Canary exposure in bits by repetition count (max {first.canaries[0].max_exposure:.1f}, "
-                    f"chance ≈ {first.chance_exposure:.1f}); secrets ranked first of {first.canaries[0].n_candidates:,}")
-    t.add_column("arm")
-    for r in repeats:
-        t.add_column(f"{r}×", justify="right")
-    t.add_column("ranked first", justify="right")
-    for name, e in rows:
-        by = e.by_repeats()
-        t.add_row(name, *[fmt.num(by.get(r), ".1f") for r in repeats], f"{e.n_ranked_first}/{len(e.canaries)}")
-    return t
-
-
-def family_table(results: AuditResults, family: str) -> Table | None:
-    """One row per model, one column per headline figure of each attack of ``family``: every attack renders
-    itself from its result model, each figure beside its chance level and non-member floor."""
-    names = _specs(results, family, exclude=("exposure",) if family == "canaries" else ())
-    if family == "membership" or not names:
-        return None
+def attack_tables(results: AuditResults, family: str) -> list[Table]:
+    """A family's console tables: each result type's own (:meth:`AttackResult.console`), then one table of the
+    headline figures of the family's other attacks — one row per model, each figure beside its chance level
+    and non-member floor."""
+    ctx = context(results)
+    out: list[Table] = []
+    rest: list[str] = []
+    for result_type, runs in family_runs(results, family):
+        own = result_type.console(runs, ctx)
+        out += [rich_table(b) for b in own]
+        if not own:
+            rest += list(runs)
+    if not rest:
+        return out
     cols: list[tuple[str, str]] = []
-    for a in names:
+    for a in rest:
         for _, m in results.models():
             r = m.attacks.get(a)
             if r is not None:
@@ -128,17 +95,17 @@ def family_table(results: AuditResults, family: str) -> Table | None:
     t = Table(title=f"{FAMILY_TITLES[family]} — result (chance · non-member floor)")
     t.add_column("arm")
     for a, label in cols:
-        t.add_column(f"{ATTACKS[a].title}: {label}", justify="right")
+        t.add_column(f"{short(a)}: {label}", justify="right")
     for name, m in results.models():
-        if not any(a in m.attacks for a in names):
+        if not any(a in m.attacks for a in rest):
             continue
         cells = []
         for a, label in cols:
             r = m.attacks.get(a)
             f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
-            cells.append("—" if f is None else fmt.figure(f))
+            cells.append("—" if f is None else fmt.figure_text(f))
         t.add_row(name, *cells)
-    return t
+    return [*out, t]
 
 
 def defence_table(results: AuditResults) -> Table | None:
@@ -157,37 +124,6 @@ def defence_table(results: AuditResults) -> Table | None:
                   "—" if left is None else f"{left[0]} of {left[1]}",
                   "—" if d.dedup is None else f"{d.dedup.n_removed} of {d.dedup.n_in}",
                   "—" if not copies else f"{sum(c.after for c in copies.values())} of {sum(c.before for c in copies.values())}")
-    return t
-
-
-def guard_rows(results: AuditResults, name: str) -> list[tuple[str, str, int, int, float | None]]:
-    """(attack, unit, leaks without the guard, with it, fraction stopped) for a guard arm."""
-    arm = results.arms[name]
-    served = results.arms.get(arm.serves or "")
-    out = []
-    for attack, guarded in arm.attacks.items():
-        plain = served.attacks.get(attack) if served else None
-        a, b = (plain.leaked() if plain else None), guarded.leaked()
-        if a is not None and b is not None:
-            out.append((attack, a.unit, a.k, b.k, (a.k - b.k) / a.k if a.k else None))
-    return out
-
-
-def guard_table(results: AuditResults) -> Table | None:
-    name = next((n for n, a in results.arms.items() if a.kind == "guard" and a.guard), None)
-    if name is None:
-        return None
-    arm = results.arms[name]
-    t = Table(title=f"Output guard ({arm.serves} model behind the guard) — leaks stopped, and false positives on benign output")
-    for col in ("measure", "without guard", "with guard", "stopped / rate [95% CI]"):
-        t.add_column(col, justify="left" if col == "measure" else "right")
-    for attack, _unit, before, after, stopped in guard_rows(results, name):
-        t.add_row(ATTACKS[attack].title if attack in ATTACKS else attack, str(before), str(after), fmt.pct(stopped))
-    fp = arm.guard.false_positives
-    for label, r in [("false positives (any)", fp.overall), ("false positives (blocked)", fp.blocked),
-                     *[(f"false positives ({k})", v) for k, v in fp.by_reason.items()]]:
-        t.add_row(label, "", f"{r.k}/{r.n}", f"{fmt.pct(r.rate)} [{fmt.pct(r.ci95[0]) if r.ci95 else '—'}, "
-                                             f"{fmt.pct(r.ci95[1]) if r.ci95 else '—'}]")
     return t
 
 
@@ -228,7 +164,9 @@ def verdict_lines(results: AuditResults) -> list[str]:
 
 
 def all_tables(results: AuditResults) -> list[Table]:
-    tables = [privacy_table(results), utility_table(results), membership_table(results), exposure_table(results)]
-    tables += [family_table(results, f) for f in FAMILIES]
-    tables += [defence_table(results), guard_table(results), release_table(results)]
+    tables = [privacy_table(results), utility_table(results)]
+    tables += [t for f in FAMILIES for t in attack_tables(results, f)]
+    tables += [defence_table(results)]
+    tables += [rich_table(b) for k in kinds_present(results) for b in k.console_tables(results)]
+    tables += [release_table(results)]
     return [t for t in tables if t is not None]

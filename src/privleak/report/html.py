@@ -23,38 +23,33 @@ from typing import Any, Callable
 
 from markupsafe import Markup
 
-from ..attacks.base import FAMILIES, FAMILY_TITLES, AttackResult
-from ..attacks.exposure import ExposureResult
-from ..attacks.extraction import PrefixExtractionResult, SamplingExtractionResult
-from ..attacks.phi_extraction import PhiExtractionResult
-from ..attacks.pii_extraction import PiiExtractionResult
-from ..attacks.pii_reconstruction import PiiReconstructionResult
-from ..attacks.registry import ATTACKS
+from ..attacks.base import FAMILIES, FAMILY_TITLES
+from ..core import present as pr
 from ..core.errors import UserError
 from ..core.io import write_text
 from ..core.masking import PiiMasker
+from ..core.present import finite, interval, n as _n, num, t as _t
 from ..data.canaries import Canary, known_pii, load_canaries
 from ..data.records import read_jsonl
-from ..results import CONTROL, ArmResult, AuditResults
-from . import fmt, plots
-from .console import guard_rows
+from ..results import ArmResult, AuditResults
+from . import plots
 from .schema import load_results
+from .views import context, family_runs, is_control, kind_of, kinds_present, short, title
 
 Masker = Callable[[str], str]
 Block = dict[str, Any]
 Section = dict[str, Any]
 
 
-def _n(x: Any, spec: str = ".3f", title: str | None = None) -> dict[str, Any]:
-    return {"text": fmt.num(x, spec), "cls": "num", "title": title}
-
-
-def _t(text: str, title: str | None = None) -> dict[str, Any]:
-    return {"text": text, "cls": "num", "title": title}
+def _cell(c: Any) -> Any:
+    if isinstance(c, pr.Cell):
+        return {"text": c.text, "cls": c.cls, "title": c.title}
+    return c
 
 
 def table(columns: list[str], rows: list[list[Any]], caption: str | None = None, id: str | None = None) -> Block:
-    return {"kind": "table", "columns": columns, "rows": rows, "caption": caption, "id": id}
+    return {"kind": "table", "columns": columns, "rows": [[_cell(c) for c in r] for r in rows], "caption": caption,
+            "id": id}
 
 
 def note(text: str) -> Block:
@@ -65,18 +60,21 @@ def figure(svg: str, caption: str) -> Block:
     return {"kind": "figure", "svg": Markup(svg), "caption": caption}
 
 
-def _attack_names(results: AuditResults, family: str) -> list[str]:
-    present = {a for _, m in results.models() for a in m.attacks}
-    return [s.name for s in ATTACKS.values() if s.family == family and s.name in present]
+def block(b: pr.Block) -> Block:
+    """A presentation block (:mod:`privleak.core.present`) as the template renders it."""
+    if isinstance(b, pr.Table):
+        return table(b.columns, b.rows, b.caption, b.id)
+    if isinstance(b, pr.Note):
+        return note(b.text)
+    if isinstance(b, pr.Heading):
+        return {"kind": "h3", "text": b.text}
+    if isinstance(b, pr.Plot):
+        return figure(getattr(plots, b.name)(*b.args, **b.kwargs), b.caption)
+    raise TypeError(f"not a report block: {b!r}")
 
 
-def _title(attack: str) -> str:
-    spec = ATTACKS.get(attack)
-    return f"{spec.title} ({spec.cite})" if spec and spec.cite else attack
-
-
-def _with(results: AuditResults, attack: str, kind: type[AttackResult]) -> list[tuple[str, Any]]:
-    return [(n, m.attacks[attack]) for n, m in results.models() if isinstance(m.attacks.get(attack), kind)]
+def section(s: pr.Section) -> Section:
+    return {"id": s.id, "title": s.title, "blocks": [block(b) for b in s.blocks]}
 
 
 # --------------------------------------------------------------------------- sections
@@ -88,7 +86,7 @@ def section_summary(results: AuditResults) -> Section:
         # Here, not only under Warnings: every membership figure below must be read with it.
         blocks.append({"kind": "recommend", "cls": "none", "text": (
             f"Distribution shift: a classifier that never sees the model tells the evaluated members from non-members "
-            f"(blind baseline AUC {b.auc:.3f} [{fmt.interval(b.auc_ci95)}]). Membership-inference AUCs here are not "
+            f"(blind baseline AUC {b.auc:.3f} [{interval(b.auc_ci95)}]). Membership-inference AUCs here are not "
             "evidence of leakage or memorisation, and no claim that a DP guarantee is violated can rest on them; "
             "canary exposure and extraction counts do not depend on the split.")})
     rec = results.recommendation
@@ -104,53 +102,55 @@ def section_summary(results: AuditResults) -> Section:
     return {"id": "summary", "title": "Summary", "blocks": blocks}
 
 
-def _eps_cell(name: str, m: ArmResult) -> dict[str, Any]:
+def _eps_cell(name: str, m: ArmResult, results: AuditResults) -> Any:
+    kind = kind_of(m)
+    own = kind.epsilon_cell(m) if kind is not None else None
+    if own is not None:
+        return own
     p = m.privacy
-    if m.weight_noise is not None:
-        return _t(m.weight_noise.guarantee, title="DP-Weights: noise after training bounds nothing, since one record can "
-                                                  "move the trained weights arbitrarily far; judge it by the attacks")
     if p is None:
-        return _t("—" if name == CONTROL else "∞ (no DP)")
-    if p.unit == "client":
-        return _t(f"{p.epsilon:.3f} ({p.accountant}) per client; per record ≤ {fmt.num(p.epsilon_record, '.2f')}",
-                  title=f"client-level ε (add/remove one client): {p.accountant.upper()}; RDP {fmt.num(p.epsilon_rdp)}, "
-                        f"PLD {fmt.num(p.epsilon_pld)}, PRV {fmt.num(p.epsilon_prv)}. One record inside a client is a "
-                        "replacement of that client: group privacy gives the record-level ε the audits are checked against")
-    return _t(f"{p.epsilon:.3f} ({p.accountant})", title=f"{p.accountant.upper()} accountant; RDP {fmt.num(p.epsilon_rdp)}, "
-                                                        f"PLD {fmt.num(p.epsilon_pld)}, PRV {fmt.num(p.epsilon_prv)}")
+        return _t("—" if is_control(results, name, m) else "∞ (no DP)")
+    return _t(f"{p.epsilon:.3f} ({p.accountant})", title=f"{p.accountant.upper()} accountant; RDP {num(p.epsilon_rdp)}, "
+                                                        f"PLD {num(p.epsilon_pld)}, PRV {num(p.epsilon_prv)}")
 
 
-def _weight_scale(w: Any) -> str:
-    upd = f", fine-tuning update RMS {w.update_rms:.3g} (σ/update {w.sigma / w.update_rms:.2g})" if w.update_rms else ""
-    return f"weight RMS {w.weight_rms:.3g}{upd}; {w.n_parameters:,} parameters noised"
+def _scorecard(results: AuditResults) -> list[str]:
+    """The labels of every attack's scorecard figures present in the run, in registry order."""
+    from ..attacks.registry import ATTACKS
+
+    labels: list[str] = []
+    for spec in ATTACKS.values():
+        for _, m in results.models():
+            r = m.attacks.get(spec.name)
+            for f in (r.scorecard() if r is not None else []):
+                if f.label not in labels:
+                    labels.append(f.label)
+    return labels
 
 
 def section_arms(results: AuditResults) -> Section:
+    score = _scorecard(results)
     cols = ["arm", "kind", "ε target", "ε accountant", "ε one-run (lower bound)", "ε empirical (lower bound)", "σ", "q",
             "steps", "δ", "L held-out (nats)", "ppl held-out", "ppl generic", "G (utility recovered)", "best MIA attack",
-            "AUC [95% CI]", "TPR@1%FPR", "mean exposure (bits)", "secrets ranked first"]
+            "AUC [95% CI]", "TPR@1%FPR", *score]
     rows = []
     for name, m in results.models():
-        p, emp, one = m.privacy, m.empirical_epsilon, m.one_run_epsilon
+        p, emp, one, kind = m.privacy, m.empirical_epsilon, m.one_run_epsilon, kind_of(m)
         att, best = m.best_membership()
-        exp = m.attacks.get("exposure")
-        exp = exp if isinstance(exp, ExposureResult) and exp.canaries else None
+        figures = {f.label: f for r in m.attacks.values() for f in r.scorecard()}
         steps = p.steps if p else (m.training.steps if m.training else None)
         one_cell = (_n(one.epsilon_steinke, ".2f", title=f"Steinke et al. 2023, {one.m} audit canaries, 95%")
                     if one is not None and one.available else _t("—"))
-        rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m), one_cell,
-                     _n(emp.epsilon_lb if emp else None, title=f"from {emp.attack}" if emp else None),
-                     _n(p.sigma if p else None) if not m.weight_noise else
-                     _t(f"{m.weight_noise.sigma:g} (on weights)", title=_weight_scale(m.weight_noise)),
+        sigma = (kind.sigma_cell(m) if kind is not None else None) or _n(p.sigma if p else None)
+        rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m, results), one_cell,
+                     _n(emp.epsilon_lb if emp else None, title=f"from {emp.attack}" if emp else None), sigma,
                      _n(p.sample_rate if p else None, ".4f"), _n(steps, "d"),
                      _n(p.delta if p else None, ".1e"), _n(m.utility.nll_non_members, ".3f"),
                      _n(m.utility.ppl_non_members, ".2f"), _n(m.utility.ppl_public, ".2f"),
-                     _n(m.utility.gain_recovered, ".2f"),
-                     ATTACKS[att].title if att in ATTACKS else (att or "—"),
-                     _t(f"{best.auc:.3f} [{fmt.interval(best.auc_ci95)}]" if best else "—"),
+                     _n(m.utility.gain_recovered, ".2f"), short(att) if att else "—",
+                     _t(f"{best.auc:.3f} [{interval(best.auc_ci95)}]" if best else "—"),
                      _n(best.tpr_at_1pct_fpr if best else None),
-                     _n(exp.mean_exposure if exp else None, ".2f"),
-                     _t(f"{exp.n_ranked_first}/{len(exp.canaries)}" if exp else "—")])
+                     *[_t(pr.value(figures[label])) if label in figures else _t("—") for label in score]])
     d = results.data
     data = (f"Data: {d.source}; {d.n_members:,} members ({d.n_canary_records} canary copies), {d.n_non_members:,} "
             f"non-members, {d.n_population:,} population, {d.n_public:,} public records; membership attacks compare "
@@ -165,8 +165,14 @@ def section_arms(results: AuditResults) -> Section:
     return {"id": "arms", "title": "Arms", "blocks": [table(cols, rows, id="arms-table"), note(data)]}
 
 
+def _leakage_bits(m: ArmResult | None) -> float | None:
+    if m is None:
+        return None
+    return next((b for r in m.attacks.values() if (b := r.leakage_bits()) is not None), None)
+
+
 def section_tradeoff(results: AuditResults) -> Section | None:
-    arms = {n: m for n, m in results.arms.items() if m.kind != "guard"}
+    arms = {n: m for n, m in results.arms.items() if kind_of(m) is None or kind_of(m).compared}
     # G where the audit has a best reference (the utility measure that compares arms); perplexity otherwise.
     by_g = any(m.utility.gain_recovered is not None for m in arms.values())
 
@@ -176,196 +182,45 @@ def section_tradeoff(results: AuditResults) -> Section | None:
     pts = []
     for name, m in arms.items():
         _, best = m.best_membership()
-        exp = m.attacks.get("exposure")
+        kind = kind_of(m)
         pts.append({"name": name, "epsilon": m.epsilon, "auc": best.auc if best else None,
-                    "auc_ci": best.auc_ci95 if best else None,
-                    "exposure": exp.mean_exposure if isinstance(exp, ExposureResult) else None,
-                    "utility": utility(m),
+                    "auc_ci": best.auc_ci95 if best else None, "exposure": _leakage_bits(m), "utility": utility(m),
                     "one_run": m.one_run_epsilon.epsilon_steinke if m.one_run_epsilon and m.one_run_epsilon.available
-                    else None, "federated": m.federation is not None})
-    if not any(fmt.finite(p["auc"]) or fmt.finite(p["utility"]) for p in pts):
+                    else None, "federated": kind is not None and kind.marker != "o"})
+    if not any(finite(p["auc"]) or finite(p["utility"]) for p in pts):
         return None
     control = results.base_model
     _, cbest = control.best_membership() if control else (None, None)
-    cexp = control.attacks.get("exposure") if control else None
     ctrl = {"auc": cbest.auc if cbest else None, "utility": utility(control) if control else None,
-            "exposure": cexp.mean_exposure if isinstance(cexp, ExposureResult) else None}
+            "exposure": _leakage_bits(control)}
     label = "utility recovered G" if by_g else "held-out perplexity"
     what = ("utility recovered G = (L_base − L_arm)/(L_base − L_best) on held-out private text (1: the best "
             "non-private fine-tune's gain; 0: none)") if by_g else "held-out perplexity"
+    marked = [k for k in kinds_present(results) if k.marker != "o" and k.marker_note]
+    notes: list[Block] = []
+    seen: set[Any] = set()
+    for k in kinds_present(results):
+        impl = type(k).notes  # kinds that share one notes implementation get one note over all their arms
+        if impl in seen:
+            continue
+        seen.add(impl)
+        mine = {n: a for n, a in results.arms.items() if kind_of(a) is not None and type(kind_of(a)).notes is impl}
+        notes += [block(b) for b in k.notes(mine)]
     return {"id": "tradeoff", "title": "Privacy–utility trade-off", "blocks": [figure(
         plots.privacy_utility(pts, ctrl, utility_label=label),
         "ε spent (accountant) on a log axis; arms without DP at ∞ on the right. Leakage (best MIA AUC with 95% CI, mean "
         f"canary exposure) and {what}; dotted lines: the base control (never saw the members). "
         "'ε ≥' beside a point: the arm's one-run lower bound (95%)."
-        + (" Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε." if any(p["federated"] for p in pts)
-           else ""))] + federated_notes(results)}
+        + "".join(f" {k.marker_note}" for k in dict.fromkeys(marked)))] + notes}
 
 
-def federated_notes(results: AuditResults) -> list[Block]:
-    """What a federated arm protects and what it does not, in words, with its clients and rounds."""
-    fed = {n: m for n, m in results.arms.items() if m.federation is not None}
-    if not fed:
-        return []
-    parts = []
-    for n, m in fed.items():
-        f = m.federation
-        sizes = sorted(f.client_sizes.values())
-        line = (f"{n}: {f.strategy}, {f.clients} clients ({sizes[0]}–{sizes[-1]} records each), {f.rounds} rounds, "
-                f"{f.sampling} sampling at {f.sample_rate:g}, {f.local_steps} local steps, {f.failures} failed replies")
-        if m.privacy is not None:
-            line += (f"; ε = {m.privacy.epsilon:.2f} per client, ≤ {fmt.num(m.privacy.epsilon_record, '.2f')} per record, "
-                     f"σ = {m.privacy.sigma:.3f}, clip C = {m.privacy.max_grad_norm:g}")
-        parts.append(line + ".")
-    text = (" ".join(parts) + " What is protected: FedAvg alone protects nothing formally — the raw records stay at the "
-            "clinics, but the final model is attacked here exactly like a centrally trained one, and every round's "
-            "client updates (seen by the server) carry at least as much. DP-FedAvg bounds what the released model and "
-            "the noised aggregates reveal about a whole clinic (client-level ε), hence about any patient in it. What is "
-            "not: the server here is trusted — it sees each clinic's clipped but un-noised update before adding the "
-            "noise (central DP), so an honest-but-curious server can still invert updates (Geiping et al. 2020); "
-            "training-loss metrics the clients report are outside the ε. Secure aggregation (Bonawitz et al. 2017), "
-            "out of scope here, would let the server see only the sum of the updates, removing per-clinic updates "
-            "from its view; it adds no noise, so the released model's guarantee is unchanged, and distributed noise "
-            "(each client adding its share) would be needed to keep the ε without trusting the server.")
-    return [note(text)]
-
-
-def section_membership(results: AuditResults) -> Section | None:
-    names = _attack_names(results, "membership")
-    if not names:
-        return None
-    rows = []
-    b = results.blind_baseline
-    for name, m in results.models():
-        for att, r in m.membership().items():
-            rows.append([name, _title(att), _n(r.auc), _t(fmt.interval(r.auc_ci95)), _n(r.tpr_at_1pct_fpr),
-                         _t(fmt.interval(r.tpr_at_1pct_fpr_ci95)), _n(r.tpr_at_0_1pct_fpr), _n(r.n_members, "d")])
-        if b is not None and m.membership():
-            rows.append([name, _t("blind baseline (no model)" + (" — RIVALS THE ATTACKS" if name in b.rivalled else "")),
-                         _n(b.auc), _t(fmt.interval(b.auc_ci95)), _n(b.tpr_at_1pct_fpr),
-                         _t(fmt.interval(b.tpr_at_1pct_fpr_ci95)), _t("—"), _n(b.n_members, "d")])
-    curves = {name: {ATTACKS[a].title: (r.roc.fpr, r.roc.tpr) for a, r in m.membership().items()}
-              for name, m in results.models() if m.membership()}
-    return {"id": "membership", "title": "Membership inference", "blocks": [
-        table(["arm", "attack", "AUC", "AUC 95% CI", "TPR@1%FPR", "95% CI", "TPR@0.1%FPR", "members (= non-members)"], rows,
-              caption="Every membership attack on every model; TPR at a fixed FPR is strict (< 1 %, < 0.1 %)."),
-        figure(plots.roc_curves(curves), "True against false positive rate on log axes, which magnifies the low-FPR region "
-                                         "that matters for privacy; the dashed diagonal is chance. One panel per model, one "
-                                         "curve per attack (legend below the panels).")]
-        + ([headline_table(results, "client_membership")]
-           if any("client_membership" in m.attacks for _, m in results.models()) else [])}
-
-
-def headline_table(results: AuditResults, attack: str) -> Block:
-    """Any attack's table from its result model: one row per model, one column per headline figure."""
-    cols: list[str] = []
-    by_model: list[tuple[str, dict[str, str]]] = []
-    for name, m in results.models():
-        r = m.attacks.get(attack)
-        if r is None:
-            continue
-        cells = {}
-        for f in r.headline():
-            if f.label not in cols:
-                cols.append(f.label)
-            cells[f.label] = fmt.figure(f, with_ci=True)
-        by_model.append((name, cells))
-    rows = [[name, *[_t(c.get(label, "—")) for label in cols]] for name, c in by_model]
-    return table(["model", *cols], rows, caption=_title(attack) + " — each figure beside its chance level and non-member floor")
-
-
-def section_canaries(results: AuditResults) -> Section | None:
-    exps = [(n, e) for n, e in _with(results, "exposure", ExposureResult) if e.canaries]
+def section_family(results: AuditResults, family: str, ctx: Any) -> Section | None:
+    """Every attack of ``family``, each result type presenting its attacks (:meth:`AttackResult.present`)."""
     blocks: list[Block] = []
-    if exps:
-        reps = sorted({c.repeats for _, e in exps for c in e.canaries})
-        first = exps[0][1]
-        size = first.canaries[0].n_candidates
-        blocks.append(figure(plots.canary_exposure({n: [(c.repeats, c.exposure) for c in e.canaries] for n, e in exps},
-                                                   first.canaries[0].max_exposure, first.chance_exposure),
-                             f"Exposure = log2(candidates) − log2(rank of the true secret among {size:,}). At the red line "
-                             "the secret is the model's top guess among the candidates; the dotted line is what a model "
-                             "that never saw it scores on average."))
-        rows = [[n, *[_n(e.by_repeats().get(r), ".2f") for r in reps], _t(f"{e.n_ranked_first}/{len(e.canaries)}"),
-                 _n(max(c.exposure_extrapolated for c in e.canaries), ".1f")] for n, e in exps]
-        blocks.append(table(["model", *[f"{r}×" for r in reps], f"ranked first of {size:,}",
-                             "max extrapolated exposure (bits)"], rows,
-                            caption="Mean exposure (bits) by repetition count. Extrapolated exposure: the skew-normal tail "
-                                    "beyond the candidates (Carlini et al. 2019 §4.3), capped at the secret space."))
-    if "canary_extraction" in _attack_names(results, "canaries"):
-        blocks.append(headline_table(results, "canary_extraction"))
+    for result_type, runs in family_runs(results, family):
+        blocks += [block(b) for b in result_type.present(runs, ctx)]
     if not blocks:
         return None
-    return {"id": "canaries", "title": "Canaries", "blocks": blocks}
-
-
-def _phi_details(results: AuditResults) -> list[Block]:
-    phis = _with(results, "phi_extraction", PhiExtractionResult)
-    if not phis:
-        return []
-    cats = list(dict.fromkeys(c.label for _, r in phis for c in r.categories))
-    counts = {n: {c.label: float(c.member_leaked) for c in r.categories} for n, r in phis}
-    rows = [[n, *[_t(f"{r.category(c).member_leaked}/{r.category(c).n_member_values} vs "
-                     f"{r.category(c).non_member_leaked}/{r.category(c).n_non_member_values}") if c in
-                  {x.label for x in r.categories} else "—" for c in cats]] for n, r in phis]
-    return [figure(plots.grouped_bars(counts, "member values leaked", "PHI values leaked by category"),
-                   "Distinct identifying member values generated exactly (normalised full values, never single tokens), by "
-                   "category."),
-            table(["model", *cats], rows, caption="PHI prompts by category: member values leaked vs non-member values "
-                                                  "\"leaked\" (the floor: same generator, never trained on)")]
-
-
-def _detail_tables(results: AuditResults, attack: str) -> list[Block]:
-    if attack == "phi_extraction":
-        return _phi_details(results)
-    if attack == "prefix_extraction":
-        runs = _with(results, attack, PrefixExtractionResult)
-        cells = list(dict.fromkeys((c.k, c.m) for _, r in runs for c in r.cells))
-        rows = [[n, *[_t(f"{r.cell(k, m).members_extracted}/{r.cell(k, m).n_members} vs "
-                         f"{r.cell(k, m).non_members_extracted}/{r.cell(k, m).n_non_members}") for k, m in cells]]
-                for n, r in runs]
-        return [table(["model", *[f"k={k}→{m}" for k, m in cells]], rows,
-                      caption="Prefix extraction: members reproduced verbatim vs non-members (greedy, k prompt tokens → m)")]
-    if attack == "sampling_extraction":
-        runs = _with(results, attack, SamplingExtractionResult)
-        metrics = list(dict.fromkeys(x.metric for _, r in runs for x in r.rankings))
-        rows = []
-        for n, r in runs:
-            by = {x.metric: x for x in r.rankings}
-            rows.append([n, _t(f"{r.n_unique}/{r.n_samples}"),
-                         *[_t(f"{by[x].member_only_hits} vs {by[x].non_member_only_hits}") if x in by else "—"
-                           for x in metrics]])
-        return [table(["model", "unique samples", *[f"top-100 by {x}" for x in metrics]], rows,
-                      caption="Sampling extraction (Carlini et al. 2021): samples with a member-only ≥ 50-character window "
-                              "vs the floor (non-member-only windows), per ranking")]
-    if attack == "pii_extraction":
-        runs = _with(results, attack, PiiExtractionResult)
-        buckets = list(dict.fromkeys(b.bucket for _, r in runs for b in r.by_duplicates))
-        rows = []
-        for n, r in runs:
-            by = {b.bucket: b for b in r.by_duplicates}
-            rows.append([n, *[_t(f"{by[b].extracted}/{by[b].n_values}") if b in by else "—" for b in buckets]])
-        return [table(["model", *[f"seen {b}×" for b in buckets]], rows,
-                      caption="PII extraction by the number of training records carrying the value (Lukas et al. §VI-B: "
-                              "duplicated PII leaks more)")]
-    if attack == "pii_reconstruction":
-        runs = _with(results, attack, PiiReconstructionResult)
-        labels = list(dict.fromkeys(c.label for _, r in runs for c in r.categories))
-        rows = [[n, *[_t(f"{fmt.pct(r.category(lab).accuracy)} (floor {fmt.pct(r.category(lab).non_member_accuracy)})")
-                      if lab in {c.label for c in r.categories} else "—" for lab in labels]] for n, r in runs]
-        return [table(["model", *labels], rows, caption="PII reconstruction accuracy by type")]
-    return []
-
-
-def section_family(results: AuditResults, family: str) -> Section | None:
-    names = _attack_names(results, family)
-    if not names:
-        return None
-    blocks: list[Block] = []
-    for a in names:
-        blocks.append({"kind": "h3", "text": _title(a)})
-        blocks.append(headline_table(results, a))
-        blocks += _detail_tables(results, a)
     return {"id": family, "title": FAMILY_TITLES[family], "blocks": blocks}
 
 
@@ -399,40 +254,9 @@ def section_defences(results: AuditResults) -> Section | None:
     return {"id": "defences", "title": "Data defences", "blocks": blocks}
 
 
-def section_guard(results: AuditResults) -> Section | None:
-    name = next((n for n, a in results.arms.items() if a.kind == "guard" and a.guard), None)
-    if name is None:
-        return None
-    arm = results.arms[name]
-    rows = []
-    for attack, unit, before, after, stopped in guard_rows(results, name):
-        iv = arm.guard.interventions.get(attack)
-        rows.append([_title(attack), unit, _n(before, "d"), _n(after, "d"), _t(fmt.pct(stopped)),
-                     _t(f"{iv.outputs_intervened}/{iv.outputs_checked} ({iv.outputs_blocked} blocked)" if iv else "—")])
-    fp = arm.guard.false_positives
-
-    def rate_row(label: str, r: Any) -> list[Any]:
-        ci = f"{fmt.pct(r.ci95[0])}–{fmt.pct(r.ci95[1])}" if r.ci95 else "—"
-        return [label, _t(f"{r.k}/{r.n}"), _t(fmt.pct(r.rate)), _t(ci)]
-
-    fprows = [rate_row("any intervention", fp.overall), rate_row("blocked", fp.blocked)]
-    fprows += [rate_row(f"by reason: {k}", v) for k, v in fp.by_reason.items()]
-    fprows += [rate_row(f"from {k} prompts", v) for k, v in fp.by_source.items()]
-    g = arm.guard.guard
-    desc = (f"Guard: blocks ≥ {g.get('threshold', '?')}-character verbatim training windows, redacts PII "
-            f"({', '.join(g.get('pii_labels', []))}), never lets a canary secret or a listed member value out; "
-            f"blocked outputs reach the attacker redacted. Benign output: {fp.n_benign} of {fp.n_generated} sampled "
-            f"continuations of non-member and public prefixes ({fp.excluded_member_pii} excluded for holding a member "
-            f"value, {fp.excluded_member_window} for a member window).")
-    examples = [[", ".join(e.reasons), "yes" if e.allowed else "no", {"text": e.text, "cls": "example"}]
-                for e in arm.guard.false_positive_examples]
-    blocks = [note(desc),
-              table(["attack", "leaked item", "without guard", "with guard", "stopped", "outputs changed"], rows,
-                    caption=f"The {arm.serves} model's extraction leaks with and without the guard"),
-              table(["false positives on benign output", "k/n", "rate", "95% CI (Clopper–Pearson)"], fprows)]
-    if examples:
-        blocks.append(table(["reasons", "allowed (redacted)", "benign output the guard changed (masked)"], examples))
-    return {"id": "guard", "title": "Output guard", "blocks": blocks}
+def kind_sections(results: AuditResults) -> list[Section]:
+    """The sections arm kinds add (e.g. the output guard's)."""
+    return [section(x) for k in kinds_present(results) for x in k.sections(results)]
 
 
 def section_empirical(results: AuditResults) -> Section | None:
@@ -442,8 +266,9 @@ def section_empirical(results: AuditResults) -> Section | None:
         if emp is None:
             continue
         acc = m.epsilon
-        if m.weight_noise is not None:
-            check = f"no DP claim to check ({m.weight_noise.guarantee})"
+        guarantee = kind_of(m).guarantee(m) if kind_of(m) is not None else None
+        if guarantee:
+            check = f"no DP claim to check ({guarantee})"
         elif acc is None:
             check = "no DP claim to check"
         elif emp.exceeds_accountant or emp.epsilon_lb > acc + 1e-9:
@@ -454,9 +279,8 @@ def section_empirical(results: AuditResults) -> Section | None:
             check += ("; operating points within TPR ≤ e^ε·FPR + δ" if emp.dp_bound.ok
                       else f"; VIOLATION of TPR ≤ e^ε·FPR + δ (max excess {emp.dp_bound.max_excess:.3g})")
         b = emp.by_attack[emp.attack]
-        acc_cell = _t(f"{acc:.3f}") if acc is not None else _eps_cell(name, m)
-        rows.append([name, acc_cell, _n(emp.epsilon_lb),
-                     ATTACKS[emp.attack].title if emp.attack in ATTACKS else emp.attack,
+        acc_cell = _t(f"{acc:.3f}") if acc is not None else _eps_cell(name, m, results)
+        rows.append([name, acc_cell, _n(emp.epsilon_lb), short(emp.attack),
                      _t(f"TPR ≥ {b.tpr_lo:.3f}, FPR ≤ {b.fpr_hi:.3f} ({b.n_pos_eval} + {b.n_neg_eval} held out)"),
                      _n(emp.alpha, "g"), _n(emp.delta, ".1e"), check])
         plot_rows.append((name, acc, emp.epsilon_lb, None))
@@ -507,13 +331,13 @@ def section_one_run(results: AuditResults) -> Section | None:
         if one is None:
             continue
         acc = m.epsilon
-        canary = m.attacks.get("one_run_canaries")
-        auc = _n(getattr(canary, "auc", None))
+        control = is_control(results, name, m)
+        auc = _n(one.canary_auc)
         if not one.available:
             rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"), auc,
                          _t(one.reason)])
             continue
-        if m.kind == "control":
+        if control:
             check = "control: never saw the canaries (the bound's floor)"
         elif acc is None:
             check = "no DP claim to check"
@@ -522,12 +346,12 @@ def section_one_run(results: AuditResults) -> Section | None:
         else:
             check = "ok: below the accountant's ε"
         best = one.best
-        acc_cell = _t(f"{acc:.3f}") if acc is not None else _t("—" if m.kind == "control" else "∞ (no DP)")
+        acc_cell = _t(f"{acc:.3f}") if acc is not None else _t("—" if control else "∞ (no DP)")
         rows.append([name, acc_cell, _n(one.epsilon_steinke),
                      _n(one.epsilon_fdp), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
                                               + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
                      auc, check])
-        if m.kind != "control":
+        if not control:
             plot_rows.append((name, acc, one.epsilon_steinke, None))
     if not rows:
         return None
@@ -536,7 +360,7 @@ def section_one_run(results: AuditResults) -> Section | None:
     if first is None:  # every arm's bound unavailable (e.g. fewer canaries than it needs): the rows say why
         return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": [table(
             ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
-             f"{_title('one_run_canaries')}: AUC in vs out", "check"], rows)]}
+             "canary AUC in vs out", "check"], rows)]}
     blocks = []
     if plot_rows:
         blocks.append(figure(plots.epsilon_compare(plot_rows), "Accountant ε (proven upper bound) beside the one-run lower "
@@ -544,7 +368,7 @@ def section_one_run(results: AuditResults) -> Section | None:
                                                                "DP step is broken."))
     blocks += [
         table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
-               f"{_title('one_run_canaries')}: AUC in vs out", "check"], rows),
+               "canary AUC in vs out", "check"], rows),
         note(f"{first.m} audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
              f"model's data with probability ½ ({first.n_included} in); score: {first.score} on every token after the first. The "
              "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
@@ -561,7 +385,7 @@ def section_people(results: AuditResults) -> Section | None:
             if not p.flagged_by:
                 continue
             rows.append([name, _t(p.id), _t(p.name or "—"), _n(p.records, "d"),
-                         _t(", ".join(_title(a) for a in p.flagged_by)), _n(p.percentile, ".3f")])
+                         _t(", ".join(title(a) for a in p.flagged_by)), _n(p.percentile, ".3f")])
     if not rows:
         return None
     unit = results.data.membership_design.unit if results.data.membership_design else "person"
@@ -576,36 +400,19 @@ def section_people(results: AuditResults) -> Section | None:
 def section_tests(results: AuditResults) -> Section | None:
     if not results.statistical_tests:
         return None
-    rows = [[k, _t(f"{c.k1}/{c.n1}"), _t(f"{c.k2}/{c.n2}"), _n(c.diff), _t(fmt.interval(c.diff_ci95)), _n(c.cohens_h),
+    rows = [[k, _t(f"{c.k1}/{c.n1}"), _t(f"{c.k2}/{c.n2}"), _n(c.diff), _t(interval(c.diff_ci95)), _n(c.cohens_h),
              _n(c.fisher_p, ".3g"), _n(c.chi2_p, ".3g")] for k, c in results.statistical_tests.items()]
     return {"id": "tests", "title": "Statistical tests", "blocks": [table(
         ["comparison", "arm 1", "arm 2", "difference", "95% CI (Newcombe)", "Cohen's h", "Fisher p", "χ² p (Yates)"], rows)]}
 
 
-def section_examples(results: AuditResults, canaries: dict[str, Canary], mask: Masker, show_pii: bool) -> Section | None:
+def section_examples(results: AuditResults, ctx: Any, show_pii: bool) -> Section | None:
     blocks: list[Block] = []
     for name, m in results.arms.items():
         rows: list[list[Any]] = []
-        exp = m.attacks.get("exposure")
-        if isinstance(exp, ExposureResult):
-            for c in exp.canaries:
-                if c.rank <= 1:
-                    src = canaries.get(c.canary_id)
-                    text = src.text() if src else "(canary text not available: render with the run directory)"
-                    rows.append(["canary ranked first", {"text": mask(text), "cls": "example"}, _n(c.repeats, "d"),
-                                 f"rank {c.rank:g} of {c.n_candidates:,}"])
-        samp = m.attacks.get("sampling_extraction")
-        if isinstance(samp, SamplingExtractionResult):
-            rows += [["sampling extraction", {"text": mask(e.text), "cls": "example"}, "—", f"{e.length}-char member window"]
-                     for e in samp.examples]
-        phi = m.attacks.get("phi_extraction")
-        if isinstance(phi, PhiExtractionResult):
-            rows += [["PHI prompt", {"text": mask(e.prompt + " ▸ " + e.completion), "cls": "example"}, "—", e.label]
-                     for e in phi.examples]
-        pii = m.attacks.get("pii_extraction")
-        if isinstance(pii, PiiExtractionResult):
-            rows += [["PII extraction", {"text": e.value_masked, "cls": "example"}, _n(e.duplicates, "d"), e.label]
-                     for e in pii.examples]
+        for r in m.attacks.values():
+            rows += [[e.source, {"text": e.text, "cls": "example"}, _n(e.copies, "d") if e.copies is not None else "—",
+                      e.how] for e in r.quotes(ctx)]
         if rows:
             blocks.append({"kind": "h3", "text": f"{name} ({len(rows)})"})
             blocks.append(table(["source", "leaked text", "copies in training", "how"], rows[:50]))
@@ -640,7 +447,7 @@ def section_repro(results: AuditResults, source: str, digest: str | None) -> Sec
     if results.durations_s:
         dur = results.durations_s
         stages = [[k, _n(v, ".1f")] for k, v in dur.items() if k.count("/") <= 1]
-        total = sum(v for k, v in dur.items() if fmt.finite(v) and k.count("/") <= 1)
+        total = sum(v for k, v in dur.items() if finite(v) and k.count("/") <= 1)
         blocks.append(table(["stage", "seconds"], stages + [["total", _n(total, ".1f")]],
                             caption="Durations per stage (not reproducible; per-attack splits are in results.json)"))
     blocks += [{"kind": "h3", "text": "Configuration"}, {"kind": "pre", "text": _compact_json(cfg)},
@@ -685,12 +492,12 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     if rd is not None and (rd / "results.json").is_file():
         digest = hashlib.sha256((rd / "results.json").read_bytes()).hexdigest()
     src = source or (str(rd / "results.json") if rd is not None else "results.json")
-    sections = [section_summary(results), section_arms(results), section_tradeoff(results), section_membership(results),
-                section_canaries(results), *[section_family(results, f) for f in FAMILIES if f not in ("membership", "canaries")],
-                section_defences(results), section_guard(results), section_one_run(results), section_people(results),
-                section_empirical(results), section_release(results),
-                section_tests(results),
-                section_examples(results, canaries, mask, show_pii), section_repro(results, src, digest)]
+    ctx = context(results, mask, lambda cid: canaries[cid].text() if cid in canaries else None)
+    sections = [section_summary(results), section_arms(results), section_tradeoff(results),
+                *[section_family(results, f, ctx) for f in FAMILIES],
+                section_defences(results), *kind_sections(results), section_one_run(results), section_people(results),
+                section_empirical(results), section_release(results), section_tests(results),
+                section_examples(results, ctx, show_pii), section_repro(results, src, digest)]
     sections = [s for s in sections if s]
     title = f"PrivLeak audit — {rd.name if rd is not None else 'run'}"
     meta = [f"{len(results.arms)} arm(s): {', '.join(results.arms)}", f"data: {results.data.source}",

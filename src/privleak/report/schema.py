@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .. import arms  # noqa: F401  (the built-in arm kinds: results.json holds their blocks)
 from ..core.errors import UserError
-from ..results import SCHEMA_VERSION, AuditResults
+from ..results import SCHEMA_FILE, SCHEMA_VERSION, AuditResults
+from ..results import json_schema as _json_schema
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -87,3 +89,20 @@ def load_results(path: str | Path) -> AuditResults:
         raise UserError(f"{p}: {what} at line {exc.lineno} column {exc.colno}: {exc.msg}; rerun `privleak run` to "
                         "regenerate it") from None
     return validate_results(obj, source=str(p))
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``results.json`` for the attacks and arm kinds registered now (the built-in ones, and
+    any plug-in imported before the call)."""
+    return _json_schema()
+
+
+def write_schema(path: Path | None = None) -> Path:
+    """Write the schema of the built-in attacks and kinds: ``python -m privleak.report.schema``."""
+    target = path or Path(__file__).resolve().parent.parent / SCHEMA_FILE
+    target.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target
+
+
+if __name__ == "__main__":
+    print(write_schema())

@@ -142,7 +142,7 @@ def tune_offline_a(
     reference-model correction. ``ref_log_p_*`` must not include the paired
     model itself; ``ref_mask_x`` as in :func:`rmia_scores`.
     """
-    from ..core.metrics import roc_auc
+    from ...core.metrics import roc_auc
 
     member = np.asarray(paired_is_member, dtype=bool).ravel()
     if member.all() or not member.any():

@@ -6,7 +6,7 @@ pool, and records every shadow's NLL on the evaluated candidates x and on
 the population z (which no shadow trains on). This module turns those
 numbers into per-candidate scores; it trains nothing.
 
-* LiRA (Carlini et al. 2022): φ = −NLL(x) (:func:`privleak.attacks.lira.phi_from_nll`),
+* LiRA (Carlini et al. 2022): φ = −NLL(x) (:func:`privleak.attacks.membership.lira.phi_from_nll`),
   per-example Gaussians over the shadows where x was IN / OUT.
 * RMIA (Zarifzadeh et al. 2024, offline): the reference models for x are
   the shadows that did not train on x; ``a`` is tuned as Privacy Meter does

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .scoring import TokenScores
+from ..scoring import TokenScores
 
 
 def loss_scores(scores: TokenScores) -> np.ndarray:

@@ -17,11 +17,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..core.metrics import mia_metrics, roc_points
-from ..data.splits import unit_of
-from ..models.handle import ModelHandle
-from .base import AttackContext, AttackResult, Figure, Finding, KeepsScores, Policy
-from .membership import (
+from ...core.metrics import mia_metrics, roc_points
+from ...data.splits import unit_of
+from ...models.handle import ModelHandle
+from ...core.present import Block, Cell, Plot, Table, interval, n, t
+from ..base import AttackContext, AttackResult, Figure, Finding, KeepsScores, Policy, PresentContext, Runs
+from .scores import (
     loss_scores,
     min_k_pp_scores,
     min_k_scores,
@@ -66,6 +67,55 @@ class MembershipResult(KeepsScores):
         return [Figure("AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5),
                 Figure("TPR@1%FPR", self.tpr_at_1pct_fpr, "auc", ci=self.tpr_at_1pct_fpr_ci95, chance=0.01),
                 Figure("TPR@0.1%FPR", self.tpr_at_0_1pct_fpr, "auc", ci=self.tpr_at_0_1pct_fpr_ci95, chance=0.001)]
+
+    @classmethod
+    def present(cls, runs: Runs, ctx: PresentContext) -> list[Block]:
+        """Every score-based attack on every model in one table (with the model-free baseline under each
+        model), and the ROC curves."""
+        rows: list[list[Cell | str]] = []
+        b = ctx.blind
+        models = list(dict.fromkeys(m for rs in runs.values() for m, _ in rs))
+        curves: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+        for model in models:
+            for attack, rs in runs.items():
+                for m, r in rs:
+                    if m != model or not isinstance(r, MembershipResult):
+                        continue
+                    rows.append([model, ctx.title(attack), n(r.auc), t(interval(r.auc_ci95)), n(r.tpr_at_1pct_fpr),
+                                 t(interval(r.tpr_at_1pct_fpr_ci95)), n(r.tpr_at_0_1pct_fpr), n(r.n_members, "d")])
+                    curves.setdefault(model, {})[ctx.short(attack)] = (r.roc.fpr, r.roc.tpr)
+            if b is not None and model in curves:
+                rows.append([model, t("blind baseline (no model)" + (" — RIVALS THE ATTACKS" if model in b.rivalled else "")),
+                             n(b.auc), t(interval(b.auc_ci95)), n(b.tpr_at_1pct_fpr), t(interval(b.tpr_ci95)), t("—"),
+                             n(b.n_members, "d")])
+        return [Table(["arm", "attack", "AUC", "AUC 95% CI", "TPR@1%FPR", "95% CI", "TPR@0.1%FPR",
+                       "members (= non-members)"], rows,
+                      caption="Every membership attack on every model; TPR at a fixed FPR is strict (< 1 %, < 0.1 %)."),
+                Plot("roc_curves", (curves,), "True against false positive rate on log axes, which magnifies the low-FPR "
+                                              "region that matters for privacy; the dashed diagonal is chance. One panel per "
+                                              "model, one curve per attack (legend below the panels).")]
+
+    @classmethod
+    def console(cls, runs: Runs, ctx: PresentContext) -> list[Table]:
+        """AUC (TPR at 1 % FPR) per model and attack, the blind baseline beside them."""
+        b = ctx.blind
+        names = list(runs)
+        by_model: dict[str, dict[str, MembershipResult]] = {}
+        for attack, rs in runs.items():
+            for m, r in rs:
+                by_model.setdefault(m, {})[attack] = r  # type: ignore[assignment]
+        rows: list[list[Cell | str]] = []
+        for model, mia in by_model.items():
+            cells: list[Cell | str] = ["—" if a not in mia else f"{mia[a].auc:.3f} ({mia[a].tpr_at_1pct_fpr:.2f})"
+                                       for a in names]
+            if b is not None:
+                cells.append(f"{b.auc:.3f} ({b.tpr_at_1pct_fpr:.2f})" + (" !!" if model in b.rivalled else ""))
+            rows.append([model, *cells])
+        first = next(iter(runs.values()))[0][1]
+        cols = ["arm", *[ctx.short(a) for a in names]] + (["blind (no model)"] if b is not None else [])
+        unit = f", one record per {ctx.membership_unit}" if ctx.membership_unit else ""
+        return [Table(cols, rows, console_title=f"Membership inference — AUC (TPR at 1 % FPR) on {first.n_members} "  # type: ignore[attr-defined]
+                                                f"members vs as many non-members{unit}")]
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
         """Near chance when the AUC's CI reaches within ``auc_margin`` of the control's AUC (what

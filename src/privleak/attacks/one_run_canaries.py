@@ -35,7 +35,8 @@ import numpy as np
 from ..core.metrics import roc_auc
 from ..data.audit_canaries import AuditCanary
 from ..models.handle import ModelHandle
-from .base import AttackContext, Figure, KeepsScores
+from ..core.present import Block
+from .base import AttackContext, Figure, KeepsScores, PresentContext, Runs
 from .scoring import score_texts
 
 _WORD = re.compile(r"^ [a-z]{3,}$")
@@ -102,6 +103,11 @@ class OneRunCanaryResult(KeepsScores):
     auc: float  # included vs left-out canaries (a diagnostic; the bound counts guesses)
     nll_included: float
     nll_excluded: float
+
+    @classmethod
+    def present(cls, runs: Runs, ctx: PresentContext) -> list[Block]:
+        """Nothing in the canaries section: the one-run audit has its own, with the bounds these scores give."""
+        return []
 
     def headline(self) -> list[Figure]:
         return [Figure("canary AUC", self.auc, "auc", chance=0.5),

@@ -24,11 +24,11 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from ..core.metrics import mia_metrics
-from ..data.clients import client_labels
-from ..models.handle import ModelHandle
-from .base import AttackContext, AttackResult, Figure, Finding, Policy
-from .membership import loss_scores, reference_scores
+from ...core.metrics import mia_metrics
+from ...data.clients import client_labels
+from ...models.handle import ModelHandle
+from ..base import AttackContext, AttackResult, Figure, Finding, Policy
+from .scores import loss_scores, reference_scores
 
 
 class ClientMembershipResult(AttackResult):

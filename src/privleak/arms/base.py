@@ -1,0 +1,243 @@
+"""What an arm kind is: one class that says how its arms are named, trained, reported and judged.
+
+An *arm* is one model the audit builds and attacks (``dp-8+scrub``); its
+*kind* (``dp``) is the recipe. A kind is a subclass of :class:`ArmKind`
+registered with :func:`privleak.arms.registry.register` — one module and one
+line. Everything else learns about it through the registry: the pipeline
+asks it for its settings (the cache key), how to fit or derive its model and
+whether attacks run on it directly or through a wrapper; ``results.json``
+carries its :attr:`ArmKind.Details` block (validated by the generated
+schema); the verdicts and the report call its hooks. None of them names a
+kind.
+
+How a kind gets its model (:attr:`ArmKind.model`):
+
+* ``trained`` — fitted on the members from the base model (:meth:`ArmKind.fit`);
+* ``derived`` — made from another arm's trained model (:attr:`ArmKind.source`,
+  :meth:`ArmKind.derive`); its shadows are fitted from scratch with :meth:`fit`;
+* ``served`` — no model of its own: the source arm's model behind a wrapper
+  (:meth:`ArmKind.serve`), attacked by the attacks that read text only;
+* ``provided`` — a model the user trained (``privleak attack``): nothing to build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from ..core.present import Block, Cell, Section, Table
+from ..results import ArmDetails
+
+if TYPE_CHECKING:
+    from ..attacks.base import AttackContext
+    from ..config import AuditConfig
+    from ..data.records import Record
+    from ..models.batching import Encoded
+    from ..models.handle import ModelHandle
+    from ..results import ArmResult, AuditResults, Privacy, Verdict
+    from .registry import ArmSpec
+
+ModelSource = Literal["trained", "derived", "served", "provided"]
+
+
+@dataclass
+class FitContext:
+    """What fitting one model reads besides its settings: the encoded records, the run's config and seed, and
+    the splits a recipe may use (public text to rehearse, population records to validate on). ``records`` are
+    what the model trains on, in the order of ``data``."""
+
+    cfg: AuditConfig
+    data: Encoded
+    records: list[Record]
+    pad: int
+    label: str
+    public: Callable[[], list[Record]]
+    population: Callable[[], list[Record]]
+    #: Mean token NLL of a model on the first n population records (early stopping; never members).
+    validation: Callable[[int], Callable[[Any], float]]
+
+    @property
+    def seed(self) -> int:
+        return self.cfg.seed
+
+    @property
+    def max_length(self) -> int:
+        return self.cfg.model.max_length
+
+
+@dataclass
+class DeriveContext:
+    """What deriving a model from another arm's reads: that arm's model and training record, the base model."""
+
+    cfg: AuditConfig
+    base: ModelHandle
+    load: Callable[[str], ModelHandle]  # arm name → its trained model (a fresh copy)
+    train_record: Callable[[str], dict[str, Any]]  # arm name → its train.json
+
+
+@dataclass
+class Served:
+    """A served arm's view of its source model: ``target`` is what the attacks query; ``finish()`` returns what
+    the wrapper did (written with the attack stage) once the attacks are done."""
+
+    target: Any
+    finish: Callable[[], dict[str, Any]] = lambda: {}
+    on_start: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class ExtraStage:
+    """An evaluation stage a kind adds for its arms (e.g. the guard's cost on benign output): ``run(handle, ctx)``
+    returns a JSON-able dict written to ``arms/<arm>/<file>`` and handed back to :meth:`ArmKind.result`."""
+
+    name: str
+    file: str
+    run: Callable[[Any, AttackContext], dict[str, Any]]
+
+
+@dataclass
+class ArmInputs:
+    """What assembling one arm's results reads: its train.json (trained and derived kinds), its extra stages'
+    outputs, the data-defence reports, and the results of the arms assembled before it."""
+
+    record: dict[str, Any] | None
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    assembled: dict[str, ArmResult] = field(default_factory=dict)
+
+
+class ArmKind:
+    """One kind of arm. Subclass it, set the class attributes, override the hooks you need, and register it."""
+
+    #: The registry key, the ``kind`` of its arms in ``results.json`` and the first part of its arm names.
+    name: ClassVar[str]
+    #: The name part's parameter ("ε", "σ") — e.g. ``dp-8`` — or None (``baseline``).
+    param: ClassVar[str | None] = None
+    #: An arm name to show in error messages (``dp-8``).
+    example: ClassVar[str] = ""
+    #: One line for the help and the docs.
+    summary: ClassVar[str] = ""
+    #: Its name stands alone: no data defences (``+scrub``) or modifiers.
+    alone: ClassVar[bool] = True
+    #: Name parts that modify this kind (``lora`` for ``dp``).
+    modifiers: ClassVar[tuple[str, ...]] = ()
+    model: ClassVar[ModelSource] = "trained"
+    #: derived / served kinds: the arm whose model they start from (it must be in the audit).
+    source: ClassVar[str | None] = None
+    #: Can be recommended for release (a guard is judged by what it stops; an external model is not a choice).
+    recommendable: ClassVar[bool] = True
+    #: Compared with the baseline in the between-arm tests and drawn in the trade-off plot.
+    compared: ClassVar[bool] = True
+    #: Whether LiRA/RMIA shadows can be trained like it.
+    shadows: ClassVar[bool] = True
+    #: Marker in the trade-off plot, and what a marker other than "o" means (the plot's caption).
+    marker: ClassVar[str] = "o"
+    marker_note: ClassVar[str] = ""
+    #: The memorisation stress test every other arm is compared with (one kind: ``baseline``).
+    stress_test: ClassVar[bool] = False
+    #: Its held-out loss is the L_best of every arm's utility gain recovered G (one kind: ``best``).
+    utility_reference: ClassVar[bool] = False
+    #: Arms of this kind are always named this (the one external model of ``privleak attack``: "target").
+    fixed_name: ClassVar[str | None] = None
+    #: Its block in ``results.json`` (``ArmResult.details``), or None.
+    Details: ClassVar[type[ArmDetails] | None] = None
+    #: Settings a plug-in kind reads from the config's ``arm_options.<name>`` (built-in kinds read their own section).
+    Options: ClassVar[type[BaseModel] | None] = None
+
+    # ------------------------------------------------------------------ building the model
+
+    def settings(self, cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+        """Everything that determines this arm's model: its stage-cache key and the ``settings`` its fit reads."""
+        raise NotImplementedError(f"arm kind {self.name!r} does not say its settings")
+
+    def check(self, cfg: AuditConfig, spec: ArmSpec, names: list[str]) -> None:
+        """Refuse (``ValueError`` with the fix) what this arm cannot run with, before any work."""
+
+    def check_audit(self, cfg: AuditConfig, specs: list[ArmSpec]) -> None:
+        """Refuse config settings of this kind that name arms the audit does not have (called for every
+        registered kind, whether or not the audit has one of its arms)."""
+
+    def prepare(self, records: list[Record], settings: dict[str, Any], ctx: FitContext) -> list[Record]:
+        """The records to train on, from the (defended) members: e.g. public text rehearsed beside them."""
+        return records
+
+    def fit(self, model: Any, settings: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+        """Fit ``model`` (a fresh copy of the base) on ``ctx.data``: (model, training record). The record holds
+        ``kind``, ``steps``, ``epoch_losses``, ``privacy`` (None or the Privacy fields), ``epochs_run`` (data passes,
+        for the token count) and anything :meth:`details` reads."""
+        raise NotImplementedError(f"arm kind {self.name!r} does not fit models")
+
+    def derive(self, settings: dict[str, Any], ctx: DeriveContext) -> tuple[Any, dict[str, Any]]:
+        """A derived kind's model from its source arm's: (model, training record)."""
+        raise NotImplementedError(f"arm kind {self.name!r} does not derive models")
+
+    # ------------------------------------------------------------------ evaluation
+
+    def serve(self, handle: ModelHandle, ctx: AttackContext) -> Served:
+        """A served kind: the source model as the attacks see it."""
+        raise NotImplementedError(f"arm kind {self.name!r} serves no model")
+
+    def extra_stages(self) -> list[ExtraStage]:
+        """Evaluation stages of its own, beside the attack families."""
+        return []
+
+    # ------------------------------------------------------------------ results
+
+    def details(self, inputs: ArmInputs) -> ArmDetails | None:
+        """Its block in ``results.json``, from its training record and extra stages (None: no block)."""
+        return None
+
+    def result(self, name: str, inputs: ArmInputs, common: dict[str, Any]) -> ArmResult:
+        """The arm's results: ``common`` holds what every arm has (utility, attacks, bounds, defences)."""
+        from ..results import ArmResult, Privacy, Training
+
+        tr = inputs.record or {}
+        training = None
+        if tr:
+            training = Training(steps=tr["steps"], epoch_losses=tr["epoch_losses"], settings=tr["settings"],
+                                tokens=tr.get("tokens"), stopped_epoch=tr.get("stopped_epoch"),
+                                rehearsal_records=tr.get("rehearsal_records") or None)
+        privacy = Privacy.model_validate(tr["privacy"]) if tr.get("privacy") else None
+        return ArmResult(kind=self.name, training=training, n_train_records=tr.get("n_train_records"), privacy=privacy,
+                         details=self.details(inputs), **common)
+
+    # ------------------------------------------------------------------ verdicts and the report
+
+    def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict | None:
+        """Its own verdict (None: judged by the attacks like every arm)."""
+        return None
+
+    def guarantee(self, arm: ArmResult) -> str | None:
+        """What it guarantees when it has no accountant ε, in words (None: nothing to say)."""
+        return None
+
+    def figures(self, arm: ArmResult) -> list[str]:
+        """Extra figure lines for its verdict."""
+        return []
+
+    def sigma_value(self, arm: ArmResult) -> float | None:
+        """The σ the console's privacy table shows when the arm has no privacy block (None: none)."""
+        return None
+
+    def epsilon_cell(self, arm: ArmResult) -> Cell | None:
+        """The arms table's "ε accountant" cell (None: the privacy block's ε, or "∞ (no DP)")."""
+        return None
+
+    def sigma_cell(self, arm: ArmResult) -> Cell | None:
+        """The arms table's "σ" cell (None: the privacy block's σ)."""
+        return None
+
+    def notes(self, arms: dict[str, ArmResult]) -> list[Block]:
+        """Paragraphs about this kind's arms under the trade-off plot."""
+        return []
+
+    def sections(self, results: AuditResults) -> list[Section]:
+        """Report sections of its own."""
+        return []
+
+    def console_tables(self, results: AuditResults) -> list[Table]:
+        """Console tables of its own."""
+        return []
+

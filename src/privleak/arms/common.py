@@ -1,0 +1,48 @@
+"""What several arm kinds share: the data-defence part of their settings, plain fine-tuning, the utility note."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..models.train import EarlyStopping, TrainSettings, train
+
+if TYPE_CHECKING:
+    from ..config import AuditConfig
+    from .base import FitContext
+    from .registry import ArmSpec
+
+
+def data_settings(cfg: AuditConfig, spec: ArmSpec) -> dict[str, Any]:
+    """The part of an arm's cache key that its training data depends on: its data defences' settings and the
+    one-run audit canaries added to every trained model."""
+    return {
+        "scrub": cfg.defences.scrub.model_dump(mode="json") if "scrub" in spec.data else None,
+        "dedup": cfg.defences.dedup.model_dump(mode="json") if "dedup" in spec.data else None,
+        "audit_canaries": cfg.one_run.model_dump(mode="json", exclude={"fdp"}) if cfg.one_run.canaries else None,
+    }
+
+
+def batches_per_epoch(n: int, batch_size: int) -> int:
+    return max(1, -(-n // batch_size))
+
+
+def fit_plain(model: Any, s: dict[str, Any], ctx: FitContext,
+              validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Plain fine-tuning (AdamW, :func:`privleak.models.train.train`); early-stopped on ``validate`` when the
+    settings ask for it (``validate_every_epochs``, ``patience``)."""
+    stopping = None
+    per_epoch = batches_per_epoch(len(ctx.data), s["batch_size"])
+    if "validate_every_epochs" in s:
+        if validate is None:
+            raise ValueError("early stopping needs a validation function")
+        stopping = EarlyStopping(validate=validate, every=max(1, round(s["validate_every_epochs"] * per_epoch)),
+                                 patience=s["patience"])
+    tlog = train(model, ctx.data, TrainSettings(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
+                                                weight_decay=s["weight_decay"], seed=ctx.seed), ctx.pad,
+                 desc=f"train {ctx.label}", early_stopping=stopping)
+    record = {"kind": s["kind"], "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None,
+              "epochs_run": tlog.steps / per_epoch}
+    if stopping is not None:
+        record["stopped_epoch"] = round(tlog.best_step / per_epoch, 3)
+        record["val_losses"] = tlog.val_losses
+    return model, record

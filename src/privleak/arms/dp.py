@@ -1,0 +1,86 @@
+"""``dp-ε``: DP-SGD fine-tuning at a target (ε, δ) per record (Abadi et al. 2016, with Opacus).
+
+Poisson sampling, per-sample clipping to C, Gaussian noise σC on the sum, σ
+calibrated by the accountant for the steps actually taken
+(:mod:`privleak.models.dp_train`), ε cross-checked by three accountants.
+``+lora`` trains LoRA adapters under DP instead of the full model (merged
+after training). The recipe (batch, epochs) is :func:`privleak.policy.dp_recipe`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import resolve_delta
+from ..models.accounting import epsilons as accountant_epsilons
+from ..models.dp_train import DPSettings, train_dp
+from ..policy import dp_recipe
+from .base import ArmKind, FitContext
+from .common import data_settings
+from .registry import ArmSpec, register
+
+_LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora"}
+
+
+class DP(ArmKind):
+    name = "dp"
+    param = "ε"
+    example = "dp-8"
+    summary = "DP-SGD at target ε per record (+lora: DP LoRA adapters)"
+    alone = False
+    modifiers = ("lora",)
+
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+        lora = "lora" in spec.modifiers
+        delta, _ = resolve_delta(cfg, n_members)
+        settings = {"kind": "dp", "target_epsilon": spec.param, "delta": delta, "lora": lora,
+                    **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break"}
+                                        | (set() if lora else _LORA_FIELDS)),
+                    "seed": cfg.seed, "data_defences": data_settings(cfg, spec)}
+        if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
+            settings["debug_break"] = cfg.dp.debug_break[spec.name]
+        recipe_batch, recipe_epochs = dp_recipe(n_members, spec.param)
+        settings["batch_size"] = settings["batch_size"] or recipe_batch
+        settings["epochs"] = settings["epochs"] or recipe_epochs
+        if lora:
+            settings["lr"] = settings.pop("lora_lr")
+        return settings
+
+    def check(self, cfg, spec: ArmSpec, names: list[str]) -> None:
+        if cfg.dp.qlora and "lora" in spec.modifiers:
+            from ..models.device import resolve_device
+            from ..models.lora import check_qlora
+
+            check_qlora(resolve_device(cfg.device))  # one line before any work, not after the other arms trained
+
+    def check_audit(self, cfg, specs: list[ArmSpec]) -> None:
+        dp_arms = {s.name for s in specs if s.kind == self.name}
+        for a in cfg.dp.debug_break:
+            if a not in dp_arms:
+                raise ValueError(f"dp.debug_break: '{a}' is not a DP arm of this audit")
+
+    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+        """DP-SGD fine-tuning (no early stopping: looking at held-out loss to stop would need accounting too)."""
+        dps = DPSettings(
+            target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
+            expected_batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, accountant=s["accountant"],
+            train_embeddings=s["train_embeddings"], train_output=s.get("train_output", False),
+            micro_batch_tokens=s["micro_batch_tokens"], grad_sample_mode=s["clipping"],
+            lora_rank=s["lora_rank"] if s["lora"] else None, debug_break=s.get("debug_break"),
+            **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
+                "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
+               if s["lora"] else {}),
+        )
+        model, tlog = train_dp(model, ctx.data, dps, ctx.pad, ctx.max_length, desc=f"train {ctx.label}")
+        cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
+        privacy = {"target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,
+                   "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
+                   "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp,
+                   "epsilon_pld": cross.epsilon_pld, "epsilon_prv": cross.epsilon_prv,
+                   "empty_batches": tlog.empty_batches}
+        # Poisson sampling: each step sees q·n records in expectation.
+        return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy,
+                       "epochs_run": tlog.sample_rate * tlog.steps}
+
+
+DP_KIND = register(DP())

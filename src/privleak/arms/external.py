@@ -1,0 +1,45 @@
+"""``external``: a model the user trained, audited by ``privleak attack``: nothing to build, nothing to choose.
+
+Its block says what was audited: the model or adapter named, the directory
+loaded and, for a PEFT adapter, the base it was merged into.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ..results import ArmDetails
+from .base import ArmInputs, ArmKind
+from .registry import ArmSpec, register
+
+
+class ExternalModel(ArmDetails):
+    """The model an ``external`` arm audits: as named, and the directory loaded."""
+
+    kind: Literal["external"] = "external"
+    ref: str
+    path: str
+    adapter: bool = False  # a PEFT adapter, merged into ``base`` for the audit
+    base: str | None = None
+    base_path: str | None = None
+    n_params: int | None = None
+
+
+class External(ArmKind):
+    name = "external"
+    summary = "a model you trained, audited as it is (privleak attack)"
+    model = "provided"
+    fixed_name = "target"
+    recommendable = False
+    shadows = False
+    Details = ExternalModel
+
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+        return {"kind": "external"}
+
+    def details(self, inputs: ArmInputs) -> ExternalModel | None:
+        target = inputs.extra.get("target")
+        return ExternalModel.model_validate({"kind": "external", **target}) if target else None
+
+
+EXTERNAL = register(External())

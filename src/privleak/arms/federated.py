@@ -1,0 +1,141 @@
+"""``fedavg`` and ``fed-dp-ε``: federated training over the records' clients on Flower's simulation engine.
+
+``fedavg`` (McMahan et al. 2017) is not private by itself: it shows what
+federation alone leaves exposed. ``fed-dp-ε`` is DP-FedAvg (McMahan et al.
+2018): each client's update clipped, Gaussian noise on the sum, ε at the
+client level for the Poisson client sampling actually used; one record
+inside a client is held to the record-level ε it implies
+(:mod:`privleak.models.fed_accounting`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ..config import resolve_delta
+from ..core.present import Block, Cell, Note, num, t
+from ..data.clients import client_labels, partition
+from ..models.federated import FedSettings, train_federated
+from ..results import ArmDetails, ArmResult
+from .base import ArmInputs, ArmKind, FitContext
+from .common import data_settings
+from .registry import ArmSpec, register
+
+
+class Federation(ArmDetails):
+    """How a federated arm was trained: the strategy, the clients and their sizes (records), the rounds, the
+    per-round sampling, and who was asked and who answered."""
+
+    kind: Literal["fedavg", "fed-dp"]
+    strategy: str
+    clients: int
+    client_sizes: dict[str, int]
+    rounds: int
+    sample_rate: float
+    sampling: str
+    local_steps: int
+    sampled: list[int]
+    replied: list[int]
+    failures: int
+    client_steps: int
+
+
+_PROTECTS = (
+    "What is protected: FedAvg alone protects nothing formally — the raw records stay at the clinics, but the "
+    "final model is attacked here exactly like a centrally trained one, and every round's client updates (seen by "
+    "the server) carry at least as much. DP-FedAvg bounds what the released model and the noised aggregates reveal "
+    "about a whole clinic (client-level ε), hence about any patient in it. What is not: the server here is trusted "
+    "— it sees each clinic's clipped but un-noised update before adding the noise (central DP), so an "
+    "honest-but-curious server can still invert updates (Geiping et al. 2020); training-loss metrics the clients "
+    "report are outside the ε. Secure aggregation (Bonawitz et al. 2017), out of scope here, would let the server "
+    "see only the sum of the updates, removing per-clinic updates from its view; it adds no noise, so the released "
+    "model's guarantee is unchanged, and distributed noise (each client adding its share) would be needed to keep "
+    "the ε without trusting the server.")
+
+
+class FedAvg(ArmKind):
+    name = "fedavg"
+    summary = "federated averaging over the clients (clinics) on Flower: no DP"
+    marker = "s"
+    marker_note = "Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε."
+    Details = Federation
+
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+        """``federated`` config, the client field, and for DP-FedAvg the target client-level ε, δ (the central
+        arms' δ, already below 1/K) and the central arms' accountant."""
+        settings = {"kind": self.name, **cfg.federated.model_dump(mode="json"), "client_field": cfg.data.client_field,
+                    "seed": cfg.seed, "data_defences": data_settings(cfg, spec), "train_embeddings": True}
+        if spec.param is not None:
+            delta, _ = resolve_delta(cfg, n_members)
+            settings.update(target_epsilon=spec.param, delta=delta, accountant=cfg.dp.accountant,
+                            train_embeddings=cfg.dp.train_embeddings)
+        return settings
+
+    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+        """FedAvg / DP-FedAvg on Flower over the records' clients."""
+        cfg = ctx.cfg
+        names, index = partition(client_labels(ctx.records, cfg.federated.clients, cfg.seed, cfg.data.client_field))
+        fs = FedSettings(rounds=s["rounds"], sample_rate=s["sample_rate"], local_steps=s["local_steps"],
+                         batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, dp=s["kind"] == "fed-dp",
+                         target_epsilon=s.get("target_epsilon"), delta=s.get("delta"), clip=s["clip"],
+                         train_embeddings=s["train_embeddings"], accountant=s.get("accountant", "prv"),
+                         parallel_clients=s["parallel_clients"], round_timeout_s=s["round_timeout_s"],
+                         drop=tuple(tuple(d) for d in s["drop"]))
+        model, log = train_federated(model, ctx.data, index, len(names), fs, ctx.pad, ctx.max_length,
+                                     desc=f"train {ctx.label}")
+        privacy = None
+        if fs.dp:
+            privacy = {"target_epsilon": fs.target_epsilon, "epsilon": log.epsilon, "accountant": fs.accountant,
+                       "delta": fs.delta, "sigma": log.sigma, "sample_rate": fs.sample_rate, "steps": log.rounds,
+                       "max_grad_norm": fs.clip, "epsilon_rdp": log.epsilon_rdp, "epsilon_pld": log.epsilon_pld,
+                       "epsilon_prv": log.epsilon_prv, "empty_batches": log.empty_rounds, "unit": "client",
+                       "epsilon_record": log.epsilon_record}
+        federation = {"strategy": "DP-FedAvg (Poisson client sampling; ours)" if fs.dp else "FedAvg (Flower)",
+                      "clients": len(names), "client_sizes": dict(zip(names, log.client_sizes)), "rounds": log.rounds,
+                      "sample_rate": fs.sample_rate, "sampling": "poisson" if fs.dp else "fixed-size without replacement",
+                      "local_steps": fs.local_steps, "sampled": log.sampled, "replied": log.replied,
+                      "failures": log.failures, "client_steps": log.client_steps}
+        return model, {"kind": s["kind"], "steps": log.rounds, "privacy": privacy, "federation": federation,
+                       "epoch_losses": [x for x in log.losses if x == x],  # rounds nobody answered have no loss
+                       "epochs_run": log.client_records / max(1, len(ctx.data))}
+
+    def details(self, inputs: ArmInputs) -> Federation | None:
+        fed = (inputs.record or {}).get("federation")
+        return Federation.model_validate({"kind": self.name, **fed}) if fed else None
+
+    def epsilon_cell(self, arm: ArmResult) -> Cell | None:
+        p = arm.privacy
+        if p is None or p.unit != "client":
+            return None
+        return t(f"{p.epsilon:.3f} ({p.accountant}) per client; per record ≤ {num(p.epsilon_record, '.2f')}",
+                 title=f"client-level ε (add/remove one client): {p.accountant.upper()}; RDP {num(p.epsilon_rdp)}, "
+                       f"PLD {num(p.epsilon_pld)}, PRV {num(p.epsilon_prv)}. One record inside a client is a "
+                       "replacement of that client: group privacy gives the record-level ε the audits are checked "
+                       "against")
+
+    def notes(self, arms: dict[str, ArmResult]) -> list[Block]:
+        """What a federated arm protects and what it does not, in words, with its clients and rounds."""
+        parts = []
+        for n, m in arms.items():
+            f = m.details
+            if not isinstance(f, Federation):
+                continue
+            sizes = sorted(f.client_sizes.values())
+            line = (f"{n}: {f.strategy}, {f.clients} clients ({sizes[0]}–{sizes[-1]} records each), {f.rounds} rounds, "
+                    f"{f.sampling} sampling at {f.sample_rate:g}, {f.local_steps} local steps, {f.failures} failed replies")
+            if m.privacy is not None:
+                line += (f"; ε = {m.privacy.epsilon:.2f} per client, ≤ {num(m.privacy.epsilon_record, '.2f')} per "
+                         f"record, σ = {m.privacy.sigma:.3f}, clip C = {m.privacy.max_grad_norm:g}")
+            parts.append(line + ".")
+        return [Note(" ".join(parts) + " " + _PROTECTS)] if parts else []
+
+
+class FedDP(FedAvg):
+    name = "fed-dp"
+    param = "ε"
+    example = "fed-dp-8"
+    summary = "DP-FedAvg at target client-level ε: client updates clipped, Gaussian noise on the sum"
+
+
+FEDAVG = register(FedAvg())
+FED_DP = register(FedDP())

@@ -1,0 +1,145 @@
+"""``privleak attack``: audit a model the user already trained, with the battery ``run`` uses.
+
+Every attack that needs no training runs — the score-based membership
+attacks, the reference attack and RMIA with the reference, exposure with the
+canaries, prefix and sampling extraction, the PII attacks where the members
+carry PII spans — as a task graph of the same task kinds as ``run``
+(:mod:`.graph`), on the same executors, with the same run directory, stage
+markers (an interrupted audit resumes where it stopped), assembly and
+report. The model is an arm of kind ``external`` named ``target``.
+
+The reference model, when given, is also the control: it is evaluated with
+the same battery, as ``run`` evaluates its base model, and every finding on
+the target is judged against it. Without one there is no control, and
+findings are judged against chance and their non-member floors only.
+
+Member and non-member files drawn by the user need not be exchangeable (a
+"shifted split": other dates, sources or formats). The blind baseline
+(:mod:`privleak.audit.blind`) tells them apart without the model; when it
+beats chance the results say that membership AUCs are not evidence of
+leakage, and no empirical ε is computed from them
+(:func:`.evaluate.selection`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+from ..arms import ArmSpec
+from ..config import AuditConfig
+from ..core.io import stable_hash, staging_dir, write_json
+from ..data.canaries import save_canaries
+from ..data.records import write_jsonl
+from ..models.external import ModelRef
+from ..results import AuditResults
+from .assemble import assemble
+from .attack_inputs import AttackInputs, model_fingerprint, records_digest
+from .audit import SPLITS, Audit
+from .evaluate import Target, blind_stage
+from .graph import DATA, Executor, Graph, Sequential, Task, add_evaluation
+from .rundir import RunDir
+
+#: The external arm: the model the user trained.
+TARGET_SPEC = ArmSpec("external")
+TARGET = TARGET_SPEC.name
+
+
+def _write_data(audit: Audit, inputs: AttackInputs) -> None:
+    """The data stage: the user's files as the run's splits, and that the user drew them (``origin.json``)."""
+    splits = {"members": inputs.members, "non_members": inputs.non_members, "population": inputs.population}
+    with staging_dir(audit.run.path("splits")) as tmp:
+        for name in SPLITS:
+            write_jsonl(tmp / f"{name}.jsonl", splits.get(name, []))
+        save_canaries(tmp / "canaries.json", inputs.canaries)
+        write_json(tmp / "origin.json", {"drawn_by": "user", "files": inputs.files})
+
+
+def _reference_stage(audit: Audit, ref: ModelRef) -> None:
+    """The control: the user's reference model, evaluated like ``run``'s base model."""
+    write_json(audit.run.path("base_model.json"), {"kind": "user", "ref": ref.ref, "path": ref.path})
+
+
+def _data_key(cfg: AuditConfig, inputs: AttackInputs) -> str:
+    return stable_hash("external-data", cfg.seed, [records_digest(x) for x in
+                                                    (inputs.members, inputs.non_members, inputs.population)],
+                       [dataclasses.asdict(c) for c in inputs.canaries])
+
+
+def attack_graph(audit: Audit, inputs: AttackInputs, dkey: str) -> Graph:
+    """The blind baseline first (whether the user's sets support an ε bound decides what the attacks report),
+    the reference model as the control, then the target's evaluation — the same tasks as ``run``'s."""
+    cfg = audit.cfg
+    g = Graph(external=frozenset({DATA}))
+    g.add(Task("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
+               blind_stage, (DATA,), ("blind_baseline.json",)))
+    reads: tuple[str, ...] = (DATA, "blind-baseline")
+    targets: list[Target] = []
+    producer: dict[str, str] = {}
+    rkey = "none"
+    if inputs.reference is not None:
+        ref = inputs.reference
+        rkey = stable_hash("external-model", model_fingerprint(ref.path), cfg.model.max_length)
+        g.add(Task("base-model", rkey, partial(_reference_stage, ref=ref), (DATA,), ("base_model.json",)))
+        reads += ("base-model",)
+        targets.append(Target("base", rkey, ref.path, reference=False))
+        producer["base"] = "base-model"
+    t = inputs.target
+    tkey = stable_hash("external-model", model_fingerprint(t.path), t.base and model_fingerprint(t.base.path),
+                       cfg.model.max_length)
+    targets.append(Target(TARGET, tkey, t.path, reference=inputs.reference is not None,
+                          adapter_base=t.base.path if t.base else None, kind=TARGET_SPEC.kind))
+    producer[TARGET] = "blind-baseline"
+    add_evaluation(g, audit, targets, producer, reads, rkey)
+    return g
+
+
+def _not_run(audit: Audit, inputs: AttackInputs) -> None:
+    """Say which attacks had no input to run on, and what to pass."""
+    if inputs.reference is None:
+        audit.warn("not run: the reference attack and RMIA (they need a model that never saw the members: pass "
+                   "--reference, e.g. the model you fine-tuned from); there is no control model either, so every "
+                   "finding is judged against chance and its non-member floor")
+    elif not inputs.population:
+        audit.warn("not run: RMIA (it needs population records the model never saw: pass --population FILE)")
+    if not inputs.canaries:
+        audit.warn("not run: canary exposure and extraction (pass --canaries with the canaries planted in the members)")
+    elif not any(r.kind == "canary" for r in inputs.members):
+        audit.warn("no --members record holds a canary sentence: exposure then measures canaries the model may never "
+                   "have seen (give the members file the model was trained on, canary copies included)")
+    if not any(r.has_pii for r in inputs.members):
+        audit.warn("not run: the PII attacks (the members carry no PII spans: give PrivLeak JSONL with 'pii' spans, "
+                   "e.g. from privleak data generate)")
+
+
+def run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path,
+               notify: Callable[[str], None] = lambda s: None, executor: Executor | None = None) -> AuditResults:
+    """Run (or resume) the attacks on an external model; returns the results also written to ``results.json``.
+    ``executor``: how the graph runs (default sequential); it is closed before returning."""
+    run = RunDir.open(out_dir)
+    notify(f"PrivLeak attack → {run.root}  (target: {inputs.target.ref})")
+    audit = Audit(cfg=cfg, run=run, notify=notify)
+    record = {"command": "attack", "seed": cfg.seed, "profile": cfg.profile,
+              "target": inputs.target.describe(), "reference": inputs.reference.describe() if inputs.reference else None,
+              "files": inputs.files, "data": cfg.data.model_dump(mode="json", include={"text_field", "group_field"}),
+              "model": {"max_length": cfg.model.max_length},
+              "canaries": cfg.canaries.model_dump(mode="json"), "attacks": cfg.attacks.model_dump(mode="json")}
+    write_json(run.path("config.json"), record)
+    dkey = _data_key(cfg, inputs)
+    executor = executor or Sequential()
+    try:
+        executor.run(Graph([Task(DATA, dkey, partial(_write_data, inputs=inputs), outputs=("splits/",))]), audit)
+        executor.run(attack_graph(audit, inputs, dkey), audit)
+    finally:
+        executor.close()
+    _not_run(audit, inputs)
+    t = inputs.target
+    target = {"ref": t.ref, "path": t.path, "adapter": t.adapter, "base": t.base.ref if t.base else None,
+              "base_path": t.base.path if t.base else None}
+    results = assemble(audit, [TARGET_SPEC], control=inputs.reference is not None,
+                       source=f"{inputs.files['--members']} (members) / {inputs.files['--non-members']} (non-members)",
+                       extra={TARGET: {"target": target}})
+    write_json(run.path("results.json"), results.to_json())
+    return results

@@ -1,0 +1,60 @@
+"""What the console and the HTML report share: the attacks grouped for their result types, the context they
+present in, and the arm kinds' hooks — so neither renderer knows an attack or a kind by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..arms import KINDS, ArmKind
+from ..attacks.base import AttackResult, BlindFigures, PresentContext, Runs
+from ..attacks.registry import ATTACKS
+from ..results import CONTROL, ArmResult, AuditResults
+
+
+def title(attack: str) -> str:
+    """"title (citation)" of a registered attack; its own name otherwise."""
+    spec = ATTACKS.get(attack)
+    return f"{spec.title} ({spec.cite})" if spec and spec.cite else attack
+
+
+def short(attack: str) -> str:
+    spec = ATTACKS.get(attack)
+    return spec.title if spec else attack
+
+
+def context(results: AuditResults, mask: Callable[[str], str] = lambda s: s,
+            canary_text: Callable[[str], str | None] = lambda cid: None) -> PresentContext:
+    b = results.blind_baseline
+    blind = None if b is None else BlindFigures(auc=b.auc, auc_ci95=b.auc_ci95, tpr_at_1pct_fpr=b.tpr_at_1pct_fpr,
+                                                tpr_ci95=b.tpr_at_1pct_fpr_ci95, n_members=b.n_members,
+                                                rivalled=frozenset(b.rivalled))
+    design = results.data.membership_design
+    return PresentContext(title=title, short=short, mask=mask, canary_text=canary_text, blind=blind,
+                          membership_unit=design.unit if design else None)
+
+
+def family_runs(results: AuditResults, family: str) -> list[tuple[type[AttackResult], Runs]]:
+    """The attacks of ``family`` present in any model, grouped by result type (registry order), each attack with
+    its (model, result) pairs in model order."""
+    groups: dict[type[AttackResult], Runs] = {}
+    models = results.models()
+    for spec in ATTACKS.values():
+        if spec.family != family:
+            continue
+        rows = [(n, m.attacks[spec.name]) for n, m in models if spec.name in m.attacks]
+        if rows:
+            groups.setdefault(type(rows[0][1]), {})[spec.name] = rows
+    return list(groups.items())
+
+
+def kind_of(arm: ArmResult) -> ArmKind | None:
+    return KINDS.get(arm.kind)
+
+
+def kinds_present(results: AuditResults) -> list[ArmKind]:
+    """The arm kinds of this run's arms, once each, in arm order."""
+    return list(dict.fromkeys(k for a in results.arms.values() if (k := kind_of(a)) is not None))
+
+
+def is_control(results: AuditResults, name: str, arm: ArmResult) -> bool:
+    return arm is results.base_model or name == CONTROL
