@@ -27,7 +27,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 	$(PY) -m pytest -q
 
 docs: $(STAMP)
