@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make run   — install (once) and run the default audit
-#   make test  — install (once) and run the test suite
+#   make test  — install (once), check the layers, build the docs (no warning allowed), run the test suite
 # torch is installed first, pinned to the CPU build: a plain `torch`
 # requirement would otherwise pull several GB of CUDA packages.
 
@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.privleak-installed
 TORCH  ?= torch==2.13.0
 OUT    ?= runs/default
 
-.PHONY: install run test bench clean
+.PHONY: install run test docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 	$(PY) -m pytest -q
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 # bench_ray_scaleout.py without --quick trains the full profile's 67 models twice (hours on 2 cores).
 bench: $(STAMP)
@@ -35,4 +39,4 @@ bench: $(STAMP)
 	  case $$b in *ray_scaleout*) $(PY) $$b --quick || exit 1;; *) $(PY) $$b || exit 1;; esac; done
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

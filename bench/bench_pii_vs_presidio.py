@@ -3,7 +3,7 @@
     python bench/bench_pii_vs_presidio.py [--seed 0] [--n 3000] [--json FILE]
 
 Seed 0 is the held-out REPORTING split of :func:`tests.corpora.build_pii_corpus`
-(the figures quoted in the README come from it); seed 1 is the DEVELOPMENT
+(the figures on docs/results/2026-11-22-tests-and-benchmarks.md come from it); seed 1 is the DEVELOPMENT
 split, where recognizers were tuned, with seeds 2-4 (15,000 records each) for
 rarer failure modes; seed 0's misses are never read. The corpus comes from a
 generator unrelated to PrivLeak's own (five domains — e-mail, chat, legal,

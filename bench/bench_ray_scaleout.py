@@ -10,7 +10,8 @@ on a fresh local Ray with 1 worker and again with 2, each from a copy of that
 directory, so both do exactly the same tasks; Ray's start-up is not timed.
 Printed: each run's wall time, the sum of its task times (work), the 1 ÷ 2
 worker ratio, whether both runs wrote the same artefacts, and the per-task
-costs (median per kind) that the README's plan multiplies by task counts.
+costs (median per kind) that the plan on docs/results/2026-11-23-scale-out.md
+multiplies by task counts.
 ``--eval`` then runs the rest of the graph (utility and attacks per model)
 on the 2-worker directory and prints those costs too. ``--counts`` prints the
 full profile's task counts at 4, 8 and 64 shadows per arm (no training).

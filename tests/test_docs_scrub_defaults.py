@@ -1,4 +1,4 @@
-"""README's "What is scrubbed by default" says what the code does."""
+"""The user guide's "What is scrubbed" page (docs/guide/scrubbing.md) says what the code does."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 from privleak.defenses.pii import DEFAULT_SCRUB_LABELS, OPTIONAL_LABELS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "scrubbing.md"
 
 
 def _section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("#### What is scrubbed by default")
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("## The default set")
     return text[start:text.index("\n#", start + 1)]
 
 
