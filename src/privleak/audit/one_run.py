@@ -62,7 +62,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 __all__ = ["OneRunBound", "OneRunAudit", "dpsgd_mu_clt", "gaussian_delta", "gaussian_mu", "gdp_mu_lower_bound",
-           "guess_grid", "one_run_audit", "one_run_p_value", "steinke_epsilon", "steinke_p_value"]
+           "gdp_p_value", "guess_counts", "guess_grid", "one_run_audit", "one_run_p_value", "steinke_epsilon", "steinke_p_value"]
 
 
 def _check_counts(m: int, r: int, v: int) -> None:
@@ -227,6 +227,35 @@ def gdp_mu_lower_bound(m: int, r: int, v: int, alpha: float = 0.05, mu_max: floa
     return lo
 
 
+def gdp_p_value(m: int, counts: list[tuple[int, int]], mu: float) -> float:
+    """The p-value of "the training is μ-GDP" from a fixed guess grid (Mahloujifar et al. 2024).
+
+    Per candidate, the smallest level a at which :func:`_gdp_falsified` refutes μ (the recursion's
+    starting mass grows with a, so refutation only gets easier: bisection on log a); then the union
+    over the grid, min(1, |grid| · min). A diagnostic: μ-GDP is not what an accountant certifies."""
+    if mu < 0:
+        raise ValueError(f"need μ ≥ 0, got {mu}")
+    if not counts:
+        raise ValueError("no guess counts")
+
+    def one(r: int, v: int) -> float:
+        _check_counts(m, r, v)
+        if r == 0 or v == 0:
+            return 1.0
+        refuted = lambda log_a: _gdp_falsified(m, r, v, math.exp(log_a), mu) > 0  # noqa: E731
+        lo, hi = -700.0, 0.0
+        if not refuted(hi):
+            return 1.0
+        if refuted(lo):
+            return 0.0
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if refuted(mid) else (mid, hi)
+        return math.exp(hi)
+
+    return min(1.0, len(counts) * min(one(r, v) for r, v in counts))
+
+
 # ----------------------------------------------------------------------------- the audit
 
 def guess_grid(m: int) -> list[tuple[int, int]]:
@@ -284,19 +313,7 @@ class OneRunAudit:
         return [(c.guesses, c.correct) for c in self.candidates]
 
 
-def one_run_audit(scores: np.ndarray, included: np.ndarray, *, alpha: float = 0.05, delta: float = 0.0,
-                  gdp: bool = True, grid: list[tuple[int, int]] | None = None) -> OneRunAudit:
-    """The one-run lower bounds of a model from its canary ``scores`` (higher = "in").
-
-    For every (k_in, k_out) of ``grid`` (default :func:`guess_grid` of m): guess
-    "in" for the k_in highest scores, "out" for the k_out lowest, abstain on
-    the rest; count the correct guesses against ``included``; bound at level
-    alpha / |grid| (union bound over the grid). The reported bounds are the
-    maxima over the grid, each a (1 − alpha)-confidence lower bound: on ε
-    (Steinke et al.) and, with ``gdp``, on the μ of μ-GDP (Mahloujifar et al.).
-    Ties in the scores are broken by a fixed permutation (index order), not by
-    the outcome.
-    """
+def _checked(scores: np.ndarray, included: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scores = np.asarray(scores, dtype=np.float64).ravel()
     included = np.asarray(included, dtype=bool).ravel()
     if scores.shape != included.shape:
@@ -305,22 +322,48 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, alpha: float = 0.
         raise ValueError("no canaries to audit")
     if not np.isfinite(scores).all():
         raise ValueError("canary scores contain NaN or infinity")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    return scores, included
+
+
+def guess_counts(scores: np.ndarray, included: np.ndarray,
+                 grid: list[tuple[int, int]] | None = None) -> list[tuple[int, int, int, int]]:
+    """(k_in, k_out, guesses, correct) for every candidate of ``grid`` (default :func:`guess_grid`).
+
+    Guess "in" for the k_in highest scores, "out" for the k_out lowest, abstain on the rest, and
+    count the correct guesses against ``included``. Ties in the scores are broken by a fixed
+    permutation (index order), not by the outcome."""
+    scores, included = _checked(scores, included)
     m = scores.size
     grid = guess_grid(m) if grid is None else list(grid)
-    a = alpha / len(grid)
-    order = np.argsort(-scores, kind="stable")  # highest first
-    inc_sorted = included[order]
-    cands: list[OneRunBound] = []
+    inc_sorted = included[np.argsort(-scores, kind="stable")]  # highest first
+    out = []
     for k_in, k_out in grid:
         if k_in + k_out > m:
             raise ValueError(f"{k_in} + {k_out} guesses exceed the {m} canaries")
         v = int(inc_sorted[:k_in].sum()) + int((~inc_sorted[m - k_out:]).sum() if k_out else 0)
-        r = k_in + k_out
-        cands.append(OneRunBound(k_in=k_in, k_out=k_out, guesses=r, correct=v,
-                                 epsilon_steinke=steinke_epsilon(m, r, v, a, delta),
-                                 mu_gdp_lb=gdp_mu_lower_bound(m, r, v, a) if gdp else None))
+        out.append((k_in, k_out, k_in + k_out, v))
+    return out
+
+
+def one_run_audit(scores: np.ndarray, included: np.ndarray, *, alpha: float = 0.05, delta: float = 0.0,
+                  gdp: bool = True, grid: list[tuple[int, int]] | None = None) -> OneRunAudit:
+    """The one-run lower bounds of a model from its canary ``scores`` (higher = "in").
+
+    The guesses of every candidate of ``grid`` (:func:`guess_counts`), each bounded at level
+    alpha / |grid| (union bound over the grid). The reported bounds are the maxima over the grid,
+    each a (1 − alpha)-confidence lower bound: on ε (Steinke et al.) and, with ``gdp``, on the μ of
+    μ-GDP (Mahloujifar et al.).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    scores, included = _checked(scores, included)
+    m = scores.size
+    counts = guess_counts(scores, included, grid)
+    a = alpha / len(counts)
+    cands = [OneRunBound(k_in=k_in, k_out=k_out, guesses=r, correct=v,
+                         epsilon_steinke=steinke_epsilon(m, r, v, a, delta),
+                         mu_gdp_lb=gdp_mu_lower_bound(m, r, v, a) if gdp else None)
+             for k_in, k_out, r, v in counts]
     best = max(cands, key=lambda c: c.epsilon_steinke)
     return OneRunAudit(m=m, n_in=int(included.sum()), alpha=alpha, alpha_each=a, delta=delta,
                        epsilon_steinke=best.epsilon_steinke,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+from scipy import special
 from scipy import stats as st
 
 # ----------------------------------------------------------------------------
@@ -41,9 +42,11 @@ def clopper_pearson(k, n, alpha: float = 0.05, side: str = "two"):
         raise ValueError("need 0 ≤ k ≤ n and n ≥ 1")
     a_lo = alpha / 2 if side == "two" else alpha
     a_hi = alpha / 2 if side == "two" else alpha
+    # betaincinv(a, b, q) is beta.ppf(q, a, b) (the same Boost routine) without beta.ppf's argument
+    # handling, which costs ~0.5 ms a call: bounds are inverted by bisection in audit/epsilon.py.
     with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k_arr > 0, st.beta.ppf(a_lo, np.maximum(k_arr, 1), n_arr - k_arr + 1), 0.0)
-        hi = np.where(k_arr < n_arr, st.beta.ppf(1 - a_hi, k_arr + 1, np.maximum(n_arr - k_arr, 1)), 1.0)
+        lo = np.where(k_arr > 0, special.betaincinv(np.maximum(k_arr, 1), n_arr - k_arr + 1, a_lo), 0.0)
+        hi = np.where(k_arr < n_arr, special.betaincinv(k_arr + 1, np.maximum(n_arr - k_arr, 1), 1 - a_hi), 1.0)
     if side == "lower":
         hi = np.ones_like(lo)
     elif side == "upper":
