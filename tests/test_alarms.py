@@ -103,6 +103,7 @@ def test_group_privacy_and_the_unit_claim():
     assert al.unit_claim(1.0, 1e-5, 4, unit_privacy=lambda k: (1.5 * k, 1e-5)) == (6.0, 1e-5)
     with pytest.raises(ValueError):
         al.unit_claim(1.0, 1e-5, 0)
+    assert al.largest_unit({"1-1": 300, "2-2": 40, "3-4": 12, "5-8": 0}) == 4
 
 
 def test_membership_bound_is_held_to_the_units_epsilon():
@@ -235,6 +236,6 @@ def test_the_harness_catches_the_old_per_point_roc_rule():
 def test_every_route_full_size(mech, n):
     """Every route as the audit computes it (one-run canaries, three attacks, 2,000 thresholds),
     200 audits per setting: alarm and diagnostic family each ≤ 5 %."""
-    tally = simulate([mech], n=n, runs=200, seed=33, attacks=3)
+    tally = simulate([mech], n=n, runs=200, seed=33 + n, attacks=3)
     assert not _above(tally.alarms, tally.runs, ALPHA), tally
     assert not _above(tally.diagnostics, tally.runs, ALPHA), tally

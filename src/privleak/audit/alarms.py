@@ -153,6 +153,8 @@ def alarm_decision(tests: Sequence[AlarmTest], alpha: float = 0.05) -> AlarmDeci
     the union bound, whatever the dependence between tests. The diagnostics are a second family,
     also at α, reported but never raising the alarm.
     """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     alarms = _outcomes([t for t in tests if t.alarm], alpha)
     diagnostics = _outcomes([t for t in tests if not t.alarm], alpha)
     return AlarmDecision(alpha=alpha, alarms=alarms, diagnostics=diagnostics, statement=_statement(alarms, alpha))
@@ -204,6 +206,16 @@ def unit_claim(epsilon: float, delta: float, unit_records: int,
         eps_k, delta_k = unit_privacy(unit_records)
         return float(eps_k), float(min(1.0, delta_k))
     return group_privacy(epsilon, delta, unit_records)
+
+
+def largest_unit(strata: dict[str, int]) -> int:
+    """The most records a unit of a membership design can hold: the upper end of its largest
+    non-empty stratum (``MembershipDesign.strata``, keys "1-1", "2-2", "3-4", …). Near-duplicate
+    clusters merged into one evaluated unit hold more: pass their size instead when larger."""
+    ends = [int(key.split("-")[-1]) for key, count in strata.items() if count > 0]
+    if not ends:
+        raise ValueError("no evaluated units in the design")
+    return max(ends)
 
 
 def empirical_epsilon_diagnostic(arm: str, bound, epsilon: float, delta: float, unit_records: int = 1,
