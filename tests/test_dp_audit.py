@@ -10,6 +10,7 @@ from conftest import SMALL
 from corpora.email import write_email_corpus
 
 from privleak import pipeline
+from privleak.audit.alarms import alarm_decision, one_run_alarm_test
 from privleak.config import build_config
 
 # A tiny audit in which noise-free clipped SGD memorises its audit canaries: many short canaries, a
@@ -27,6 +28,17 @@ def _flags(results) -> list[str]:
     return [w for w in results.warnings if "EXCEEDS" in w or "VIOLATED" in w or "violate" in w]
 
 
+def _alarm(results):
+    """The family-wise alarm (audit/alarms.py) from what results.json keeps: every DP arm's one-run
+    guess counts against its accountant's record ε."""
+    tests = [one_run_alarm_test(name, arm.one_run_epsilon.m,
+                                [(c.guesses, c.correct) for c in arm.one_run_epsilon.candidates],
+                                arm.privacy.epsilon_per_record, arm.one_run_epsilon.delta)
+             for name, arm in results.arms.items()
+             if arm.privacy is not None and arm.one_run_epsilon is not None and arm.one_run_epsilon.available]
+    return alarm_decision(tests, 0.05)
+
+
 def test_broken_dp_step_is_caught(tmp_path):
     cfg = {**TINY_DP, "dp": {**TINY_DP["dp"], "debug_break": {"dp-1": "no_noise"}}}
     res = pipeline.run_audit(build_config(cfg), tmp_path)
@@ -36,6 +48,8 @@ def test_broken_dp_step_is_caught(tmp_path):
     assert one.available and one.epsilon_steinke > 1.0 and one.exceeds_accountant
     assert arm.verdict.label == "DP GUARANTEE VIOLATED"
     assert any("DP GUARANTEE VIOLATED" in w for w in res.warnings)
+    decision = _alarm(res)
+    assert decision.violated == ["dp-1"] and decision.alarms[0].bound_at_level > 1.0
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -45,6 +59,8 @@ def test_correct_dp_is_never_flagged(tmp_path, seed):
     one = arm.one_run_epsilon
     assert one.available and one.epsilon_steinke <= arm.privacy.epsilon and not one.exceeds_accountant
     assert not _flags(res) and arm.verdict.label != "DP GUARANTEE VIOLATED"
+    decision = _alarm(res)
+    assert len(decision.alarms) == 1 and not decision.violated
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -65,7 +81,7 @@ def test_heavily_duplicated_foreign_corpus_is_not_a_false_alarm(tmp_path, seed):
         assert not arm.empirical_epsilon.exceeds_accountant and arm.empirical_epsilon.dp_bound.ok
     else:
         assert not design.available and design.reason
-    assert not arm.one_run_epsilon.exceeds_accountant
+    assert not arm.one_run_epsilon.exceeds_accountant and not _alarm(res).violated
 
 
 def test_a_shifted_user_split_is_called_out(tmp_path):

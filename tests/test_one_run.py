@@ -1,4 +1,4 @@
-"""The one-run ε lower bounds (audit/one_run.py): known values, limits, and validity on simulated DP mechanisms."""
+"""The one-run lower bounds (audit/one_run.py: ε by Steinke et al., μ of μ-GDP by Mahloujifar et al.): known values, limits, and validity on simulated DP mechanisms."""
 
 from __future__ import annotations
 
@@ -51,10 +51,46 @@ def test_gaussian_mu_is_exactly_eps_delta():
     assert 1 / o.gaussian_mu(1.0, 1e-5) == pytest.approx(3.73, abs=0.01)
 
 
-def test_fdp_is_tighter_than_the_binomial_bound_on_the_same_guesses():
-    # The point of Mahloujifar et al.: for the same guesses the f-DP analysis refutes more.
+def test_gdp_refutes_the_gaussian_mechanism_the_binomial_bound_refutes():
+    # The point of Mahloujifar et al.: for the same guesses the f-DP analysis refutes at least the
+    # Gaussian mechanism that is exactly (ε_steinke, δ)-DP.
     for r, v in ((100, 100), (100, 90), (200, 180)):
-        assert o.fdp_epsilon(1000, r, v, 0.05, 1e-5) >= o.steinke_epsilon(1000, r, v, 0.05, 1e-5)
+        eps = o.steinke_epsilon(1000, r, v, 0.05, 1e-5)
+        assert o.gdp_mu_lower_bound(1000, r, v, 0.05) >= o.gaussian_mu(eps, 1e-5)
+    assert o.gdp_mu_lower_bound(1000, 100, 50) == 0.0 and o.gdp_mu_lower_bound(1000, 0, 0) == 0.0
+
+
+def test_a_mu_bound_is_not_an_epsilon_bound():
+    """Issue 26: the old "ε ≥ … under Gaussian f-DP" read μ_lb as the ε of the Gaussian mechanism with
+    the same (ε, δ). On exactly ε-DP Laplace canaries that reading exceeds the true ε almost always,
+    while the Steinke bound (an (ε, δ) bound) never does: μ-GDP is a stronger claim than ε-DP."""
+    eps, delta, above_as_eps, above_steinke = 1.0, 1e-5, 0, 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        inc = rng.random(1000) < 0.5
+        audit = o.one_run_audit(inc * eps + rng.laplace(size=1000), inc, delta=delta)
+        above_as_eps += audit.mu_gdp_lb > o.gaussian_mu(eps, delta)
+        above_steinke += audit.epsilon_steinke > eps
+    assert above_as_eps >= 15 and above_steinke <= 1
+
+
+def test_dpsgd_mu_by_the_clt():
+    # μ = q √(T (e^{1/σ²} − 1)) (Bu et al. 2020): σ = 1, q = 0.01, T = 1000 → 0.01 · √(1000 (e − 1)).
+    assert o.dpsgd_mu_clt(1.0, 0.01, 1000) == pytest.approx(0.01 * math.sqrt(1000 * (math.e - 1)))
+    assert o.dpsgd_mu_clt(2.0, 0.01, 1000) < o.dpsgd_mu_clt(1.0, 0.01, 1000)
+    with pytest.raises(ValueError):
+        o.dpsgd_mu_clt(0.0, 0.01, 10)
+
+
+def test_one_run_p_value_pays_the_grid_and_matches_the_bound():
+    counts = [(50, 50), (200, 180), (500, 400), (1000, 700)]
+    ps = [o.steinke_p_value(1000, r, v, 1.0, 1e-5) for r, v in counts]
+    assert o.one_run_p_value(1000, counts, 1.0, 1e-5) == pytest.approx(min(1.0, 4 * min(ps)))
+    # p ≤ a exactly when the bound at a / |grid| exceeds ε.
+    for eps in (0.5, 1.0, 1.5, 2.0):
+        p = o.one_run_p_value(1000, counts, eps, 1e-5)
+        bound = max(o.steinke_epsilon(1000, r, v, 0.01 / 4, 1e-5) for r, v in counts)
+        assert (p <= 0.01) == (bound > eps)
 
 
 def _randomised_response(eps: float, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +104,7 @@ def _randomised_response(eps: float, m: int, seed: int) -> tuple[np.ndarray, np.
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
 def test_never_above_the_true_epsilon_of_randomised_response(eps):
-    bounds = [o.one_run_audit(*_randomised_response(eps, 500, s), alpha=0.05, fdp=False).epsilon_steinke
+    bounds = [o.one_run_audit(*_randomised_response(eps, 500, s), alpha=0.05, gdp=False).epsilon_steinke
               for s in range(60)]
     exceed = sum(b > eps for b in bounds)
     assert exceed <= 3, f"{exceed}/60 bounds above the true ε = {eps}: {sorted(bounds)[-5:]}"
@@ -76,7 +112,7 @@ def test_never_above_the_true_epsilon_of_randomised_response(eps):
         assert np.median(bounds) > 0.4 * eps
 
 
-def test_never_above_the_true_epsilon_of_a_gaussian_mechanism():
+def test_never_above_the_true_epsilon_or_mu_of_a_gaussian_mechanism():
     delta = 1e-5
     for mu in (1.0, 3.0):
         true_eps = optimize.brentq(lambda e: o.gaussian_delta(mu, e) - delta, 0.0, 100.0)
@@ -85,14 +121,14 @@ def test_never_above_the_true_epsilon_of_a_gaussian_mechanism():
             inc = rng.random(500) < 0.5
             audit = o.one_run_audit(inc * mu + rng.normal(size=500), inc, delta=delta, grid=[(25, 25), (50, 0)])
             assert audit.epsilon_steinke <= true_eps
-            assert audit.epsilon_fdp is not None and audit.epsilon_fdp <= true_eps
+            assert audit.mu_gdp_lb is not None and audit.mu_gdp_lb <= mu
 
 
 def test_perfect_separation_and_no_signal():
     rng = np.random.default_rng(1)
     inc = rng.random(1000) < 0.5
     perfect = o.one_run_audit(inc.astype(float), inc, delta=1e-5)
-    assert perfect.epsilon_steinke > 3 and perfect.epsilon_fdp > perfect.epsilon_steinke
+    assert perfect.epsilon_steinke > 3 and perfect.mu_gdp_lb > o.gaussian_mu(perfect.epsilon_steinke, 1e-5)
     noise = o.one_run_audit(rng.normal(size=1000), inc, delta=1e-5)
     assert noise.epsilon_steinke < 0.5
     # The union bound over the grid: each candidate at alpha / |grid|.

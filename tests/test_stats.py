@@ -201,3 +201,63 @@ def test_mia_metrics_has_tpr_cis():
         assert ci[0] <= ci[1] and ci[0] - 0.05 <= value <= ci[1] + 0.05
     assert m.auc_ci95[0] < m.auc < m.auc_ci95[1]
     assert mia_metrics(np.ones(3), np.zeros(3), bootstrap=0).tpr_at_1pct_fpr_ci95 is None
+
+
+# ----------------------------------------------------------------------------- combined p-values, paired tests
+
+def test_combined_p_values_match_scipy():
+    from scipy.stats import combine_pvalues
+
+    from privleak.core.stats import fisher_combined_p, min_p_combined
+
+    p = np.array([0.2, 0.01, 0.5, 0.04, 0.9])
+    assert fisher_combined_p(p) == pytest.approx(combine_pvalues(p, method="fisher").pvalue, rel=1e-12)
+    assert min_p_combined(p) == pytest.approx(combine_pvalues(p, method="tippett").pvalue, rel=1e-12)
+    assert min_p_combined([1.0, 1.0]) == 1.0
+    with pytest.raises(ValueError):
+        fisher_combined_p([0.0, 0.5])
+    with pytest.raises(ValueError):
+        min_p_combined([])
+
+
+def test_sign_flip_exact_and_monte_carlo():
+    import itertools
+
+    from privleak.core.stats import sign_flip_p
+
+    d = np.array([1.5, -0.2, 0.7, 2.1, 0.4, -1.0, 0.9])
+    sums = [sum(s * x for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=d.size)]
+    want = sum(t >= d.sum() - 1e-12 for t in sums) / len(sums)
+    assert sign_flip_p(d) == pytest.approx(want)
+    assert sign_flip_p(-d, "less") == pytest.approx(want)
+    assert sign_flip_p(d, "two-sided") == pytest.approx(sum(abs(t) >= d.sum() - 1e-12 for t in sums) / len(sums))
+    assert sign_flip_p(np.zeros(5)) == 1.0 and sign_flip_p(np.ones(10)) == pytest.approx(1 / 1024)
+    rng = np.random.default_rng(0)
+    big = rng.normal(0.3, 1.0, 40)  # Monte Carlo (n > 16) agrees with the normal approximation
+    from scipy.stats import norm
+
+    assert sign_flip_p(big) == pytest.approx(norm.sf(big.sum() / np.sqrt((big**2).sum())), abs=0.02)
+    with pytest.raises(ValueError):
+        sign_flip_p([1.0, np.nan])
+
+
+def test_sign_flip_is_valid_under_symmetry():
+    from privleak.core.stats import sign_flip_p
+
+    rng = np.random.default_rng(1)
+    ps = np.array([sign_flip_p(rng.standard_t(3, 12)) for _ in range(2000)])
+    for a in (0.01, 0.05, 0.2):
+        assert np.mean(ps <= a) <= a + 3 * np.sqrt(a * (1 - a) / ps.size)
+
+
+def test_bootstrap_mean_ci_covers_the_mean():
+    from privleak.core.stats import bootstrap_mean_ci
+
+    rng = np.random.default_rng(2)
+    cover = 0
+    for i in range(300):
+        x = rng.exponential(1.0, 60)
+        lo, hi = bootstrap_mean_ci(x, seed=i, n_resamples=1000)
+        cover += lo <= 1.0 <= hi
+    assert 0.88 <= cover / 300 <= 0.99  # percentile bootstrap at n = 60: close to 95 %, a little under
+    assert bootstrap_mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)

@@ -313,7 +313,7 @@ class OneRunConfig(_Strict):
     # corpus (seed 0; 4-word prefix, tokens 2..k scored): canary AUC 0.576 → 0.606, one-run ε ≥ 0.12 → 0.37
     # (0.614 and 0.78 with dp.train_output); and a canary is 6 words of training text instead of 12.
     secret_words: int = Field(2, ge=1)
-    fdp: bool = True  # also the Gaussian f-DP bound (Mahloujifar et al. 2024)
+    fdp: bool = True  # also the μ-GDP lower bound (Mahloujifar et al. 2024): a μ, not an ε
 
 
 class ExecutorConfig(_Strict):

@@ -322,24 +322,24 @@ class OneRunCandidate(Typed):
     guesses: int
     correct: int
     epsilon_steinke: float
-    epsilon_fdp: float | None = None
+    mu_gdp_lb: float | None = None
 
 
 class OneRunEpsilon(Typed):
     """The one-run ε lower bounds of one model from its audit canaries (audit/one_run.py).
 
-    ``epsilon_steinke``: Steinke, Nasr & Jagielski 2023 — valid for any (ε, δ)-DP training, the
-    figure checked against the accountant. ``epsilon_fdp``: Mahloujifar, Melis & Chaudhuri 2024 under
-    the Gaussian trade-off function with the same (ε, δ) (the curve DP-SGD's analysis approximates;
-    tighter, but it refutes "as private as that Gaussian mechanism", not (ε, δ)-DP itself). Both are
-    maxima over a fixed grid of guess counts at α / |grid| each. ``available`` false: no bound, and
-    ``reason`` says why.
+    ``epsilon_steinke``: Steinke, Nasr & Jagielski 2023 — an ε lower bound valid for any (ε, δ)-DP
+    training, the figure checked against the accountant. ``mu_gdp_lb``: Mahloujifar, Melis & Chaudhuri
+    2024 — a lower bound on the μ of μ-Gaussian DP (it refutes "the training is μ-GDP", a stronger claim
+    than (ε, δ)-DP), never an ε: read it against the μ the DP-SGD run implies
+    (:func:`privleak.audit.one_run.dpsgd_mu_clt`). Both are maxima over a fixed grid of guess counts at
+    α / |grid| each. ``available`` false: no bound, and ``reason`` says why.
     """
 
     available: bool
     reason: str = ""
     epsilon_steinke: float | None = None
-    epsilon_fdp: float | None = None
+    mu_gdp_lb: float | None = None
     m: int = 0
     n_included: int = 0
     score: str = ""

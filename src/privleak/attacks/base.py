@@ -55,26 +55,35 @@ FAMILY_TITLES: dict[str, str] = {"membership": "Membership inference", "canaries
 
 @dataclass(frozen=True)
 class Policy:
-    """When an attack counts as "near chance" (the report prints these thresholds)."""
+    """Every threshold a verdict, an alarm or the recommendation uses, in one place (the report
+    prints :meth:`describe`).
 
-    # Membership: the AUC's 95 % CI reaches within auc_margin of the control's AUC, and the
-    # TPR@1%FPR CI reaches within tpr_margin of max(1 %, the control's TPR@1%FPR).
+    * Membership: near chance when the AUC's 95 % CI reaches within ``auc_margin`` of the control's
+      AUC, and the TPR@1%FPR CI within ``tpr_margin`` of max(1 %, the control's TPR@1%FPR).
+    * Canaries (exposure) and counts (extraction, PII attacks): a leak is a one-sided test against
+      chance / the floor and the control at level ``alpha`` (``ExposureResult.assess``,
+      :func:`count_finding`).
+    * "DP guarantee violated": family-wise false-alarm probability ≤ ``alarm_alpha`` over every arm
+      and route of the audit (:mod:`privleak.audit.alarms`).
+    * Recommendation: arms whose utility intervals overlap the best's are within noise of it; among
+      them the smallest accountant ε, then the name (:mod:`privleak.audit.ties`).
+    """
+
     auc_margin: float = 0.02
     tpr_margin: float = 0.01
-    # Canaries: mean exposure at most exposure_margin bits above max(chance, the control's) and no
-    # more secrets ranked first than on the control.
-    exposure_margin: float = 1.0
-    # Counts (extraction, PII attacks): above the floor and above the control by a
-    # one-sided Fisher exact test at level alpha.
     alpha: float = 0.05
+    alarm_alpha: float = 0.05
 
     def describe(self) -> str:
         return (f"Near chance means: every membership attack's AUC 95% CI reaches within {self.auc_margin} of the "
                 f"control's AUC (and its TPR@1%FPR CI, when reported, within {self.tpr_margin} of max(1%, the "
-                f"control's)); mean canary exposure is at most {self.exposure_margin:g} bit above chance (or the "
-                "control's, when higher) and no more canary secrets rank first than on the control; no planted canary secret is generated exactly; and every extraction and "
-                "PII-attack count is not significantly above both its non-member floor and the control model "
-                f"(one-sided Fisher exact test, α = {self.alpha:g}).")
+                "control's)); the planted canary secrets do not rank significantly better than chance among their "
+                "candidates (nor, when the control's own ranks are not uniform, than the control's); no planted canary "
+                "secret is generated exactly; and every extraction and PII-attack count is not significantly above "
+                f"both its non-member floor and the control model (one-sided tests at α = {self.alpha:g}). "
+                f"\"DP guarantee violated\" has a false-alarm probability of at most {self.alarm_alpha:g} over the "
+                "whole audit. Arms whose utility intervals overlap are within noise of each other: among those "
+                "within noise of the best, the smallest ε is recommended, then the first by name.")
 
 
 @dataclass(frozen=True)

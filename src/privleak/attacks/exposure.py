@@ -29,6 +29,7 @@ from scipy import stats
 from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..core.progress import progress_bar
+from ..core.stats import bootstrap_mean_ci, fisher_combined_p, min_p_combined, sign_flip_p
 from ..data.canaries import Canary, sample_candidates
 from ..models.device import model_device, oom_as_error
 from ..models.handle import ModelHandle
@@ -130,25 +131,25 @@ class ExposureResult(AttackResult):
         return out
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
-        """Near chance: no more secrets ranked first than on the control and mean exposure at most
-        ``exposure_margin`` bits above the floor, max(chance, the control's mean exposure).
+        """Leaks when :func:`exposure_test` says the planted secrets rank better than chance (and,
+        when the control's own ranks are not uniform, better than the control's), at ``policy.alpha``.
 
-        The control never saw a canary, so what it scores is chance for this model and these few
-        canaries (with four canaries the mean of a uniform rank's exposure has a standard error of
-        ≈ 0.7 bits): an arm that scores what the control scores has not leaked."""
+        Replaces a fixed "+1 bit over the floor" line on the mean of a dozen canaries, which flipped
+        with noise (2.41 vs 2.47 bits for one unchanged arm, issue 26): the verdict is now a test with
+        a stated error rate, and the figure carries the mean difference with its interval."""
         if not self.canaries:
             return Finding(attack, None, "")
+        ctrl = control if isinstance(control, ExposureResult) and control.canaries else None
+        test = exposure_test(self, ctrl, policy.alpha)
         mexp, n, n_first = self.mean_exposure, len(self.canaries), self.n_ranked_first
         size = self.canaries[0].n_candidates
-        floor, first_floor = self.chance_exposure, 0
-        if isinstance(control, ExposureResult) and control.canaries:
-            floor, first_floor = max(floor, control.mean_exposure or floor), control.n_ranked_first
+        lo, hi = test.mean_diff_ci
         figure = (f"canaries: mean exposure {mexp:.2f} bits (chance {self.chance_exposure:.2f}"
-                  + (f", control {floor:.2f}" if floor > self.chance_exposure else "")
-                  + f"), {n_first}/{n} secrets ranked first of {size:,}")
-        leaks = n_first > first_floor or mexp > floor + policy.exposure_margin
+                  + (f", control {ctrl.mean_exposure:.2f}" if ctrl else "")
+                  + f"), {n_first}/{n} secrets ranked first of {size:,}; {test.mean_diff:+.2f} bits vs "
+                  + f"{test.versus} [95% CI {lo:+.2f}, {hi:+.2f}], p = {test.p_chance:.2g} vs chance")
         reason = ""
-        if n_first:
+        if test.leaks and n_first:
             reps = sorted({c.repeats for c in self.canaries if c.rank <= 1})
             first = [c for c in self.canaries if c.rank <= 1]
             ext = sum(c.exposure_extrapolated for c in first) / len(first)
@@ -156,9 +157,89 @@ class ExposureResult(AttackResult):
                       f"{', '.join(map(str, reps))}× in training); extrapolated over the whole secret space their "
                       f"exposure is {ext:.1f} bits on average — measured ranks, not a recovery: greedy canary "
                       "extraction says whether the model also generates them")
-        elif leaks:
-            reason = f"planted secrets are more likely than chance (mean exposure {mexp:.2f} bits vs {floor:.2f})"
-        return Finding(attack, leaks, figure, reason)
+        elif test.leaks:
+            reason = (f"planted secrets rank better than chance (mean exposure {mexp:.2f} bits, "
+                      f"{test.mean_diff:+.2f} vs {test.versus}; p = {test.p_chance:.2g})")
+        return Finding(attack, test.leaks, figure, reason)
+
+
+@dataclass(frozen=True)
+class ExposureTest:
+    """:func:`exposure_test`'s answer.
+
+    ``p_chance``: the arm's canary ranks against uniform; ``control_p_chance``: the control's, on the
+    same canaries (None without a control); ``p_control``: the paired sign-flip test of the arm's
+    exposures over the control's (None without a control); ``mean_diff`` and ``mean_diff_ci``: the
+    mean exposure minus the control's on the same canaries (``versus`` "control") or minus the
+    uniform rank's expected exposure (``versus`` "chance"), with a 95 % percentile bootstrap interval
+    over canaries."""
+
+    n: int
+    alpha: float
+    p_chance: float
+    control_p_chance: float | None
+    p_control: float | None
+    versus: Literal["control", "chance"]
+    mean_diff: float
+    mean_diff_ci: tuple[float, float]
+    leaks: bool
+
+
+def rank_p_values(canaries: list[CanaryExposure]) -> np.ndarray:
+    """Per canary, P[a secret the model knows nothing about ranks this high] = rank / |R|.
+
+    The true secret and its |R| − 1 candidates are distinct uniform draws from one space, so for a
+    model that never saw the secret its rank is uniform on 1..|R|: P[rank ≤ r] = r/|R|, i.e.
+    P[exposure ≥ x] = 2^{−x}. (Mid-ranks split exact ties of log-likelihoods, which continuous
+    scores make vanishingly rare.)"""
+    return np.array([min(1.0, max(c.rank, 1.0) / c.n_candidates) for c in canaries], dtype=np.float64)
+
+
+def chance_p_value(canaries: list[CanaryExposure]) -> float:
+    """One-sided p-value of "these canaries' ranks are uniform": 2 · min(Fisher, Tippett), capped at 1.
+
+    Fisher's combination (−2 Σ ln p_i ~ χ²_{2n}, i.e. the sum of exposures) catches many canaries a
+    little above chance; Tippett's (1 − (1 − min p_i)^n) one canary ranked first of 10,000, which
+    Fisher dilutes among a dozen. The factor 2 is the Bonferroni price of using both. Given the
+    model, canaries' candidates are drawn independently, so the ranks are independent under the null."""
+    p = rank_p_values(canaries)
+    return min(1.0, 2.0 * min(fisher_combined_p(p), min_p_combined(p)))
+
+
+def exposure_test(arm: ExposureResult, control: ExposureResult | None, alpha: float = 0.05,
+                  seed: int = 0) -> ExposureTest:
+    """Does the arm know its planted secrets? A test with a stated error rate.
+
+    leaks ⇔ p_chance ≤ α, and, when the control's own ranks are *not* uniform (its p_chance ≤ α:
+    the candidates are not exchangeable with the secret, e.g. a format artefact), also the paired
+    sign-flip test of the arm's exposures over the control's (matched by canary) at α. False leak
+    rate: ≤ α exactly when the control's ranks are uniform (the chance test is exact), ≤ α as far
+    as the paired test is valid otherwise (both must reject). The mean difference and its bootstrap
+    interval are reported against the control when there is one, else against chance."""
+    if not arm.canaries:
+        raise ValueError("no canaries to test")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    p_chance = chance_p_value(arm.canaries)
+    exp = np.array([c.exposure for c in arm.canaries])
+    by_id = {c.canary_id: c for c in control.canaries} if control is not None else {}
+    pairs = [(c, by_id[c.canary_id]) for c in arm.canaries if c.canary_id in by_id]
+    if pairs:
+        ctrl = [b for _, b in pairs]
+        control_p = chance_p_value(ctrl)
+        d = np.array([a.exposure - b.exposure for a, b in pairs])
+        p_control = sign_flip_p(d, "greater", seed=seed)
+        versus: Literal["control", "chance"] = "control"
+        diff, ci = float(d.mean()), bootstrap_mean_ci(d, 0.05, seed=seed)
+        leaks = p_chance <= alpha and (control_p > alpha or p_control <= alpha)
+    else:
+        control_p = p_control = None
+        versus = "chance"
+        x = exp - arm.chance_exposure
+        diff, ci = float(x.mean()), bootstrap_mean_ci(x, 0.05, seed=seed)
+        leaks = p_chance <= alpha
+    return ExposureTest(n=len(arm.canaries), alpha=alpha, p_chance=p_chance, control_p_chance=control_p,
+                        p_control=p_control, versus=versus, mean_diff=diff, mean_diff_ci=ci, leaks=bool(leaks))
 
 
 def chance_exposure(n_candidates: int) -> float:

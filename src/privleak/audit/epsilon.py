@@ -1,4 +1,4 @@
-"""Empirical ε: a lower bound on ε from a membership test, and the DP bound on ROC points.
+"""Empirical ε: a lower bound on ε from a membership test, and the DP bound on ROC curves.
 
 Jagielski et al. 2020 ("Auditing differentially private machine learning:
 how private is private SGD?") and Nasr et al. 2021 ("Adversary
@@ -12,7 +12,28 @@ A membership test "member iff score ≥ t" is such an S, so any test gives
 ε ≥ ln((TPR − δ) / FPR); with one-sided Clopper–Pearson bounds TPR_lo and
 FPR_hi the bound ε ≥ ln((TPR_lo − δ) / FPR_hi) holds with confidence 1 − α.
 See :func:`empirical_epsilon` for the exact procedure. Checked in
-``tests/test_stats.py``.
+``tests/test_stats.py`` and ``tests/test_alarms.py``.
+
+What these bounds assume, and why they are diagnostics, not alarms
+(:mod:`privleak.audit.alarms`):
+
+* **Independent trials.** Clopper–Pearson (and DKW in :func:`roc_band_check`)
+  treat the evaluated members' outcomes as independent draws. Jagielski et
+  al. train one model per trial; PrivLeak evaluates many members of *one*
+  model, whose outcomes the model couples. DP itself does not make them
+  independent. Steinke, Nasr & Jagielski (2023) prove the binomial bound
+  still holds for the count of correct guesses when every unit's membership
+  is an independent fair coin — which is how the one-run audit canaries are
+  inserted (:mod:`privleak.audit.one_run`), but not how the data is split:
+  the split is a random partition of fixed sizes and the evaluated units are
+  matched per stratum after the split, so their membership bits are neither
+  independent nor chosen blind. The bounds here are exact when trials are
+  independent (as in the simulations) and indicative otherwise.
+* **The unit.** Members are drawn one record per unit (person, group,
+  distinct text), but every record of the unit was trained on: under
+  record-level (ε, δ)-DP a unit of k records is protected only at the group
+  level, (kε, k·e^{(k−1)ε}·δ) (:func:`group_privacy`). A membership bound is
+  compared with the ε of the evaluated units, never the per-record ε.
 """
 
 from __future__ import annotations
@@ -87,6 +108,73 @@ def _test_counts(kp_ge, np_, kn_ge, nn, who: str, side: str):
     return (kp, np_, kn, nn) if who == "pos" else (kn, nn, kp, np_)
 
 
+def split_halves(pos: np.ndarray, neg: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(pos_select, pos_eval, neg_select, neg_eval), each sorted: ``pos`` and ``neg`` shuffled with
+    ``seed`` and cut in half, the first ⌊n/2⌋ to select with, the rest to evaluate on. The same seed
+    gives every attack the same cut, so an attack chosen on the selection halves is independent of
+    the evaluation halves."""
+    pos = np.asarray(pos, dtype=np.float64).ravel()
+    neg = np.asarray(neg, dtype=np.float64).ravel()
+    rng = np.random.default_rng(seed)
+    pos, neg = pos[rng.permutation(pos.size)], neg[rng.permutation(neg.size)]
+    hp, hn = pos.size // 2, neg.size // 2
+    return np.sort(pos[:hp]), np.sort(pos[hp:]), np.sort(neg[:hn]), np.sort(neg[hn:])
+
+
+def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
+    """The (ε, δ) that record-level (ε, δ)-DP gives a unit of k records: (kε, k·e^{(k−1)ε}·δ)
+    (group privacy: Dwork & Roth 2014, Thm 2.2, for δ = 0; the δ term by the same induction), δ capped at 1."""
+    if k < 1 or epsilon < 0 or not 0.0 <= delta <= 1.0:
+        raise ValueError(f"need k ≥ 1, ε ≥ 0 and δ in [0, 1], got k={k}, ε={epsilon}, δ={delta}")
+    if k == 1:
+        return float(epsilon), float(delta)
+    log_d = math.log(k) + (k - 1) * epsilon + math.log(delta) if delta > 0 else -math.inf
+    return float(k * epsilon), float(min(1.0, math.exp(min(log_d, 0.0))))
+
+
+def epsilon_test_p_value(k_p: int, n_p: int, k_q: int, n_q: int, epsilon: float, delta: float) -> float:
+    """p-value of "P ≤ e^ε·Q + δ" from k_p of n_p (the rate P of a set S on one side) and k_q of n_q
+    (the rate Q of S on the other side), with S fixed before these counts were seen.
+
+    Rejected at level a when CP_lo(P; a/2) − δ > e^ε · CP_hi(Q; a/2) (one-sided Clopper–Pearson, a/2
+    each: jointly 1 − a, as :func:`empirical_epsilon`); p is the smallest such a (bisection on log a;
+    the condition only gets easier as a grows). Equivalently p ≤ a iff the bound ln((P_lo − δ)/Q_hi)
+    at a exceeds ε. Valid when the n_p and n_q outcomes are independent trials (module docstring).
+    """
+    if n_p < 1 or n_q < 1 or not (0 <= k_p <= n_p and 0 <= k_q <= n_q):
+        raise ValueError(f"need 0 ≤ k ≤ n, n ≥ 1, got {k_p}/{n_p} and {k_q}/{n_q}")
+    if epsilon < 0 or not 0.0 <= delta <= 1.0:
+        raise ValueError(f"need ε ≥ 0 and δ in [0, 1], got {epsilon}, {delta}")
+    e = math.exp(epsilon)
+
+    def rejects(log_a: float) -> bool:
+        a = math.exp(log_a)
+        p_lo = clopper_pearson(k_p, n_p, a / 2, "lower")[0]
+        q_hi = clopper_pearson(k_q, n_q, a / 2, "upper")[1]
+        return p_lo - delta > e * q_hi
+
+    lo, hi = -700.0, math.log(1.0 - 1e-12)
+    if not rejects(hi):
+        return 1.0
+    if rejects(lo):
+        return 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if rejects(mid) else (mid, hi)
+    return float(math.exp(hi))
+
+
+def held_out_counts(bound) -> tuple[int, int, int, int]:
+    """(k_P, n_P, k_Q, n_Q) of an :class:`EmpiricalEpsilon` (or its serialised form) on its evaluation
+    half: P is the side named first in ``bound.test``, so :func:`epsilon_test_p_value` can test the same
+    (t, S) against another (ε, δ)."""
+    test = next((t for t in _TESTS if t[0] == bound.test), None)
+    if test is None:
+        raise ValueError(f"unknown test {bound.test!r}")
+    n_p, n_q = (bound.n_pos_eval, bound.n_neg_eval) if test[1] == "pos" else (bound.n_neg_eval, bound.n_pos_eval)
+    return int(bound.k_p_eval), int(n_p), int(bound.k_q_eval), int(n_q)
+
+
 def empirical_epsilon(
     pos: np.ndarray,
     neg: np.ndarray,
@@ -117,8 +205,12 @@ def empirical_epsilon(
     with ``bonferroni=True`` each CP bound is taken at level 1 − α/2, P_lo ≤
     P and Q_hi ≥ Q hold jointly with probability ≥ 1 − α, and then
     (P_lo − δ)/Q_hi ≤ (P − δ)/Q ≤ e^ε for any (ε, δ)-DP mechanism: the
-    result exceeds the true ε with probability at most α. (``bonferroni=False``
-    uses 1 − α per bound, as some papers do: joint level 1 − 2α.)
+    result exceeds the true ε with probability at most α — *if* the held-out
+    outcomes are independent trials (module docstring: with many members of
+    one model they are not, so this is a diagnostic). (``bonferroni=False``
+    uses 1 − α per bound, as some papers do: joint level 1 − 2α.) The
+    held-out counts are returned, so the same (t, S) can be tested against
+    another (ε, δ), e.g. a unit's group ε (:func:`epsilon_test_p_value`).
     """
     pos = np.asarray(pos, dtype=np.float64).ravel()
     neg = np.asarray(neg, dtype=np.float64).ravel()
@@ -131,11 +223,8 @@ def empirical_epsilon(
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     a = alpha / 2 if bonferroni else alpha
-    rng = np.random.default_rng(seed)
-    pos, neg = pos[rng.permutation(pos.size)], neg[rng.permutation(neg.size)]
-    hp, hn = pos.size // 2, neg.size // 2
-    pos_sel, pos_ev = np.sort(pos[:hp]), np.sort(pos[hp:])
-    neg_sel, neg_ev = np.sort(neg[:hn]), np.sort(neg[hn:])
+    pos_sel, pos_ev, neg_sel, neg_ev = split_halves(pos, neg, seed)
+    hp, hn = pos_sel.size, neg_sel.size
 
     cand = np.unique(np.concatenate([pos_sel, neg_sel]))
     if cand.size > max_thresholds:
@@ -238,7 +327,10 @@ def dp_bound_check(
     and ``n_neg`` (the counts behind the rates) to check statistically
     instead: the left-hand rate is replaced by its one-sided lower CP bound
     and the right-hand rate by its upper one (each at 1 − α/2), so a
-    reported violation is significant at level α (per point).
+    reported violation is significant at level α **per point** only: over
+    the thousands of points of a ROC curve, on the attack chosen on the same
+    data, it flagged 6–15 % of exactly ε-DP mechanisms (issue 26). Never an
+    alarm: for a statement about the whole curve use :func:`roc_band_check`.
     Returns every violating point and the maximum excess lhs − rhs.
     """
     fpr = np.asarray(fpr, dtype=np.float64).ravel()
@@ -280,3 +372,99 @@ def dp_bound_check(
                 BoundViolation(int(i), name, float(fpr[i]), float(tpr[i]), float(lhs[i]), float(rhs[i]), float(excess[i]))
             )
     return DpBoundCheck(epsilon=float(epsilon), delta=float(delta), violations=violations, max_excess=float(max_excess))
+
+
+# ----------------------------------------------------------------------------
+# The DP bound on a whole held-out ROC curve, simultaneously
+
+
+@dataclass(frozen=True)
+class RocBandCheck:
+    """:func:`roc_band_check`'s answer. ``p_value``: of "every point of the curve is inside the
+    (ε, δ) region"; ``worst``: the threshold, inequality and point estimates where the margin is
+    largest; ``half_widths``: the DKW half-widths (members, non-members) at level ``alpha``."""
+
+    epsilon: float
+    delta: float
+    alpha: float
+    p_value: float
+    n_pos: int
+    n_neg: int
+    half_widths: tuple[float, float]
+    worst_threshold: float
+    worst_inequality: str
+    worst_fpr: float
+    worst_tpr: float
+
+    @property
+    def violated(self) -> bool:
+        return self.p_value <= self.alpha
+
+    def to_dict(self) -> dict:
+        d = asdict(self) | {"violated": self.violated}
+        if not math.isfinite(d["worst_threshold"]):
+            d["worst_threshold"] = None
+        return d
+
+
+def dkw_half_width(n: int, alpha: float) -> float:
+    """λ with P[sup_t |F̂_n(t) − F(t)| > λ] ≤ alpha for n i.i.d. draws: √(ln(2/alpha) / (2n))
+    (Dvoretzky–Kiefer–Wolfowitz with Massart's 1990 constant; any distribution, ties included)."""
+    if n < 1 or not 0.0 < alpha < 1.0:
+        raise ValueError(f"need n ≥ 1 and alpha in (0, 1), got {n}, {alpha}")
+    return math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+
+
+def roc_band_check(pos_eval: np.ndarray, neg_eval: np.ndarray, epsilon: float, delta: float,
+                   alpha: float = 0.05) -> RocBandCheck:
+    """Test a whole held-out ROC curve against (ε, δ)-DP with one simultaneous band.
+
+    With DKW bands at level alpha/2 on each side's empirical CDF (half-widths
+    λ_P = √(ln(4/alpha)/(2 n_pos)), λ_Q likewise), TPR(t) and FPR(t) lie within
+    ±λ of their estimates *for every threshold t at once* with probability
+    ≥ 1 − alpha. So every point and all four forms of the DP inequality
+    (TPR ≤ e^ε·FPR + δ, 1 − FPR ≤ e^ε·(1 − TPR) + δ and the two swapped ones,
+    as :func:`dp_bound_check`) are tested together at level alpha, with no
+    union bound over points: a violation is lhs − λ_lhs > e^ε·(rhs + λ_rhs) + δ.
+    The p-value is closed-form: with c* = max over points and forms of
+    (lhs − e^ε·rhs − δ) / (1/√(2 n_lhs) + e^ε/√(2 n_rhs)), p = min(1, 4·e^{−c*²}).
+
+    Pass scores the attack choice has not seen (the evaluation halves of
+    :func:`split_halves`, the attack chosen on the selection halves): the band
+    is then valid for the chosen attack. It assumes independent draws (module
+    docstring), so it is a diagnostic. It is weaker than the Clopper–Pearson
+    bound at a single threshold (additive λ at small FPR) but needs no
+    threshold choice.
+    """
+    pos = np.sort(np.asarray(pos_eval, dtype=np.float64).ravel())
+    neg = np.sort(np.asarray(neg_eval, dtype=np.float64).ravel())
+    if pos.size < 1 or neg.size < 1:
+        raise ValueError(f"need member and non-member scores, got {pos.size} and {neg.size}")
+    if not (np.isfinite(pos).all() and np.isfinite(neg).all()):
+        raise ValueError("scores contain NaN or infinity")
+    if epsilon < 0 or not 0.0 <= delta <= 1.0:
+        raise ValueError(f"need ε ≥ 0 and δ in [0, 1], got {epsilon}, {delta}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    e = math.exp(epsilon)
+    t = np.append(np.unique(np.concatenate([pos, neg])), np.inf)
+    tpr = _counts_ge(pos, t) / pos.size
+    fpr = _counts_ge(neg, t) / neg.size
+    sp, sn = 1.0 / math.sqrt(2.0 * pos.size), 1.0 / math.sqrt(2.0 * neg.size)
+    forms = (("TPR <= e^eps*FPR + delta", tpr, sp, fpr, sn),
+             ("1-FPR <= e^eps*(1-TPR) + delta", 1 - fpr, sn, 1 - tpr, sp),
+             ("FPR <= e^eps*TPR + delta", fpr, sn, tpr, sp),
+             ("1-TPR <= e^eps*(1-FPR) + delta", 1 - tpr, sp, 1 - fpr, sn))
+    best_c, best = -np.inf, (0, forms[0][0])
+    for name, lhs, s_l, rhs, s_r in forms:
+        c = (lhs - e * rhs - delta) / (s_l + e * s_r)
+        i = int(np.argmax(c))
+        if c[i] > best_c:
+            best_c, best = float(c[i]), (i, name)
+    p = 1.0 if best_c <= 0 else min(1.0, 4.0 * math.exp(-best_c * best_c))
+    i, name = best
+    return RocBandCheck(epsilon=float(epsilon), delta=float(delta), alpha=float(alpha), p_value=float(p),
+                        n_pos=int(pos.size), n_neg=int(neg.size),
+                        half_widths=(dkw_half_width(pos.size, alpha / 2), dkw_half_width(neg.size, alpha / 2)),
+                        worst_threshold=float(t[i]), worst_inequality=name, worst_fpr=float(fpr[i]),
+                        worst_tpr=float(tpr[i]))

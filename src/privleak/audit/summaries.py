@@ -62,7 +62,7 @@ def empirical_epsilon_summary(results: dict[str, MembershipResult], *, delta: fl
 
 def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, fdp: bool = True,
                     dp_epsilon: float | None = None) -> OneRunEpsilon:
-    """The one-run ε lower bounds (Steinke et al. 2023; Gaussian f-DP, Mahloujifar et al. 2024) from
+    """The one-run lower bounds (ε: Steinke et al. 2023; μ of μ-GDP: Mahloujifar et al. 2024) from
     the audit canaries' scores, at the arm's δ; for a DP arm, whether the Steinke bound (valid for any
     (ε, δ)-DP training) exceeds the accountant's ε."""
     scores, included = result.scores
@@ -70,9 +70,9 @@ def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, f
         return OneRunEpsilon(available=False, m=len(scores), canary_auc=result.auc,
                              reason=f"only {len(scores)} audit canaries (need ≥ {MIN_ONE_RUN_CANARIES}); "
                                     "raise one_run.canaries")
-    audit = one_run_audit(scores, included, alpha=alpha, delta=delta, fdp=fdp)
+    audit = one_run_audit(scores, included, alpha=alpha, delta=delta, gdp=fdp)
     cands = [OneRunCandidate.model_validate(asdict(c)) for c in audit.candidates]
-    out = OneRunEpsilon(available=True, epsilon_steinke=audit.epsilon_steinke, epsilon_fdp=audit.epsilon_fdp,
+    out = OneRunEpsilon(available=True, epsilon_steinke=audit.epsilon_steinke, mu_gdp_lb=audit.mu_gdp_lb,
                         m=audit.m, n_included=audit.n_in, score=result.score, alpha=alpha,
                         alpha_each=audit.alpha_each, delta=delta,
                         best=OneRunCandidate.model_validate(asdict(audit.best_steinke)), candidates=cands,

@@ -144,7 +144,7 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     one = arm.one_run_epsilon
     if one is not None and one.available:
         figures.append(f"one-run ε ≥ {one.epsilon_steinke:.2f} (Steinke et al.; {one.m} canaries)"
-                       + (f", ≥ {one.epsilon_fdp:.2f} under Gaussian f-DP" if one.epsilon_fdp is not None else ""))
+                       + (f"; μ-GDP μ ≥ {one.mu_gdp_lb:.2f}" if one.mu_gdp_lb is not None else ""))
     if violation:
         reasons.insert(0, violation)
         leaking.setdefault("membership", [])

@@ -24,7 +24,7 @@ def rich_table(b: Block) -> Table:
 
 def privacy_table(results: AuditResults) -> Table:
     t = Table(title="Privacy parameters and utility")
-    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε one-run ≥", "ε one-run f-DP ≥", "ε empirical ≥", "σ",
+    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε one-run ≥", "μ-GDP one-run ≥", "ε empirical ≥", "σ",
                 "q", "steps", "δ", "G"):
         t.add_column(col, justify="left" if col == "arm" else "right")
     design = results.data.membership_design
@@ -47,7 +47,7 @@ def privacy_table(results: AuditResults) -> Table:
             emp_s = "unavailable"
         t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
-                  one_s, fmt.num(one.epsilon_fdp if one and one.available else None, ".2f"),
+                  one_s, fmt.num(one.mu_gdp_lb if one and one.available else None, ".2f"),
                   emp_s, fmt.num(sigma, ".3f" if p else "g"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
                   fmt.num(arm.utility.gain_recovered, ".2f"))

@@ -348,7 +348,7 @@ def section_one_run(results: AuditResults) -> Section | None:
         best = one.best
         acc_cell = _t(f"{acc:.3f}") if acc is not None else _t("—" if control else "∞ (no DP)")
         rows.append([name, acc_cell, _n(one.epsilon_steinke),
-                     _n(one.epsilon_fdp), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
+                     _n(one.mu_gdp_lb), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
                                               + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
                      auc, check])
         if not control:
@@ -359,7 +359,7 @@ def section_one_run(results: AuditResults) -> Section | None:
                  None)
     if first is None:  # every arm's bound unavailable (e.g. fewer canaries than it needs): the rows say why
         return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": [table(
-            ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
+            ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses",
              "canary AUC in vs out", "check"], rows)]}
     blocks = []
     if plot_rows:
@@ -367,14 +367,14 @@ def section_one_run(results: AuditResults) -> Section | None:
                                                                "bound (95%); a lower bound above the upper bound means the "
                                                                "DP step is broken."))
     blocks += [
-        table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run ε ≥ (Gaussian f-DP)", "guesses",
+        table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses",
                "canary AUC in vs out", "check"], rows),
         note(f"{first.m} audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
              f"model's data with probability ½ ({first.n_included} in); score: {first.score} on every token after the first. The "
              "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
              f"bound (α = {first.alpha:g} overall), δ = the arm's. Steinke, Nasr & Jagielski 2023 hold for any (ε, δ)-DP "
-             "training and decide the check; the f-DP bound (Mahloujifar, Melis & Chaudhuri 2024) assumes the "
-             "Gaussian trade-off curve of the same (ε, δ).")]
+             "training and decide the check; the μ-GDP bound (Mahloujifar, Melis & Chaudhuri 2024) is a lower bound "
+             "on the μ of μ-Gaussian DP, a stronger claim than (ε, δ)-DP: it is not an ε and decides nothing.")]
     return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": blocks}
 
 
