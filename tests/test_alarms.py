@@ -21,7 +21,7 @@ from dp_sim import broken, gaussian, laplace, simulate
 
 from privleak.audit import alarms as al
 from privleak.audit.epsilon import (
-    EmpiricalEpsilon,
+    HeldOutBound,
     dkw_half_width,
     dp_bound_check,
     empirical_epsilon,
@@ -131,7 +131,7 @@ def test_epsilon_test_p_value_inverts_the_bound():
 
 
 def test_held_out_counts_follow_the_chosen_side():
-    b = EmpiricalEpsilon(epsilon_lb=0.0, threshold=0.0, test="non-members < t", tpr_lo=0, fpr_hi=1, k_p_eval=7,
+    b = HeldOutBound(epsilon_lb=0.0, threshold=0.0, test="non-members < t", tpr_lo=0, fpr_hi=1, k_p_eval=7,
                          k_q_eval=3, n_pos_eval=100, n_neg_eval=80, n_pos_select=100, n_neg_select=80,
                          epsilon_select=0.0, delta=0.0, alpha=0.05, per_bound_alpha=0.025)
     assert held_out_counts(b) == (7, 80, 3, 100)

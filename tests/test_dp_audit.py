@@ -29,14 +29,16 @@ def _flags(results) -> list[str]:
 
 
 def _alarm(results):
-    """The family-wise alarm (audit/alarms.py) from what results.json keeps: every DP arm's one-run
-    guess counts against its accountant's record ε."""
+    """The family-wise alarm recomputed from what results.json keeps (every DP arm's one-run guess counts
+    against its accountant's record ε): it must agree with the decision the audit wrote."""
     tests = [one_run_alarm_test(name, arm.one_run_epsilon.m,
                                 [(c.guesses, c.correct) for c in arm.one_run_epsilon.candidates],
                                 arm.privacy.epsilon_per_record, arm.one_run_epsilon.delta)
              for name, arm in results.arms.items()
              if arm.privacy is not None and arm.one_run_epsilon is not None and arm.one_run_epsilon.available]
-    return alarm_decision(tests, 0.05)
+    decision = alarm_decision(tests, 0.05)
+    assert sorted(decision.violated) == results.alarms.violated
+    return decision
 
 
 def test_broken_dp_step_is_caught(tmp_path):
@@ -45,7 +47,7 @@ def test_broken_dp_step_is_caught(tmp_path):
     arm = res.arms["dp-1"]
     assert arm.privacy.epsilon <= 1.0  # the claim a silently broken library makes
     one = arm.one_run_epsilon
-    assert one.available and one.epsilon_steinke > 1.0 and one.exceeds_accountant
+    assert one.available and one.epsilon_steinke > 1.0 and res.alarms.violated == ["dp-1"]
     assert arm.verdict.label == "DP GUARANTEE VIOLATED"
     assert any("DP GUARANTEE VIOLATED" in w for w in res.warnings)
     decision = _alarm(res)
@@ -57,7 +59,7 @@ def test_correct_dp_is_never_flagged(tmp_path, seed):
     res = pipeline.run_audit(build_config({**TINY_DP, "seed": seed}), tmp_path)
     arm = res.arms["dp-1"]
     one = arm.one_run_epsilon
-    assert one.available and one.epsilon_steinke <= arm.privacy.epsilon and not one.exceeds_accountant
+    assert one.available and one.epsilon_steinke <= arm.privacy.epsilon and not res.alarms.violated
     assert not _flags(res) and arm.verdict.label != "DP GUARANTEE VIOLATED"
     decision = _alarm(res)
     assert len(decision.alarms) == 1 and not decision.violated
@@ -78,10 +80,10 @@ def test_heavily_duplicated_foreign_corpus_is_not_a_false_alarm(tmp_path, seed):
     arm = res.arms["dp-1"]
     assert not _flags(res), res.warnings
     if arm.empirical_epsilon is not None:
-        assert not arm.empirical_epsilon.exceeds_accountant and arm.empirical_epsilon.dp_bound.ok
+        assert arm.empirical_epsilon.roc_band is not None
     else:
         assert not design.available and design.reason
-    assert not arm.one_run_epsilon.exceeds_accountant and not _alarm(res).violated
+    assert not res.alarms.violated and not _alarm(res).violated
 
 
 def test_a_shifted_user_split_is_called_out(tmp_path):

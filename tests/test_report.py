@@ -22,7 +22,7 @@ from privleak.report.html import render_report, write_report
 from privleak.report.schema import load_results, validate_results
 from privleak.results import json_schema
 
-SECTIONS = ("summary", "arms", "tradeoff", "membership", "canaries", "extraction", "pii", "defences", "guard",
+SECTIONS = ("summary", "arms", "membership", "canaries", "extraction", "pii", "defences", "guard",
             "empirical-epsilon", "tests", "examples", "reproducibility")
 
 

@@ -83,3 +83,38 @@ def test_report_in_headless_chromium(audited, tmp_path: Path) -> None:
     bad = [c for c in console if c.startswith(("error", "warning"))]
     assert not bad, f"console: {bad}"
     assert not errors, f"page errors: {errors}"
+
+
+OVERFLOW_JS = """() => {
+  const vw = document.documentElement.clientWidth;
+  const page = document.scrollingElement.scrollWidth;
+  const wide = [...document.querySelectorAll('body > *, section > *, .wrap, figure, pre, details')]
+    .filter(e => e.getBoundingClientRect().right > vw + 1)
+    .map(e => (e.id || e.className || e.tagName) + ':' + Math.round(e.getBoundingClientRect().right));
+  return {vw, page, wide};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_no_table_overflows_the_page(audited, tmp_path: Path, width: int) -> None:
+    """At a desktop and a phone width the page never scrolls sideways: a wide table scrolls inside its own box.
+    PRIVLEAK_SCREENSHOTS=DIR keeps a screenshot of the summary at each width."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install playwright)")
+    report = write_report(audited.out, out=tmp_path / "report.html")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(report.resolve().as_uri(), wait_until="load")
+            got = page.evaluate(OVERFLOW_JS)
+            assert got["page"] <= got["vw"] + 1, f"the page scrolls sideways at {width} px: {got}"
+            assert not got["wide"], f"blocks wider than the page at {width} px: {got['wide']}"
+            # The scorecard is there, one row per arm and the control, each with its verdict badge.
+            assert page.locator("#scorecard tbody tr").count() == 1 + len(audited.results.arms)
+            assert page.locator("#scorecard .badge").count() == 1 + len(audited.results.arms)
+            shots = os.environ.get("PRIVLEAK_SCREENSHOTS")
+            if shots:
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                page.locator("#summary").screenshot(path=str(Path(shots) / f"summary-{width}.png"))
+        finally:
+            browser.close()

@@ -47,13 +47,28 @@ def test_an_arm_whose_only_leak_is_extraction_is_not_near_chance(results):
 
 def test_dp_violation_is_loud_and_never_recommended(results):
     arm = results.arms["dp-8"]
-    arm.empirical_epsilon.epsilon_lb = arm.privacy.epsilon + 1.0
-    arm.empirical_epsilon.exceeds_accountant = True
+    one = arm.one_run_epsilon
+    if one is None or not one.available or not one.candidates:
+        pytest.skip("the verdicts fixture has no one-run audit canaries")
+    # Every guess right: no (ε = 8)-DP training makes that likely with this many canaries.
+    for c in one.candidates:
+        c.correct = c.guesses
     judged = judge(results)
     v = judged.arms["dp-8"].verdict
+    assert judged.alarms.violated == ["dp-8"]
     assert v.label == "DP GUARANTEE VIOLATED" and not v.near_chance
-    assert "the DP guarantee does not hold" in v.findings[0]
+    assert "DP guarantee violated" in v.findings[0]
     assert judged.recommendation.arm != "dp-8"
+
+
+def test_a_membership_bound_above_the_claim_is_a_diagnostic_never_the_alarm(results):
+    """Clopper–Pearson over many members of one model is not a valid alarm (audit/alarms.py)."""
+    arm = results.arms["dp-8"]
+    b = arm.empirical_epsilon.by_attack[arm.empirical_epsilon.attack]
+    b.k_p_eval, b.k_q_eval = b.n_pos_eval if b.test.startswith("members") else b.n_neg_eval, 0
+    judged = judge(results)
+    assert "dp-8" not in judged.alarms.violated
+    assert judged.arms["dp-8"].verdict.label != "DP GUARANTEE VIOLATED"
 
 
 def test_guard_arm_is_judged_by_what_it_stops_and_never_recommended(results):

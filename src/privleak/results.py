@@ -256,6 +256,7 @@ class Utility(Typed):
     nll_public: float | None = None  # L on held-out public (generic) text: does fine-tuning forget?
     ppl_public: float | None = None
     gain_recovered: float | None = None  # G; None without a best reference or when it gained nothing
+    gain_recovered_ci95: tuple[float, float] | None = None  # paired bootstrap over the held-out texts
 
 
 class EmpiricalEpsilonBound(Typed):
@@ -279,25 +280,24 @@ class EmpiricalEpsilonBound(Typed):
     notes: list[str] = []
 
 
-class BoundViolation(Typed):
-    index: int
-    inequality: str
-    fpr: float
-    tpr: float
-    lhs: float
-    rhs: float
-    excess: float
-
-
-class DpBound(Typed):
-    """The strongest attack's ROC against TPR ≤ e^ε·FPR + δ (:func:`privleak.audit.epsilon.dp_bound_check`)."""
+class RocBand(Typed):
+    """The chosen attack's held-out ROC curve against the units' (ε, δ) with one simultaneous DKW band
+    (:func:`privleak.audit.epsilon.roc_band_check`): a diagnostic (it assumes independent draws)."""
 
     attack: str
     epsilon: float
     delta: float
-    violations: list[BoundViolation]
-    max_excess: float
-    ok: bool
+    unit_records: int
+    alpha: float
+    p_value: float
+    n_pos: int
+    n_neg: int
+    half_widths: tuple[float, float]
+    worst_threshold: float | None
+    worst_inequality: str
+    worst_fpr: float
+    worst_tpr: float
+    violated: bool
 
 
 class EmpiricalEpsilon(Typed):
@@ -309,8 +309,7 @@ class EmpiricalEpsilon(Typed):
     delta: float
     procedure: str
     strongest_attack_by_auc: str
-    dp_bound: DpBound | None = None
-    exceeds_accountant: bool | None = None
+    roc_band: RocBand | None = None
     by_attack: dict[str, EmpiricalEpsilonBound]
 
 
@@ -348,7 +347,6 @@ class OneRunEpsilon(Typed):
     delta: float = 0.0
     best: OneRunCandidate | None = None
     candidates: list[OneRunCandidate] = []
-    exceeds_accountant: bool | None = None
     canary_auc: float | None = None  # included vs left-out canaries' scores (a diagnostic; the bound counts guesses)
 
 
@@ -426,6 +424,31 @@ class ArmResult(Typed):
         return self.privacy.epsilon if self.privacy else None
 
 
+class AlarmOutcome(Typed):
+    """One test of one DP arm's claim (:mod:`privleak.audit.alarms`): its p-value, the level it was allotted,
+    whether it rejects, and whether it may raise the alarm (the one-run route) or is a diagnostic."""
+
+    arm: str
+    route: str
+    claim: str
+    p_value: float
+    level: float
+    rejected: bool
+    alarm: bool
+    bound_at_level: float | None = None  # the ε lower bound at the allotted level (routes that give one)
+
+
+class Alarms(Typed):
+    """"DP guarantee violated", decided once for the whole audit with a stated false-alarm probability:
+    ``statement`` says it in one sentence; ``violated``: the arms it names."""
+
+    alpha: float
+    statement: str
+    violated: list[str]
+    outcomes: list[AlarmOutcome]
+    diagnostics_rejected: list[str] = []  # "arm: route" of the diagnostics that reject (never an alarm)
+
+
 class Comparison(Typed):
     """Arm 1 vs arm 2 on a leak count (:func:`privleak.core.stats.compare_proportions`)."""
 
@@ -449,6 +472,8 @@ class Recommendation(Typed):
     arm: str | None
     text: str
     policy: str  # the thresholds that decide "near chance", in words
+    tied: list[str] = []  # the near-chance arms within noise of the best utility, in the tie rule's order
+    rule: str = ""  # the tie rule, in words
 
 
 class AuditResults(Typed):
@@ -460,6 +485,7 @@ class AuditResults(Typed):
     base_model: ArmResult | None  # None: no control (privleak attack without --reference)
     arms: dict[str, ArmResult] = Field(min_length=1)
     recommendation: Recommendation | None = None
+    alarms: Alarms | None = None
     blind_baseline: BlindBaseline | None = None
     statistical_tests: dict[str, Comparison] = {}
     warnings: list[str] = []

@@ -130,6 +130,8 @@ class ArmKind:
     recommendable: ClassVar[bool] = True
     #: Compared with the baseline in the between-arm tests and drawn in the trade-off plot.
     compared: ClassVar[bool] = True
+    #: It trains over the records' clients (federated): the data then has clients for client-level figures.
+    uses_clients: ClassVar[bool] = False
     #: Whether LiRA/RMIA shadows can be trained like it.
     shadows: ClassVar[bool] = True
     #: Marker in the trade-off plot, and what a marker other than "o" means (the plot's caption).
@@ -216,6 +218,14 @@ class ArmKind:
     def figures(self, arm: ArmResult) -> list[str]:
         """Extra figure lines for its verdict."""
         return []
+
+    def warnings(self, name: str, arm: ArmResult) -> list[str]:
+        """Warnings about this arm the audit prints (e.g. a setting under which it cannot learn)."""
+        return []
+
+    def remark(self, arm: ArmResult) -> str:
+        """A sentence appended to its verdict (e.g. what the arm is for)."""
+        return ""
 
     def sigma_value(self, arm: ArmResult) -> float | None:
         """The σ the console's privacy table shows when the arm has no privacy block (None: none)."""

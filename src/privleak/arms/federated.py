@@ -10,12 +10,13 @@ inside a client is held to the record-level ε it implies
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from ..config import resolve_delta
 from ..core.present import Block, Cell, Note, num, t
 from ..data.clients import client_labels, partition
-from ..models.federated import FedSettings, train_federated
+from ..models.federated import FedSettings, train_federated, trainable_names
 from ..results import ArmDetails, ArmResult
 from .base import ArmInputs, ArmKind, FitContext
 from .common import data_settings
@@ -38,6 +39,7 @@ class Federation(ArmDetails):
     replied: list[int]
     failures: int
     client_steps: int
+    trained_parameters: int | None = None  # d: the noise's dimension (DP-FedAvg)
 
 
 _PROTECTS = (
@@ -57,6 +59,7 @@ class FedAvg(ArmKind):
     name = "fedavg"
     summary = "federated averaging over the clients (clinics) on Flower: no DP"
     marker = "s"
+    uses_clients = True
     marker_note = "Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε."
     Details = Federation
 
@@ -81,6 +84,8 @@ class FedAvg(ArmKind):
                          train_embeddings=s["train_embeddings"], accountant=s.get("accountant", "prv"),
                          parallel_clients=s["parallel_clients"], round_timeout_s=s["round_timeout_s"],
                          drop=tuple(tuple(d) for d in s["drop"]))
+        params = dict(model.named_parameters())
+        d = int(sum(params[n].numel() for n in trainable_names(model, fs.train_embeddings) if n in params))
         model, log = train_federated(model, ctx.data, index, len(names), fs, ctx.pad, ctx.max_length,
                                      desc=f"train {ctx.label}")
         privacy = None
@@ -94,7 +99,7 @@ class FedAvg(ArmKind):
                       "clients": len(names), "client_sizes": dict(zip(names, log.client_sizes)), "rounds": log.rounds,
                       "sample_rate": fs.sample_rate, "sampling": "poisson" if fs.dp else "fixed-size without replacement",
                       "local_steps": fs.local_steps, "sampled": log.sampled, "replied": log.replied,
-                      "failures": log.failures, "client_steps": log.client_steps}
+                      "failures": log.failures, "client_steps": log.client_steps, "trained_parameters": d}
         return model, {"kind": s["kind"], "steps": log.rounds, "privacy": privacy, "federation": federation,
                        "epoch_losses": [x for x in log.losses if x == x],  # rounds nobody answered have no loss
                        "epochs_run": log.client_records / max(1, len(ctx.data))}
@@ -102,6 +107,24 @@ class FedAvg(ArmKind):
     def details(self, inputs: ArmInputs) -> Federation | None:
         fed = (inputs.record or {}).get("federation")
         return Federation.model_validate({"kind": self.name, **fed}) if fed else None
+
+    def warnings(self, name: str, arm: ArmResult) -> list[str]:
+        """Client-level DP that cannot learn, said before anyone reads its G: over T rounds the noise on the
+        averaged update has norm ≈ σ·C·√(d·T)/(qK) while the summed signal is at most C·T, so the ratio
+        R = σ·√d / (qK·√T) (McMahan et al. 2018's regime needs thousands of clients) above 1 means the noise
+        outweighs the largest possible signal; it falls with the number of clients K as 1/K."""
+        f, p = arm.details, arm.privacy
+        if not isinstance(f, Federation) or p is None or not f.trained_parameters or p.sigma <= 0:
+            return []
+        qk = p.sample_rate * f.clients
+        ratio = p.sigma * math.sqrt(f.trained_parameters) / (qk * math.sqrt(max(1, f.rounds)))
+        if ratio <= 1.0:
+            return []
+        needed = math.ceil(f.clients * ratio)
+        return [f"{name}: client-level DP cannot learn at ε = {p.epsilon:.3g} with {f.clients} clients — over "
+                f"{f.rounds} rounds the noise on the averaged update is ≈ {ratio:.0f}× the largest possible signal "
+                f"(σ·√d/(qK·√T), σ = {p.sigma:.3g}, d = {f.trained_parameters:,}, qK = {qk:.3g}); it needs about "
+                f"{needed:,} clients at these settings (or more rounds, or a smaller model)"]
 
     def epsilon_cell(self, arm: ArmResult) -> Cell | None:
         p = arm.privacy

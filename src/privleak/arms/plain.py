@@ -23,6 +23,12 @@ class Baseline(ArmKind):
     summary = "plain fine-tuning, no defence, trained to the end: the memorisation stress test"
     alone = True
     stress_test = True
+    #: Its job is to show what leaks: a memorising recipe no one should deploy, so never the recommendation.
+    recommendable = False
+
+    def remark(self, arm) -> str:
+        return (" It is the memorisation stress test — trained to the end on a memorising recipe, not a deployable "
+                "choice; defences are compared with best, the deployable recipe.")
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
         return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed,
@@ -44,8 +50,8 @@ def rehearsal_records(public: list, n: int, replay: float, seed: int) -> list:
 class Best(ArmKind):
     name = "best"
     summary = ("the best non-private reference: fine-tuning with public rehearsal, early-stopped on population "
-               "records (BestConfig)")
-    alone = True
+               "records (BestConfig); with data defences (scrub, dedup) the deployable recipe on the defended members")
+    alone = False
     utility_reference = True
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:

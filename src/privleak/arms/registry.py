@@ -19,8 +19,10 @@ from .base import ArmKind
 
 #: Data defences an arm name may combine with a kind that is not ``alone``, in canonical order.
 DATA_DEFENCES: tuple[str, ...] = ("dedup", "scrub")
-#: The kind of an arm named by its data defences alone (``scrub``): plain fine-tuning on the defended members.
-DATA_ONLY_KIND = "baseline"
+#: The kind of an arm named by its data defences alone (``scrub``, ``dedup+scrub``): the deployable recipe
+#: (``best``: rehearsal, early stopping) on the defended members, so a data defence is compared with what
+#: one would deploy without it, not with the memorisation stress test (issue 26).
+DATA_ONLY_KIND = "best"
 
 KINDS: dict[str, ArmKind] = {}
 

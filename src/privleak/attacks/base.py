@@ -304,6 +304,7 @@ class AttackContext:
     reference: ModelHandle | None = None
     shadows: ShadowData | None = None
     audit_canaries: list[AuditCanary] = field(default_factory=list)  # the one-run audit's, all m (in and out)
+    clients: bool = False  # the data has clients (the synthetic clinics, a --client-field, federated arms)
     shared: dict[str, Any] = field(default_factory=dict)
     local: dict[str, Any] = field(default_factory=dict)
 
@@ -333,10 +334,12 @@ class AttackContext:
             return any(r.has_pii for r in self.members)
         if need == "audit_canaries":
             return bool(self.audit_canaries)
+        if need == "clients":
+            return self.clients
         raise ValueError(f"unknown attack input {need!r}")
 
 
-Needs = Literal["reference", "canaries", "shadows", "population", "pii", "audit_canaries"]
+Needs = Literal["reference", "canaries", "shadows", "population", "pii", "audit_canaries", "clients"]
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,8 @@ class ExposureResult(AttackResult):
     def scorecard(self) -> list[Figure]:
         if not self.canaries:
             return []
-        return [Figure("mean exposure (bits)", self.mean_exposure, "bits", chance=self.chance_exposure),
+        ci = bootstrap_mean_ci(np.array([c.exposure for c in self.canaries]), 0.05, seed=0)
+        return [Figure("mean exposure (bits)", self.mean_exposure, "bits", chance=self.chance_exposure, ci=ci),
                 Figure("secrets ranked first", self.n_ranked_first, "count", k=self.n_ranked_first, n=len(self.canaries))]
 
     def leakage_bits(self) -> float | None:

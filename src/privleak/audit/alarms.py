@@ -221,7 +221,7 @@ def largest_unit(strata: dict[str, int]) -> int:
 def empirical_epsilon_diagnostic(arm: str, bound, epsilon: float, delta: float, unit_records: int = 1,
                                  unit_privacy: Callable[[int], tuple[float, float]] | None = None) -> AlarmTest:
     """The membership route, as a diagnostic: the chosen attack's (t, S) on its held-out half
-    (``bound``: an :class:`~privleak.audit.epsilon.EmpiricalEpsilon` or its serialised form)
+    (``bound``: an :class:`~privleak.audit.epsilon.HeldOutBound` or its serialised form)
     tested against the (ε, δ) of the units evaluated.
 
     ``unit_records``: the most records any evaluated unit holds (its stratum's upper end, and the

@@ -56,7 +56,7 @@ _TESTS = (
 
 
 @dataclass(frozen=True)
-class EmpiricalEpsilon:
+class HeldOutBound:
     """A (1 − alpha)-confidence lower bound on ε, from held-out data.
 
     ``test`` names the chosen set S; ``tpr_lo`` is the one-sided lower CP
@@ -165,7 +165,7 @@ def epsilon_test_p_value(k_p: int, n_p: int, k_q: int, n_q: int, epsilon: float,
 
 
 def held_out_counts(bound) -> tuple[int, int, int, int]:
-    """(k_P, n_P, k_Q, n_Q) of an :class:`EmpiricalEpsilon` (or its serialised form) on its evaluation
+    """(k_P, n_P, k_Q, n_Q) of an :class:`HeldOutBound` (or its serialised form) on its evaluation
     half: P is the side named first in ``bound.test``, so :func:`epsilon_test_p_value` can test the same
     (t, S) against another (ε, δ)."""
     test = next((t for t in _TESTS if t[0] == bound.test), None)
@@ -183,7 +183,7 @@ def empirical_epsilon(
     seed: int = 0,
     max_thresholds: int = 2000,
     bonferroni: bool = True,
-) -> EmpiricalEpsilon:
+) -> HeldOutBound:
     """Empirical ε lower bound from member (``pos``) and non-member (``neg``) scores.
 
     Procedure (DESIGN.md; Jagielski et al. 2020, Nasr et al. 2021):
@@ -251,7 +251,7 @@ def empirical_epsilon(
     notes = []
     if min(ne_p, ne_n) < 100:
         notes.append("fewer than 100 held-out members or non-members: the bound is necessarily weak")
-    return EmpiricalEpsilon(
+    return HeldOutBound(
         epsilon_lb=max(0.0, eps_eval) if math.isfinite(eps_eval) else 0.0,
         threshold=best_t,
         test=best_test[0],

@@ -59,13 +59,14 @@ def masked(result: AttackResult, masker: PiiMasker) -> AttackResult:
 
 
 def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackContext, *,
-               delta: float | None = None, alpha: float = 0.05, dp_epsilon: float | None = None,
+               delta: float | None = None, alpha: float = 0.05, unit_claim: tuple[float, float, int] | None = None,
                fdp: bool = True, on_start: Callable[[str], None] | None = None) -> AttackStage:
     """Run ``specs`` (one family) on ``target``; attacks whose inputs ``ctx`` lacks are skipped.
 
-    ``delta`` / ``alpha`` / ``dp_epsilon``: for the membership family's
-    empirical-ε bound and the one-run bound of the audit canaries (``fdp``: also its f-DP form) (``dp_epsilon`` = the accountant's ε of a DP arm, to
-    check the bound against). ``on_start(name)`` is called before each attack.
+    ``delta`` / ``alpha``: for the membership family's empirical-ε bound and the one-run bounds of the
+    audit canaries (``fdp``: also the μ-GDP bound); ``unit_claim``: a DP arm's (ε, δ) for the units the
+    membership attacks evaluate, and their most records (the ROC band diagnostic). ``on_start(name)`` is
+    called before each attack.
     """
     results: dict[str, AttackResult] = {}
     seconds: dict[str, float] = {}
@@ -80,7 +81,7 @@ def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackCont
     summary = None
     mia = {k: v for k, v in results.items() if isinstance(v, MembershipResult)}
     if mia and delta is not None:
-        summary = empirical_epsilon_summary(mia, delta=delta, alpha=alpha, seed=ctx.seed, dp_epsilon=dp_epsilon)
+        summary = empirical_epsilon_summary(mia, delta=delta, alpha=alpha, seed=ctx.seed, unit_claim=unit_claim)
     exposed = None
     if mia:
         members = [r for r in ctx.members if r.kind != "canary"]
@@ -88,6 +89,6 @@ def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackCont
     one_run = None
     canary_scores = [v for v in results.values() if isinstance(v, OneRunCanaryResult)]
     if canary_scores and delta is not None:
-        one_run = one_run_summary(canary_scores[0], delta=delta, alpha=alpha, fdp=fdp, dp_epsilon=dp_epsilon)
+        one_run = one_run_summary(canary_scores[0], delta=delta, alpha=alpha, fdp=fdp)
     return AttackStage(results={k: masked(v, ctx.masker) for k, v in results.items()}, seconds=seconds,
                        empirical_epsilon=summary, one_run_epsilon=one_run, exposed_people=exposed)

@@ -21,8 +21,8 @@ from ..attacks.one_run_canaries import OneRunCanaryResult
 from ..core.metrics import roc_curve
 from ..data.records import Record
 from ..data.splits import unit_of
-from ..results import DpBound, EmpiricalEpsilon, EmpiricalEpsilonBound, ExposedPerson, OneRunCandidate, OneRunEpsilon
-from .epsilon import dp_bound_check, empirical_epsilon
+from ..results import EmpiricalEpsilon, EmpiricalEpsilonBound, ExposedPerson, OneRunCandidate, OneRunEpsilon, RocBand
+from .epsilon import empirical_epsilon, roc_band_check, split_halves
 from .one_run import one_run_audit
 
 #: Fewer audit canaries than this and the one-run bound cannot reach even ε ≈ 1.
@@ -32,15 +32,18 @@ PROCEDURE = "attack and threshold chosen on a random half, Clopper-Pearson bound
 
 
 def empirical_epsilon_summary(results: dict[str, MembershipResult], *, delta: float, alpha: float, seed: int,
-                              dp_epsilon: float | None = None) -> EmpiricalEpsilon:
+                              unit_claim: tuple[float, float, int] | None = None) -> EmpiricalEpsilon:
     """The arm's empirical ε from freshly computed membership results.
 
     Every attack gets the same seeded select/evaluate split (same sizes, same
     seed). The arm's figure is the attack whose bound is largest on the
     *selection* half, evaluated on the held-out half — choosing the attack,
     like the threshold, before looking at the evaluation data keeps the
-    1 − α guarantee that a maximum over attacks would lose. For a DP arm the
-    strongest attack's ROC is also checked against TPR ≤ e^ε·FPR + δ.
+    1 − α guarantee that a maximum over attacks would lose. For a DP arm
+    (``unit_claim`` = the (ε, δ) that holds for the units evaluated, and the
+    most records a unit holds) the chosen attack's held-out ROC is also tested
+    against that claim with one DKW band (:func:`roc_band_check`) — a
+    diagnostic, as every membership-based figure (:mod:`privleak.audit.alarms`).
     """
     # Group-level attacks test a whole person (k records: group privacy, ≈ kε): never a record-level bound.
     results = {k: r for k, r in results.items() if not r.parameters.get("group")}
@@ -51,20 +54,19 @@ def empirical_epsilon_summary(results: dict[str, MembershipResult], *, delta: fl
         epsilon_lb=bounds[best].epsilon_lb, attack=best, alpha=alpha, delta=delta, procedure=PROCEDURE,
         strongest_attack_by_auc=strongest,
         by_attack={k: EmpiricalEpsilonBound.model_validate(v.to_dict()) for k, v in bounds.items()})
-    if dp_epsilon is not None:
-        pos, neg = results[strongest].scores
-        fpr, tpr, _ = roc_curve(pos, neg)
-        check = dp_bound_check(fpr, tpr, dp_epsilon, delta, n_pos=len(pos), n_neg=len(neg), alpha=alpha)
-        summary.dp_bound = DpBound.model_validate({"attack": strongest, **asdict(check), "ok": check.ok})
-        summary.exceeds_accountant = bool(bounds[best].epsilon_lb > dp_epsilon)
+    if unit_claim is not None:
+        eps_u, delta_u, k = unit_claim
+        _, pos_eval, _, neg_eval = split_halves(*results[best].scores, seed)
+        if delta_u < 1.0 and pos_eval.size and neg_eval.size:
+            band = roc_band_check(pos_eval, neg_eval, eps_u, delta_u, alpha)
+            summary.roc_band = RocBand.model_validate({"attack": best, "unit_records": k, **band.to_dict()})
     return summary
 
 
-def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, fdp: bool = True,
-                    dp_epsilon: float | None = None) -> OneRunEpsilon:
+def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, fdp: bool = True) -> OneRunEpsilon:
     """The one-run lower bounds (ε: Steinke et al. 2023; μ of μ-GDP: Mahloujifar et al. 2024) from
-    the audit canaries' scores, at the arm's δ; for a DP arm, whether the Steinke bound (valid for any
-    (ε, δ)-DP training) exceeds the accountant's ε."""
+    the audit canaries' scores, at the arm's δ. Whether a DP arm's claim is refuted is decided once for
+    the whole audit from the guess counts kept here (:mod:`privleak.audit.alarms`)."""
     scores, included = result.scores
     if len(scores) < MIN_ONE_RUN_CANARIES:
         return OneRunEpsilon(available=False, m=len(scores), canary_auc=result.auc,
@@ -77,8 +79,6 @@ def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, f
                         alpha_each=audit.alpha_each, delta=delta,
                         best=OneRunCandidate.model_validate(asdict(audit.best_steinke)), candidates=cands,
                         canary_auc=result.auc)
-    if dp_epsilon is not None:
-        out.exceeds_accountant = bool(audit.epsilon_steinke > dp_epsilon)
     return out
 
 

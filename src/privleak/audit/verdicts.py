@@ -18,12 +18,24 @@ from __future__ import annotations
 
 import math
 
-from ..arms import KINDS
+from ..arms import KINDS, ArmSpec, parse_arm
 from ..attacks.base import FAMILY_TITLES, Finding, Policy
+from .alarms import (
+    AlarmTest,
+    alarm_decision,
+    empirical_epsilon_diagnostic,
+    largest_unit,
+    mu_gdp_diagnostic,
+    one_run_alarm_test,
+)
+from .one_run import dpsgd_mu_clt
+from .ties import ReleaseCandidate, pick_release
 from ..attacks.registry import ATTACKS
 from ..core.stats import compare_proportions
 from ..results import (
     CONTROL,
+    AlarmOutcome,
+    Alarms,
     ArmResult,
     AuditResults,
     Comparison,
@@ -49,22 +61,64 @@ def findings(arm: ArmResult, control: ArmResult | None, policy: Policy = POLICY)
     return out
 
 
-def _dp_violation(arm: ArmResult) -> str | None:
-    one = arm.one_run_epsilon
-    if arm.privacy is not None and one is not None and one.available and one.exceeds_accountant:
-        return (f"the one-run ε lower bound {one.epsilon_steinke:.2f} (95% confidence, {one.m} audit canaries) "
-                f"exceeds the accountant's ε {arm.privacy.epsilon_per_record:.2f}: DP guarantee violated")
-    emp = arm.empirical_epsilon
-    if emp is None or arm.privacy is None:
+def alarm_tests(results: AuditResults) -> list[AlarmTest]:
+    """Every test of every DP arm's claim the audit can make (:mod:`privleak.audit.alarms`): the one-run
+    canary test (the alarm route: each canary is one record, its own person, held to the arm's record ε —
+    or its person ε for an arm accounted per person), and as diagnostics the empirical ε and the ROC band
+    (against the ε of the units evaluated) and the μ-GDP test (against the μ the DP-SGD run implies)."""
+    design = results.data.membership_design
+    k = largest_unit(design.strata) if design is not None and any(design.strata.values()) else 1
+    tests: list[AlarmTest] = []
+    for name, arm in results.arms.items():
+        p = arm.privacy
+        if p is None:
+            continue
+        eps = p.epsilon if p.unit == "person" else p.epsilon_per_record
+        one = arm.one_run_epsilon
+        if one is not None and one.available and one.candidates:
+            counts = [(c.guesses, c.correct) for c in one.candidates]
+            tests.append(one_run_alarm_test(name, one.m, counts, eps, one.delta))
+            if p.unit == "record" and p.sigma > 0 and p.steps > 0:
+                tests.append(mu_gdp_diagnostic(name, one.m, counts, dpsgd_mu_clt(p.sigma, p.sample_rate, p.steps)))
+        emp = arm.empirical_epsilon
+        if emp is not None and emp.attack in emp.by_attack:
+            units = 1 if p.unit == "person" else k
+            tests.append(empirical_epsilon_diagnostic(name, emp.by_attack[emp.attack],
+                                                      p.epsilon if p.unit == "person" else eps, p.delta, units))
+        if emp is not None and emp.roc_band is not None:
+            tests.append(AlarmTest(arm=name, route="roc_band", p_value=emp.roc_band.p_value, alarm=False,
+                                   claim=f"held-out ROC inside the (ε = {emp.roc_band.epsilon:.3g}, δ = "
+                                         f"{emp.roc_band.delta:.2g}) region of a unit of up to "
+                                         f"{emp.roc_band.unit_records} records"))
+    return tests
+
+
+def decide_alarms(results: AuditResults, policy: Policy = POLICY) -> Alarms | None:
+    """"DP guarantee violated", decided once for the audit at ``policy.alarm_alpha`` (None: no DP arm)."""
+    tests = alarm_tests(results)
+    if not tests:
         return None
-    acc = arm.privacy.epsilon_per_record
-    if emp.exceeds_accountant or emp.epsilon_lb > acc + 1e-9:
-        return (f"the empirical ε lower bound {emp.epsilon_lb:.2f} ({emp.attack}) exceeds the accountant's ε "
-                f"{acc:.2f}: the DP guarantee does not hold")
-    if emp.dp_bound is not None and not emp.dp_bound.ok:
-        return (f"measured operating points violate TPR ≤ e^ε·FPR + δ ({emp.dp_bound.attack}): "
-                "the DP guarantee is contradicted")
-    return None
+    d = alarm_decision(tests, policy.alarm_alpha)
+    outcomes = []
+    for o in d.alarms + d.diagnostics:
+        bound = o.test.bound(o.level) if o.test.bound is not None else None
+        outcomes.append(AlarmOutcome(arm=o.test.arm, route=o.test.route, claim=o.test.claim, p_value=o.test.p_value,
+                                     level=o.level, rejected=o.rejected, alarm=o.test.alarm,
+                                     bound_at_level=bound if bound is None or math.isfinite(bound) else None))
+    return Alarms(alpha=d.alpha, statement=d.statement,
+                  violated=sorted({o.test.arm for o in d.alarms if o.rejected}),
+                  outcomes=outcomes,
+                  diagnostics_rejected=[f"{o.test.arm}: {o.test.route}" for o in d.diagnostics if o.rejected])
+
+
+def _dp_violation(name: str, results: AuditResults) -> str | None:
+    alarms = results.alarms
+    if alarms is None or name not in alarms.violated:
+        return None
+    o = next(x for x in alarms.outcomes if x.arm == name and x.alarm and x.rejected)
+    bound = f" (ε ≥ {o.bound_at_level:.2f} at its level)" if o.bound_at_level is not None else ""
+    return (f"the {o.route.replace('_', '-')} test refutes {o.claim} at level {o.level:.3g}{bound}, p = "
+            f"{o.p_value:.2g}: DP guarantee violated")
 
 
 #: An arm that recovers less than this share of the best non-private fine-tune's gain learned little.
@@ -90,13 +144,6 @@ def _utility_key(arm: ArmResult) -> float:
         return arm.utility.gain_recovered
     ppl = arm.utility.ppl_non_members
     return -ppl if _finite(ppl) else -math.inf
-
-
-def _utility_phrase(arm: ArmResult) -> str:
-    g = arm.utility.gain_recovered
-    if g is not None:
-        return f"utility recovered G = {g:.2f}"
-    return f"held-out perplexity {arm.utility.ppl_non_members:.2f}"
 
 
 def _kind(arm: ArmResult):
@@ -136,7 +183,7 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
             leaking.setdefault(fam, []).append(f.reason)
             leaking_attacks.append(f.attack)
     reasons = [r for fam in leaking for r in leaking[fam]]
-    violation = _dp_violation(arm)
+    violation = _dp_violation(name, results)
     if arm.empirical_epsilon is not None:
         figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
     if kind is not None:
@@ -170,6 +217,8 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     if blind is not None and blind.shifted and "membership" in leaking:
         text += (" Caution: a classifier that never sees the model tells these members from non-members "
                  f"(blind AUC {blind.auc:.2f}), so the membership figures are not evidence of memorisation.")
+    if kind is not None:
+        text += kind.remark(arm)
     if violation:
         label = "DP GUARANTEE VIOLATED"
     return Verdict(level=level, label=label, text=text, findings=reasons, figures=figures, families_leaking=fams,
@@ -177,68 +226,86 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
 
 
 def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
-    """The arm to release: the highest utility recovered G (where the audit has a best
-    reference; else the best held-out perplexity) among the arms whose verdict is near
-    chance. One that learned little (G < ``LOW_GAIN``) is named as such, never silently."""
-    arms = {n: a for n, a in results.arms.items() if a.verdict is not None and _recommendable(a)}
-    ok = {n: a for n, a in arms.items() if a.verdict.near_chance and _finite(-_utility_key(a))}
+    """The arm to release, by the stated tie rule (:func:`privleak.audit.ties.pick_release`): among the
+    recommendable arms whose verdict is near chance, those whose utility interval (G's paired-bootstrap 95 %
+    interval; held-out perplexity where there is no best reference) overlaps the best's are within noise of
+    it, and the smallest accountant ε among them is recommended, then the name — never the third decimal of G.
+    One that learned little (G < ``LOW_GAIN``) is named as such, never silently."""
+    arms = {n: a for n, a in results.arms.items() if a.verdict is not None and _recommendable(a)
+            and _finite(-_utility_key(a))}
     rules = policy.describe()
-    if ok:
-        best = max(ok, key=lambda n: _utility_key(ok[n]))
-        key = _utility_key(ok[best])
-        by_g = ok[best].utility.gain_recovered is not None
-        others = [n for n, a in arms.items() if n not in ok and _utility_key(a) > key]
-        what = "utility recovered" if by_g else "held-out perplexity"
-        why = (f"Recommended arm: {best} — the best {what} ({_utility_phrase(ok[best])}) among the arms whose attacks "
-               f"are near chance ({', '.join(ok)}).")
-        if others:
-            why += f" {', '.join(others)} ha{'s' if len(others) == 1 else 've'} more utility but leak{'s' if len(others) == 1 else ''}."
-        guarantee = _kind(ok[best]).guarantee(ok[best]) if _kind(ok[best]) else None
-        if guarantee:
-            why += (f" It has {guarantee}: near chance holds for these attacks, not for every "
-                    "attacker, unlike a DP-SGD arm's ε.")
-        g = ok[best].utility.gain_recovered
-        cppl = results.base_model.utility.ppl_non_members if results.base_model else None
-        bppl = ok[best].utility.ppl_non_members
-        if g is not None and g < LOW_GAIN:
-            why += (f" Caution: it recovers only {g:.2f} of the best non-private fine-tune's gain — it is safe because "
-                    "it learned little; consider a larger ε, more steps or a larger batch.")
-        elif g is None and _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
-            why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
-                    "it learned little — consider more epochs, a larger ε or a larger batch.")
-        return Recommendation(arm=best, text=why, policy=rules)
-    text = "No arm meets the near-chance thresholds; none is recommended for release."
-    cands = arms
-    if cands:
-        order = {"chance": 0, "some": 1, "leaks": 2}
-        least = min(cands, key=lambda n: (order.get(cands[n].verdict.level, 3), -_utility_key(cands[n])))
-        text += f" The least leaky is {least}."
-    return Recommendation(arm=None, text=text, policy=rules)
+    cands = []
+    for n, a in arms.items():
+        g, ci = a.utility.gain_recovered, a.utility.gain_recovered_ci95
+        utility, interval = (g, tuple(ci) if ci is not None and ci[0] <= g <= ci[1] else None) if g is not None \
+            else (_utility_key(a), None)
+        cands.append(ReleaseCandidate(name=n, utility=utility, utility_ci=interval, epsilon=a.epsilon,
+                                      near_chance=a.verdict.near_chance))
+    choice = pick_release(cands)
+    if choice.chosen is None:
+        text = "No arm meets the near-chance thresholds; none is recommended for release."
+        if arms:
+            order = {"chance": 0, "some": 1, "leaks": 2}
+            least = min(arms, key=lambda n: (order.get(arms[n].verdict.level, 3), -_utility_key(arms[n])))
+            text += f" The least leaky is {least}."
+        return Recommendation(arm=None, text=text, policy=rules)
+    best = choice.chosen
+    arm = arms[best]
+    why = f"Recommended arm: {best}. {choice.text}"
+    if choice.leaking_better:
+        n = len(choice.leaking_better)
+        why += f" {', '.join(choice.leaking_better)} ha{'s' if n == 1 else 've'} more utility but leak{'s' if n == 1 else ''}."
+    guarantee = _kind(arm).guarantee(arm) if _kind(arm) else None
+    if guarantee:
+        why += (f" It has {guarantee}: near chance holds for these attacks, not for every "
+                "attacker, unlike a DP-SGD arm's ε.")
+    g = arm.utility.gain_recovered
+    cppl = results.base_model.utility.ppl_non_members if results.base_model else None
+    bppl = arm.utility.ppl_non_members
+    if g is not None and g < LOW_GAIN:
+        why += (f" Caution: it recovers only {g:.2f} of the best non-private fine-tune's gain — it is safe because "
+                "it learned little; consider a larger ε, more steps or a larger batch.")
+    elif g is None and _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
+        why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
+                "it learned little — consider more epochs, a larger ε or a larger batch.")
+    return Recommendation(arm=best, text=why, policy=rules, tied=choice.tied, rule=choice.rule)
+
+
+def _compare(ref: str, a_arm: ArmResult, name: str, b_arm: ArmResult, tests: dict[str, Comparison]) -> None:
+    for attack, b_result in b_arm.attacks.items():
+        a_result = a_arm.attacks.get(attack)
+        a, b = (a_result.between_arm_count() if a_result else None), b_result.between_arm_count()
+        if a is not None and b is not None and a.n and b.n:
+            tests[f"{ref} vs {name}: {a.unit}"] = Comparison.model_validate(
+                compare_proportions(a.k, a.n, b.k, b.n).to_dict())
 
 
 def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
-    """Each arm vs the memorisation stress test (the arm whose kind is ``stress_test``: the baseline) on the leak
-    counts its attacks compare between arms (:meth:`~privleak.attacks.base.AttackResult.between_arm_count`):
-    Fisher / χ², Cohen's h, Newcombe CI, as source 003 does."""
-    ref = next((n for n, a in arms.items() if _kind(a) is not None and _kind(a).stress_test), None)
-    if ref is None:
-        return {}
-    base = arms[ref]
+    """Two-proportion tests (Fisher / χ², Cohen's h, Newcombe CI, as source 003 does) on the leak counts the
+    attacks compare between arms (:meth:`~privleak.attacks.base.AttackResult.between_arm_count`): every arm
+    against the memorisation stress test (the kind that is ``stress_test``: the baseline), and every arm with a
+    data defence against the same recipe without it (``scrub`` against ``best``, ``dp-8+scrub`` against
+    ``dp-8``) — what the defence adds on an equal recipe."""
     tests: dict[str, Comparison] = {}
+    ref = next((n for n, a in arms.items() if _kind(a) is not None and _kind(a).stress_test), None)
     for name, arm in arms.items():
-        if name == ref or not (_kind(arm) is None or _kind(arm).compared):
+        if not (_kind(arm) is None or _kind(arm).compared):
             continue
-        for attack, b_result in arm.attacks.items():
-            a_result = base.attacks.get(attack)
-            a, b = (a_result.between_arm_count() if a_result else None), b_result.between_arm_count()
-            if a is not None and b is not None and a.n and b.n:
-                tests[f"{ref} vs {name}: {a.unit}"] = Comparison.model_validate(
-                    compare_proportions(a.k, a.n, b.k, b.n).to_dict())
+        if ref is not None and name != ref:
+            _compare(ref, arms[ref], name, arm, tests)
+        try:
+            spec = parse_arm(name)
+        except ValueError:
+            continue
+        plain = ArmSpec(spec.kind, spec.param, spec.modifiers).name if spec.data else None
+        if plain in arms and plain != ref:
+            _compare(plain, arms[plain], name, arm, tests)
     return tests
 
 
 def judge(results: AuditResults, policy: Policy = POLICY) -> AuditResults:
-    """``results`` with every verdict, the recommendation and the between-arm tests filled in."""
+    """``results`` with the alarm decision, every verdict, the recommendation and the between-arm tests."""
+    results.alarms = decide_alarms(results, policy)
     if results.base_model is not None:
         results.base_model.verdict = arm_verdict(CONTROL, results.base_model, results, policy)
     for name, arm in results.arms.items():

@@ -12,13 +12,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
 from ..arms import ArmInputs, ArmSpec
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
 from ..audit.blind import RULE, shifted
 from ..audit.runner import AttackStage
-from ..audit.utility import MIN_GAIN_NATS, gain_recovered
+from ..audit.utility import MIN_GAIN_NATS, gain_interval, gain_recovered
 from ..audit.verdicts import judge
 from ..core.io import read_json
 from ..results import (
@@ -74,23 +76,17 @@ def _utility(audit: Audit, model: str) -> Utility:
     return Utility.model_validate(read_json(audit.run.path("arms", model, "utility.json")))
 
 
-def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
-    """An empirical lower bound above the accountant's ε, or a measured operating point significantly
-    outside TPR ≤ e^ε·FPR + δ, means a bug (or a broken DP guarantee): never hide it."""
-    one = arm.one_run_epsilon
-    if arm.privacy is not None and one is not None and one.exceeds_accountant:
-        audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the one-run ε lower bound {one.epsilon_steinke:.2f} "
-                   f"(95% confidence, {one.m} audit canaries) EXCEEDS the ε = {arm.privacy.epsilon_per_record:.2f} the "
-                   "accountant claims; the DP step of this run does not deliver its guarantee (missing noise or clipping?)")
-    emp = arm.empirical_epsilon
-    if emp is None or arm.privacy is None:
+def _alarm_warnings(audit: Audit, results: AuditResults) -> None:
+    """A refuted DP claim is never hidden: one loud warning per arm the audit-wide alarm names."""
+    alarms = results.alarms
+    if alarms is None:
         return
-    if emp.exceeds_accountant:
-        audit.warn(f"!!! {name}: empirical ε lower bound {emp.epsilon_lb:.3f} ({emp.attack}) EXCEEDS the accountant's ε — "
-                   "the DP guarantee does not hold for this run; please report it")
-    if emp.dp_bound is not None and not emp.dp_bound.ok:
-        audit.warn(f"!!! {name}: measured operating points violate TPR ≤ e^ε·FPR + δ ({emp.dp_bound.attack}) — "
-                   "the DP guarantee is contradicted")
+    for name in alarms.violated:
+        o = next(x for x in alarms.outcomes if x.arm == name and x.alarm and x.rejected)
+        audit.warn(f"!!! DP GUARANTEE VIOLATED — {name}: the {o.route.replace('_', '-')} test refutes {o.claim} "
+                   f"(p = {o.p_value:.2g} at level {o.level:.3g}; {alarms.statement}) — the DP step of this run does "
+                   "not deliver its guarantee (missing noise or clipping?)")
+    results.warnings = audit.warnings
 
 
 #: The base model "does not fit" the private domain when its held-out perplexity
@@ -99,15 +95,29 @@ def _check_dp_claims(audit: Audit, name: str, arm: ArmResult) -> None:
 BASE_MISFIT_RATIO = 20.0
 
 
+def _text_losses(audit: Audit, model: str) -> tuple[np.ndarray, np.ndarray] | None:
+    path = audit.run.path("arms", model, "utility_texts.npz")
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        return z["nll_sum"], z["tokens"]
+
+
 def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, ArmResult], reference: str | None) -> None:
-    """Fill in every arm's G against the base and the utility reference arm; warn when the base does not fit."""
+    """Fill in every arm's G (and its paired-bootstrap interval) against the base and the utility reference arm;
+    warn when the base does not fit."""
     if base is None:
         return
     best = arms.get(reference) if reference else None
     l_base = base.utility.nll_non_members
     l_best = best.utility.nll_non_members if best else None
-    for arm in [base, *arms.values()]:
+    texts_base = _text_losses(audit, "base")
+    texts_best = _text_losses(audit, reference) if reference else None
+    for name, arm in [("base", base), *arms.items()]:
         arm.utility.gain_recovered = gain_recovered(l_base, arm.utility.nll_non_members, l_best)
+        texts = _text_losses(audit, arm.serves or name)
+        if arm.utility.gain_recovered is not None and texts is not None and texts_base is not None and texts_best:
+            arm.utility.gain_recovered_ci95 = gain_interval(texts_base, texts, texts_best, seed=audit.cfg.seed)
     if best is None or l_base is None or l_best is None:
         return
     if l_base - l_best < MIN_GAIN_NATS:
@@ -180,8 +190,10 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     arms: dict[str, ArmResult] = {}
     for spec in arm_specs:
         arms[spec.name] = arm_result(audit, spec, arms, durations, (extra or {}).get(spec.name))
-        _check_dp_claims(audit, spec.name, arms[spec.name])
-    reference = next((s.name for s in arm_specs if s.kind_obj.utility_reference), None)
+        for w in spec.kind_obj.warnings(spec.name, arms[spec.name]):
+            audit.warn(w)
+    # The reference is the recipe on the members as they are (``best``), not one of its defended variants.
+    reference = next((s.name for s in arm_specs if s.kind_obj.utility_reference and not s.data), None)
     _utility_recovered(audit, base, arms, reference)
     sel = selection(audit)
     if not sel.design.available:
@@ -202,4 +214,6 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,
         warnings=audit.warnings,
         durations_s={**{k: round(v, 2) for k, v in run.durations.items()}, **durations}, versions=package_versions())
-    return judge(results)
+    results = judge(results)
+    _alarm_warnings(audit, results)
+    return results

@@ -20,12 +20,15 @@ from ..attacks.base import AttackContext, AttackSpec, ScoringPasses, ShadowData
 from ..attacks.registry import select
 from ..attacks.scoring import cached_scores
 from ..arms import get as get_kind
+from ..arms import specs
+from ..audit.alarms import largest_unit
+from ..audit.alarms import unit_claim as group_claim
 from ..audit.blind import beats_chance, blind_baseline
 from ..attacks.membership.selection import MiaSelection, mia_selection
 from ..audit.runner import AttackStage, run_family
-from ..audit.utility import mean_nll, perplexity
+from ..audit.utility import mean_nll, perplexity, text_losses
 from ..config import resolve_delta
-from ..core.io import read_json, stable_hash, write_json
+from ..core.io import atomic_path, read_json, stable_hash, write_json
 from ..core.masking import PiiMasker
 from ..data.canaries import known_pii
 from ..models.external import load_model
@@ -143,7 +146,17 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
         canaries=audit.canaries(), settings=audit.cfg.attack_settings(), seed=audit.cfg.seed, masker=masker(audit),
         scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
         reference=audit.base() if target.reference else None, shadows=shadow, audit_canaries=audit.audit_canaries(),
+        clients=has_clients(audit),
         shared=audit.memo("attack_shared", dict))
+
+
+def has_clients(audit: Audit) -> bool:
+    """Whether the data has clients: the synthetic corpus's clinics, the user's ``--client-field``, or an arm that
+    trains over clients (a federated kind). A user corpus without them gets no client-level figures: a partition
+    made up for it would measure the partition, not the model."""
+    cfg = audit.cfg
+    return cfg.data.path is None or cfg.data.client_field is not None or any(
+        s.kind_obj.uses_clients for s in specs(cfg))
 
 
 def family_specs(audit: Audit, family: str, target: Target) -> list[AttackSpec]:
@@ -161,16 +174,35 @@ def attack_key(audit: Audit, family: str, target: Target, base_key: str, shadow_
                        alpha, shadow_key, target.serves, fdp)
 
 
-def _delta(audit: Audit, target: Target) -> tuple[float, float | None]:
-    """(δ, accountant ε) for an arm's empirical-ε bound: a DP arm's own δ, the default δ for the others,
-    so every arm is held to the same δ."""
+def _privacy(audit: Audit, target: Target) -> dict | None:
+    """A DP arm's privacy block from its train.json (None: the base, a served arm, an external model, no DP)."""
     train = audit.run.path("arms", target.name, "train.json")
-    if target.name != "base" and not target.serves and train.exists():  # an external arm has no train.json
-        privacy = read_json(train)["privacy"]
-        if privacy:
-            # A federated arm's ε is per client; one record's inclusion is held to the record-level ε it implies.
-            return float(privacy["delta"]), float(privacy.get("epsilon_record") or privacy["epsilon"])
-    return resolve_delta(audit.cfg, len(audit.splits()["members"]))[0], None
+    if target.name == "base" or target.serves or not train.exists():
+        return None
+    return read_json(train)["privacy"]
+
+
+def _delta(audit: Audit, target: Target) -> float:
+    """δ for an arm's bounds: a DP arm's own δ, the default δ for the others, so every arm is held to the same δ."""
+    privacy = _privacy(audit, target)
+    return float(privacy["delta"]) if privacy else resolve_delta(audit.cfg, len(audit.splits()["members"]))[0]
+
+
+def unit_claim(audit: Audit, target: Target) -> tuple[float, float, int] | None:
+    """A DP arm's (ε, δ) for the units the membership attacks evaluate, and the most records such a unit holds:
+    every record of a member unit was trained on, so a unit of k records is protected at the group level
+    (:func:`privleak.audit.alarms.unit_claim`), not at the record's ε. An arm accounted per person already
+    claims its ε for the whole unit."""
+    privacy = _privacy(audit, target)
+    if not privacy:
+        return None
+    eps = float(privacy.get("epsilon_record") or privacy["epsilon"])
+    design = selection(audit).design
+    k = largest_unit(design.strata) if any(design.strata.values()) else 1
+    if privacy.get("unit") == "person":
+        return float(privacy["epsilon"]), float(privacy["delta"]), k
+    eps_u, delta_u = group_claim(eps, float(privacy["delta"]), k)
+    return eps_u, delta_u, k
 
 
 def stage_path(audit: Audit, model: str, family: str) -> Path:
@@ -181,7 +213,7 @@ def attack_stage(audit: Audit, family: str, target: Target, base_key: str, shado
     served = model_handle(audit, target)
     ctx = context(audit, target, served, base_key, shadows)
     specs = family_specs(audit, family, target)
-    delta, dp_eps = _delta(audit, target)
+    delta = _delta(audit, target)
     if target.serves:
         view = get_kind(target.kind).serve(served, ctx)
         out = run_family(specs, view.target, ctx, on_start=view.on_start)
@@ -189,7 +221,8 @@ def attack_stage(audit: Audit, family: str, target: Target, base_key: str, shado
     else:
         if family == "membership" and not selection(audit).design.available:
             delta = None  # no empirical ε on sets that cannot support one (DataSummary says why)
-        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha, dp_epsilon=dp_eps,
+        out = run_family(specs, served, ctx, delta=delta, alpha=audit.cfg.attacks.alpha,
+                         unit_claim=unit_claim(audit, target) if family == "membership" else None,
                          fdp=audit.cfg.one_run.fdp)
     write_json(stage_path(audit, target.name, family), out.model_dump(mode="json"))
 
@@ -211,6 +244,9 @@ def utility_stage(audit: Audit, target: Target, base_key: str) -> None:
     passes = _passes(audit, target, handle, base_key)
     non_members = passes.target("non_members")
     public = passes.target("public_heldout") if scored_texts(audit)["public_heldout"] else None
+    sums, counts = text_losses(non_members)  # per text: the bootstrap of G's interval resamples these
+    with atomic_path(audit.run.path("arms", target.name, "utility_texts.npz"), suffix=".npz") as tmp:
+        np.savez(tmp, nll_sum=sums, tokens=counts)
     write_json(audit.run.path("arms", target.name, "utility.json"),
                Utility(ppl_members=perplexity(passes.target("members")), ppl_non_members=perplexity(non_members),
                        nll_non_members=mean_nll(non_members), nll_public=mean_nll(public) if public else None,

@@ -254,8 +254,9 @@ def add_evaluation(g: Graph, audit: Audit, targets: list[Target], producer: dict
     for t in targets:
         reads = tuple(dict.fromkeys(reads_all + (producer[t.name],)))
         if not t.serves:
-            g.add(Task(f"utility/{t.name}", stable_hash("utility", t.key), partial(utility_stage, target=t, base_key=bkey),
-                       reads, (f"arms/{t.name}/utility.json",), kind="eval"))
+            g.add(Task(f"utility/{t.name}", stable_hash("utility", t.key, "texts"),
+                       partial(utility_stage, target=t, base_key=bkey), reads,
+                       (f"arms/{t.name}/utility.json", f"arms/{t.name}/utility_texts.npz"), kind="eval"))
         for family in FAMILIES:
             if not family_specs(audit, family, t):
                 continue

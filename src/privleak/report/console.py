@@ -40,7 +40,7 @@ def privacy_table(results: AuditResults) -> Table:
         if guarantee:
             t.caption = f"† {name}: {guarantee}" if not t.caption else f"{t.caption}; {name}: {guarantee}"
         one_s = fmt.num(one.epsilon_steinke, ".2f") if one and one.available else "—"
-        if one and one.exceeds_accountant:
+        if results.alarms is not None and name in results.alarms.violated:
             one_s = f"[bold red]{one_s} !![/bold red]"
         emp_s = fmt.num(emp.epsilon_lb if emp else None, ".2f")
         if emp is None and design is not None and not design.available:

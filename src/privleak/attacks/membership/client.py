@@ -13,9 +13,12 @@ number of clinics, of the same size law, none of whose records was trained
 on. AUC over clients (and its bootstrap CI) is the figure; with K = 20 a
 side, TPR at low FPR has no resolution and is not reported.
 
-It runs on every arm, central ones too: under central training a clinic's
-records are in the model just the same, and this is the question a
-consortium member asks of any release. Its AUC is never turned into an ε.
+It runs where clients exist — the synthetic corpus's clinics, a user's
+``--client-field``, an audit with federated arms — on every arm, central
+ones too: under central training a clinic's records are in the model just
+the same, and this is the question a consortium member asks of any release.
+It never invents a partition for a corpus without clients. Its AUC is never
+turned into an ε.
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ class ClientMembershipResult(AttackResult):
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
         """Leaks when the AUC and its whole CI lie above the control's AUC plus ``auc_margin`` (as record-level
-        membership)."""
-        ctrl = control if isinstance(control, ClientMembershipResult) else None
+        membership) — the control's only when it used the same score (an arm's reference score against the
+        control's LOSS compares two different statistics); else above chance, 0.5."""
+        ctrl = control if isinstance(control, ClientMembershipResult) and control.score == self.score else None
         ref = ctrl.auc if ctrl else 0.5
         low = self.auc_ci95[0] if self.auc_ci95 else self.auc
         # The point estimate too: with a few clients and few bootstrap replicates the percentile CI can sit
@@ -58,9 +62,10 @@ class ClientMembershipResult(AttackResult):
         leaks = low > ref + policy.auc_margin and self.auc > ref + policy.auc_margin
         figure = (f"{attack} client AUC {self.auc:.3f}"
                   + (f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else "")
-                  + f" over {self.n_member_clients} vs {self.n_heldout_clients} clients, control {ref:.3f}")
-        reason = (f"a clinic's records together give it away: client-level AUC {self.auc:.2f} vs {ref:.2f} for "
-                  "the control") if leaks else ""
+                  + f" over {self.n_member_clients} vs {self.n_heldout_clients} clients, "
+                  + (f"control {ref:.3f} ({self.score} score)" if ctrl else f"chance 0.5 ({self.score} score)"))
+        reason = (f"a client's records together give it away: client-level AUC {self.auc:.2f} vs {ref:.2f} for "
+                  + ("the control" if ctrl else "chance")) if leaks else ""
         return Finding(attack, leaks, figure, reason)
 
 
