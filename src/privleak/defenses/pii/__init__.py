@@ -100,7 +100,7 @@ kinds that rarely make another word (Damerau 1964): a doubled letter, two
 neighbours swapped (4+ letters), an inner letter dropped (6+ letters;
 shorter words turn into others: "acct" → "act"). Short forms of "account"
 ("A/C", "Acc", chat's "act") count only directly before the number (see
-``_ACCOUNT_SHORT``), where they are no other word.
+``ACCOUNT_SHORT``), where they are no other word.
 
 Names
 -----
@@ -156,274 +156,11 @@ from .labels import (
     SPACY_MAPPING,
     parse_labels,
 )
+from .context import cue_distance, licence_cue_is_only_a_unit, supporting_cue
 from .overlaps import resolve_overlaps
+from .patterns import ANY_MONTH, MONTH_WORDS, NOT_NAME_RE, WORD, YEAR, own_specs
+from .validators import offline_tld_extractor, phone_score
 from .windows import Job, split_windows
-
-# PrivLeak label → the Presidio entity spaCy's NER reports it as.
-# Regions whose national number formats Presidio's phone recognizer (Google's
-# libphonenumber) accepts without a +country prefix: North America, the UK,
-# Ireland, Australia and the large EU countries. Numbers with a + prefix are
-# found for every region regardless.
-_PHONE_REGIONS = ("US", "CA", "GB", "IE", "AU", "NZ", "DE", "AT", "CH", "FR", "BE", "NL", "ES", "IT", "PT")
-
-
-# --------------------------------------------------------------------------
-# regex building blocks
-
-_STATES = (
-    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ "
-    "NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY PR GU VI AS MP AA AE AP"
-).split()
-_MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-           r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
-_YEAR = r"(?:18|19|20)\d{2}"
-# Month names in the languages of the EU's largest economies and their
-# common abbreviations (CLDR month names for de, fr, es, it, nl, pt).
-_MONTHS_INTL = (
-    r"(?:Januar|Jänner|Februar|März|Mai|Juni|Juli|Oktober|Dezember|"
-    r"janvier|février|fevrier|mars|avril|mai|juin|juillet|août|aout|septembre|octobre|novembre|décembre|decembre|"
-    r"enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre|octubre|noviembre|diciembre|"
-    r"gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|dicembre|"
-    r"januari|februari|maart|mei|augustus|"
-    r"janeiro|fevereiro|março|maio|junho|julho|setembro|outubro|dezembro|"
-    r"janv|févr|avr|juil|sept|déc|ene|dic|genn|febbr|sett|ott|mrt|okt|dez)"
-)
-_ANY_MONTH = rf"(?:{_MONTHS}|{_MONTHS_INTL})"
-_MONTH_WORDS = frozenset(w.casefold() for w in re.findall(r"[^\W\d_]+", _MONTHS_INTL + " January February March "
-                         "April May June July August September October November December"))
-_DAY = r"(?:0?[1-9]|[12]\d|3[01])"
-
-
-def _street_suffixes() -> list[str]:
-    # The USPS street-suffix names and the Australian/New Zealand street types
-    # of AS/NZS 4819 (Faker ships both lists), plus their standard
-    # abbreviations; longest first so "Streets" wins over "Street".
-    from faker.providers.address.en_AU import Provider as Australia
-    from faker.providers.address.en_US import Provider
-
-    abbrevs = ["St", "Ave", "Av", "Rd", "Blvd", "Dr", "Ln", "Ct", "Pl", "Ter", "Terr", "Hwy", "Pkwy",
-               "Cir", "Sq", "Trl", "Xing", "Expy", "Fwy", "Ste", "Mt", "Pt", "Ctr", "Cv", "Hts", "Cres", "Gr", "Pde"]
-    names = (set(Provider.street_suffixes) | set(Australia.street_suffixes) | set(abbrevs)
-             | {"Way", "Drive", "Lane", "Court", "Road"})
-    return sorted(names, key=lambda s: (-len(s), s))
-
-
-# Street types that precede the name in Spanish, Catalan, Italian, French and
-# Portuguese addresses ("Calle de …", "Via …", "34, rue …"), and those that
-# end the name in German and Dutch ones ("Bienstraße 4", "Fennadreef 6").
-_TYPE_FIRST = (r"Calle|C/|Carrer|Avenida|Avinguda|Avda|Paseo|Passeig|Plaza|Plaça|Camino|Cuesta|Callejón|"
-               r"Urbanización|Ronda|Rambla|Glorieta|Alameda|Acceso|Vía|Via|Viale|Travesía|Pasaje|Piazza|Piazzale|"
-               r"Corso|Largo|Vicolo|Contrada|Borgo|Strada|Stretto|Incrocio|Canale|Rotonda|Lungomare|Rue|Avenue|"
-               r"Boulevard|Bd|Chemin|Impasse|Allée|Place|Quai|Route|Cours|Sentier|Rua|Travessa|Praça|Estrada")
-_TYPE_LAST = (r"straße|strasse|str\.|weg|gasse|platz|allee|ring|damm|ufer|steig|pfad|chaussee|laan|straat|plein|"
-              r"gracht|kade|singel|dreef|hof|dijk|markt|baan|veld|wal|pad")
-_LINK = r"(?:de|del|della|delle|dei|di|da|do|dos|das|du|des|la|le|les|el|van|von|der|den|am|an|im|sur|lès|en|y|e)"
-_CAPW = r"[A-ZÀ-ÖØ-Þ][\w'’-]*"
-# Postcodes: UK, Canada, the Netherlands, 4-5 digit ones (with a US ZIP+4,
-# or after an Australian state or a US military "APO AE"), Italian "(PG)".
-_POSTCODE = (r"(?:[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}|[A-Z]\d[A-Z]\s?\d[A-Z]\d|\d{4}\s?[A-Z]{2}|"
-             r"(?:[A-Z]{2,3}\s+){0,2}\d{4,5}(?:-\d{4})?)")
-_UNIT = (r"(?i:piano|puerta|piso|appartamento|apt|apartment|flat|studio|unit|suite|escalera|esc\.|planta|étage|etage|bus|"
-         r"boîte|app\.|int\.|scala|box|psc) ?[\w/-]{1,5}")
-
-
-@lru_cache(maxsize=1)
-def _intl_address_regex() -> str:
-    # Components are separated by commas; inside one only by single spaces
-    # (never a line break: the next line is something else).
-    city = rf"{_CAPW}(?:[ -](?:{_LINK}[ -])?{_CAPW}){{0,4}}(?: \([A-Z]{{2}}\))?"
-    component = (rf"(?:{_POSTCODE}(?: {city})?|{_UNIT}|{city}(?: {_POSTCODE})?|"
-                 rf"\d{{1,5}}[A-Za-z]?(?:[-/]\d+)?(?: {_UNIT})?)")
-    number = r"\d{1,5}(?: ?(?:bis|ter)|[A-Za-z])?(?:/\d{1,4})?"
-    name = rf"(?:{_CAPW}|\d{{1,3}}(?!\d))(?:[ -](?:{_LINK}[ -])*(?:{_CAPW}|\d{{1,3}}(?!\d))){{0,4}}"
-    type_first = (rf"(?:{number},? )?(?i:{_TYPE_FIRST})\.? (?:{_LINK} )*{name}"
-                  rf"(?:,? {number}(?![\d.,]\d)(?: {_UNIT})*)?")
-    type_last = rf"[A-ZÄÖÜ][\wäöüßÀ-ÿ'-]*?(?i:{_TYPE_LAST}) {number}(?: ?[-/] ?\d{{1,4}}[a-z]?)?"
-    suffix = "(?:" + "|".join(re.escape(x) for x in _street_suffixes()) + r")\.?"
-    unit_first = rf"{_UNIT},? (?:\d{{1,5}}(?:/\d{{1,4}})? )?{name} {suffix}(?![\w])"
-    military = r"(?:PSC|Unit|USNS|USNV|USS|USCGC) \d{1,5}(?:, Box \d{1,5})?,? (?:APO|FPO|DPO) (?:AA|AE|AP) \d{5}"
-    return rf"\b(?:{type_first}|{type_last}|{unit_first}|{military})(?:, ?{component}){{0,4}}"
-
-
-@lru_cache(maxsize=1)
-def _address_regexes() -> tuple[str, str, str]:
-    suffix = "(?:" + "|".join(re.escape(s) for s in _street_suffixes()) + r")\.?"
-    word = r"(?:[A-Z][a-z]+(?:['-][A-Za-z]+)?|\d{1,3}(?:st|nd|rd|th)|[NSEW]\.?)"
-    unit = r"(?:,?\s+(?:Apt|Apartment|Suite|Ste|Unit|Fl|Floor|Rm|Room|Bldg|#)\.?\s*#?\s*[A-Za-z0-9-]{1,8})"
-    city = r"[A-Z][a-z]+(?:[ -][A-Z][a-z]+){0,3}"
-    state = "(?:" + "|".join(_STATES) + ")"
-    zipc = r"\d{5}(?:-\d{4})?"
-    directional = r"(?:\s+(?:N|S|E|W|NE|NW|SE|SW)\.?(?![A-Za-z]))"
-    street = rf"\b\d{{1,6}}(?:/\d{{1,4}})?[A-Z]?\s+(?:{word}\s+){{1,4}}{suffix}(?![A-Za-z]){directional}?{unit}?"
-    # then the city, state and ZIP (US), or the components other countries
-    # write after the street: town, state, postcode (UK, Canada, Australia)
-    tail = rf"(?:,?\s+{city},?\s+{state}\.?\s+{zipc}\b|(?:, ?(?:{_POSTCODE}|[A-Z]{{2,3}}(?: {_POSTCODE})?|{city})){{1,3}})"
-    full = rf"(?:{_UNIT},?\s+)?{street}{tail}?"
-    city_state_zip = rf"\b{city},\s+{state}\.?\s+{zipc}\b"
-    po_box = r"\bP\.?\s?O\.?\s+Box\s+\d{1,6}\b"
-    return full, city_state_zip, po_box
-
-
-# A capitalised name token: Ann, McDonald, O'Brien, Smith-Jones.
-_NAME_TOKEN = r"(?:[A-Z]'[A-Z][a-z]+|[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:-[A-Z][a-z]+)?)"
-# Capitalised words that start sentences or fields, never a name's first token.
-_NOT_NAME = (r"(?:Patient|Pt|Name|Full|For|With|Dear|Mr|Mrs|Ms|Miss|Mx|Dr|Prof|See|Seen|Please|"
-             r"Admitted|Admission|Discharge|Discharged|Summary|Referral|Referring|Video|Telehealth|"
-             r"Identity|Record|Chart|Lab|Labs|The|This|That|Today|Home|Address|Phone|Tel|Call|"
-             r"Deliver|Signed|Client|Resident|Consultation|Registration|Progress|Note|Notes|Re|To|From)")
-# The same words in capitals, plus header words that follow "PATIENT" in forms.
-_NOT_NAME_CAPS = (_NOT_NAME.upper()[:-1] + "|INTAKE|FORM|INFORMATION|INFO|DETAILS|HISTORY|VISIT|"
-                  "CARE|EDUCATION|PORTAL|ID|NUMBER|SIGNATURE|CONSENT)")
-# A name is written on one line: its words are separated by spaces, never a
-# line break ("Statement for Ann Lee\nMohauptstr. 5" is a name, then an address).
-_NAME = (rf"(?!{_NOT_NAME}\b){_NAME_TOKEN}"
-         rf"(?:[ \t]+(?:[A-Z]\.[ \t]+)?(?!{_NOT_NAME}\b){_NAME_TOKEN}){{1,2}}")
-_NAME_CUES = (r"(?:[Pp]atient|[Pp]t\.|[Nn]ame|Mr|Mrs|Ms|Miss|Mx|Dr|Dear|[Rr]eferring|[Ss]ee|"
-              r"[Ss]een(?:\s+today)?|[Ff]or|[Ww]ith|[Aa]dmitted|[Cc]onsultation|[Cc]lient|"
-              r"[Rr]esident|[Ss]igned|[Dd]ischarged)")
-# Nouns that take a letter as a label ("Appendix J", "Schedule J").
-_ENUMERATED = (r"(?:Appendix|Annex|Exhibit|Schedule|Section|Part|Form|Type|Plan|Item|Note|Table|Figure|Fig|Class|"
-               r"Grade|Block|Unit|Building|Room|Row|Gate|Level|Vitamin|Model|Series|Option|Group|Team|Phase|Step|"
-               r"Stage|Chapter|Article|Rule|Box|Lot|Wing|Ward|Bay|Zone|Sector|Tower|Floor|Suite|Flat|Apartment)")
-_ID_CUES = (r"(?:DOB|D\.O\.B|[Dd]ate of birth|[Bb]orn|b\.|MRN|SSN|[Aa]ge[d]?\b|\d{1,3}\s*(?:yo|y/o|"
-            r"years?[- ]old))")
-
-
-def _luhn_ok(value: str) -> bool:
-    """The Luhn (mod 10) check digit of ISO/IEC 7812 card numbers."""
-    digits = [int(ch) for ch in value if ch.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for i, d in enumerate(reversed(digits)):
-        if i % 2:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-# Short forms of "account" on statements, cheques and forms ("A/C No.",
-# "Acc#") and in chat ("act": "acct" with a c dropped, the doubled-letter
-# slip). Each is also a word or another abbreviation ("A/C" air con, "the
-# act"), so it names a bank account only directly before the number, joined
-# by at most "#", ":", "No." — and "act" never after an article (the noun).
-_ARTICLES = r"the|an?|this|that|these|those"
-_ACCOUNT_SEP = r"\.?[ \t]?(?:#|no\.?|nr\.?|number)?[ \t]?[:#]?[ \t]?"
-_ACCOUNT_SHORT = re.compile(
-    rf"(?<![\w/])(?P<article>(?:{_ARTICLES})\s{{1,3}})?(?P<cue>a/c|acc|act){_ACCOUNT_SEP}\Z", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class _RecognizerSpec:
-    label: str
-    patterns: tuple[tuple[str, str, float], ...]  # (name, regex, score)
-    context: tuple[str, ...] = ()
-    case_sensitive: bool = False
-    validate: Callable[[str], bool] | None = None  # e.g. a checksum; True raises the score to 1
-
-
-def _own_specs() -> dict[str, _RecognizerSpec]:
-    full, city_state_zip, po_box = _address_regexes()
-    return {
-        "MRN": _RecognizerSpec("MRN", (
-            ("mrn", r"\bMRN\s*(?:#|no\.?|number|:|-)?\s*[:#-]?\s*[A-Z]{0,3}\d{4,10}\b", 0.9),
-            ("medical record", r"\bmedical\s+record\s*(?:number|no\.?|#)?\s*[:#-]?\s*[A-Z]{0,3}\d{4,10}\b", 0.9),
-        ), ("mrn", "medical", "record", "chart")),
-        "SSN": _RecognizerSpec("SSN", (
-            ("ssn dashed", r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])", 0.6),
-            ("ssn spaced/dotted", r"(?<![\d.])\d{3}([ .])\d{2}\1\d{4}(?![\d.])", 0.35),
-            ("ssn bare", r"(?<![\d-])\d{9}(?![\d-])", 0.1),
-        ), ("ssn", "social", "security", "ss#", "ssa")),
-        "PHONE": _RecognizerSpec("PHONE", (
-            ("us phone",
-             r"(?<![\w+])(?:\+?1[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}"
-             r"(?:\s*(?:,\s*)?(?:x|ext\.?|extension)\s*\d{1,6})?(?!\d)", 0.7),
-            ("us phone compact", r"(?<![\w+-])(?:\+1)?\d{10}(?!\d)", 0.1),
-        ), ("phone", "mobile", "cell", "fax", "contact", "pager", "call")),
-        "ADDRESS": _RecognizerSpec("ADDRESS", (
-            ("street address", full, 0.7),
-            ("city state zip", city_state_zip, 0.6),
-            ("po box", po_box, 0.6),
-            ("international street address", _intl_address_regex(), 0.6),
-        ), ("address", "live", "reside", "home", "street", "deliver"), case_sensitive=True),
-        # Calendar dates, the HIPAA Safe Harbor "elements of dates": every
-        # numeric order (ISO 8601; US M/D/Y; European D/M/Y, D.M.Y, D-M-Y),
-        # month names in English and the EU languages above, and card
-        # expiry dates (MM/YY, only next to "exp"/"valid").
-        "DOB": _RecognizerSpec("DOB", (
-            ("iso date", rf"\b{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b", 0.6),
-            ("year first", rf"\b{_YEAR}([/.])(?:0?[1-9]|1[0-2])\1{_DAY}\b", 0.6),
-            ("numeric date", rf"(?<![\d/.-]){_DAY}([/.-]){_DAY}\1{_YEAR}(?![\d/])", 0.6),
-            ("numeric date 2-digit year", rf"(?<![\w/.:-]){_DAY}([/.]){_DAY}\1\d{{2}}(?![\d/.:-]|\.\d)", 0.45),
-            ("month day year", rf"\b{_ANY_MONTH}\.?\s+{_DAY}(?:st|nd|rd|th)?,?\s+{_YEAR}\b", 0.6),
-            ("day month year",
-             rf"\b{_DAY}(?:st|nd|rd|th|er|\.)?\s+(?:de\s+)?{_ANY_MONTH}\.?,?\s+(?:de\s+|del\s+)?{_YEAR}\b", 0.6),
-            ("day month", rf"\b{_DAY}(?:st|nd|rd|th|er|\.)?\s+(?:de\s+|of\s+)?(?-i:{_ANY_MONTH})\b(?!\.?\s*\d)", 0.45),
-            ("month day", rf"(?-i:\b{_MONTHS})\.?\s+{_DAY}(?:st|nd|rd|th)?\b(?![\d,:.]|,?\s+{_YEAR})", 0.45),
-            ("card expiry", r"(?<![\d/.])(?:0[1-9]|1[0-2])/\d{2}(?![\d/])", 0.05),
-        ), ("dob", "birth", "born", "d.o.b", "exp", "expiry", "expires", "valid", "geboren", "né", "née", "nacido",
-            "nato", "nata")),
-        # Clock times: 14:30, 7h45, 3 p.m., 9.30am, 14 Uhr. A time pins an
-        # event (a visit, a call, a login) to a person as a date does;
-        # durations and relative dates ("two weeks", "tomorrow") are not
-        # looked for.
-        "TIME": _RecognizerSpec("TIME", (
-            ("clock", r"(?<![\d:.,/])(?:[01]?\d|2[0-3])[:h][0-5]\d(?::[0-5]\d)?(?:\s?[ap]\.?\s?m\.?(?!\w))?(?![\d:])",
-             0.5),
-            ("am pm", r"(?<![\d:.,/])(?:1[0-2]|0?[1-9])(?:[.:][0-5]\d)?\s?[ap]\.?\s?m\.?(?!\w)", 0.5),
-            ("uhr", r"(?<![\d:.,/])(?:[01]?\d|2[0-3])(?:[:.][0-5]\d)?\s?Uhr\b", 0.5),
-        )),
-        # Card numbers the way issuers print them (4-4-4-4, Amex 4-6-5,
-        # Diners 4-6-4; ISO/IEC 7812 lengths 13-19), any IIN from 2 to 6 —
-        # Presidio's own pattern misses the Mastercard 2-series (2221-2720) —
-        # kept only when the Luhn check digit is right.
-        "CREDIT_CARD": _RecognizerSpec("CREDIT_CARD", (
-            ("card 4-4-4-4", r"(?<![\d-])[2-6]\d{3}([ -]?)\d{4}\1\d{4}\1\d{4}(?:\1?\d{1,3})?(?![\d-])", 0.3),
-            ("card 4-6-5/4", r"(?<![\d-])3\d{3}([ -]?)\d{6}\1\d{4,5}(?![\d-])", 0.3),
-        ), ("card", "credit", "visa", "mastercard", "amex", "cc", "kreditkarte", "carte", "tarjeta", "carta"),
-            validate=_luhn_ok),
-        # US driver's licence numbers: each state has its own format (1-3
-        # letters and 4-14 digits, digit groups, Washington's WDL + 9), too
-        # varied to tell from other numbers, so only next to a licence cue.
-        "US_DRIVER_LICENSE": _RecognizerSpec("US_DRIVER_LICENSE", (
-            ("licence number",
-             r"(?<![\w-])(?:WDL[A-Z0-9*]{9}|(?=(?:[A-Z0-9][ -]?){6})(?=[A-Z0-9]{0,14}\d)[A-Z]{0,3}\d[A-Z0-9]{2,13}"
-             r"(?:[ -]\d{1,6}){0,4}"
-             r"|\d{1,3}(?:[ -]\d{3}){2,3})(?![\w-])", 0.05),
-        ), ("driver", "license", "licence", "dl", "driving", "permit")),
-        # Presidio's bank recognizer takes 8-17 digits with a context word
-        # within five words; a short form of "account" counts only directly
-        # before the number (see _ACCOUNT_SHORT), where it is no other word.
-        "US_BANK_NUMBER": _RecognizerSpec("US_BANK_NUMBER", (
-            ("account short form",
-             rf"(?<=(?<![\w/])(?:a/c|acc|(?<!\b(?:{_ARTICLES})\s{{1,3}})act){_ACCOUNT_SEP})\d{{8,17}}\b", 0.5),
-        )),
-        "BLOOD_PRESSURE": _RecognizerSpec("BLOOD_PRESSURE", (
-            ("bp", r"(?<![\d/.])(?:[5-9]\d|1\d\d|2[0-4]\d)/(?:[2-9]\d|1[0-4]\d)(?![\d/])", 0.3),
-        ), ("bp", "blood", "pressure", "mmhg")),
-        "HEIGHT": _RecognizerSpec("HEIGHT", (
-            ("feet inches", r"(?<![\d'])[3-7]'\s?(?:1[01]|\d)(?:\"|''|\s?(?:in|inches)\b)?", 0.6),
-            ("ft in", r"\b[3-7]\s?(?:ft|feet)\.?\s?(?:1[01]|\d)\s?(?:in|inches)\b\.?", 0.6),
-            ("cm", r"\b(?:1\d{2}|2[0-2]\d)\s?cm\b", 0.3),
-            ("metres", r"\b[12]\.\d{1,2}\s?m\b", 0.2),
-        ), ("height", "ht", "tall")),
-        "WEIGHT": _RecognizerSpec("WEIGHT", (
-            ("weight", r"\b\d{2,3}(?:\.\d)?\s?(?:lbs?|pounds|kgs?|kilograms)\b", 0.5),
-        ), ("weight", "wt", "weigh")),
-        "NAME": _RecognizerSpec("NAME", (
-            ("name after cue", rf"(?<=\b{_NAME_CUES}\.?:?,?\s+){_NAME}\b", 0.6),
-            ("name before identifier", rf"\b{_NAME}(?=\s*[,;(:]\s*\(?{_ID_CUES})", 0.6),
-            ("all-caps name after cue",
-             rf"(?<=\b(?:[Pp]atient|PATIENT|[Nn]ame|NAME|Mr|MR|Mrs|MRS|Ms|MS|Dr|DR)\.?:?\s+)"
-             rf"(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+(?:[ \t]+(?!{_NOT_NAME_CAPS}\b)[A-Z][A-Z'-]+){{1,2}}\b", 0.5),
-            ("surname after title", rf"(?<=\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+)(?!{_NOT_NAME}\b){_NAME_TOKEN}\b", 0.6),
-            # A judge as law reports name one: surname + post-nominal ("Smith J:",
-            # "Denning LJ,", "Hale CJ:"), not a lettered item ("Appendix J:").
-            ("judge", rf"\b(?!{_NOT_NAME}\b|{_ENUMERATED}\b){_NAME_TOKEN}(?=[ \t]+(?:J|LJ|CJ|JA|JJ|LJJ)[:,])", 0.6),
-        ), (), case_sensitive=True),
-    }
 
 
 @lru_cache(maxsize=1)
@@ -467,7 +204,6 @@ def _phone_recognizer():
     threshold: "Lot number 123456789" is no phone) — and a context word
     ("phone", "mobile") adds the usual 0.35.
     """
-    import phonenumbers
     from presidio_analyzer import AnalysisExplanation, LocalRecognizer, RecognizerResult
 
 
@@ -501,10 +237,10 @@ def _phone_recognizer():
                 digits = sum(ch.isdigit() for ch in cand)
                 if not 7 <= digits <= 15 or _IPV4.fullmatch(cand) or _NUMERIC_DATE.fullmatch(cand):
                     continue
-                score, validated = _phone_score(phonenumbers, cand)
+                score, validated = phone_score(cand)
                 # Our own cue check, not Presidio's context boost: that one
                 # skips stop words, and "call" is one.
-                cued = score > 0 and _cue_distance("PHONE", text, start) is not None
+                cued = score > 0 and cue_distance("PHONE", text, start) is not None
                 if cued:
                     score = min(1.0, score + 0.35)
                 if score:
@@ -521,28 +257,6 @@ def _phone_recognizer():
     return PrivLeakPhoneRecognizer()
 
 
-def _phone_score(phonenumbers, cand: str) -> tuple[float, bool]:
-    """(score, validated): 0 when no region's numbering plan has the number."""
-    try:
-        if cand.startswith(("+", "00")):
-            # A "+" and a known country code are distinctive: a number of a
-            # possible length for that country is kept (numbering plans
-            # change faster than libphonenumber's validity tables).
-            num = phonenumbers.parse("+" + cand[2:] if cand.startswith("00") else cand, None)
-            return (0.7, True) if phonenumbers.is_possible_number(num) else (0.0, False)
-        for region in _PHONE_REGIONS:
-            num = phonenumbers.parse(cand, region)
-            if phonenumbers.is_valid_number_for_region(num, region):
-                grouped = not cand.isdigit() or cand.startswith("0")
-                # Validated: an assigned North American range, or a national
-                # number with its trunk 0. Other plans (Germany, Austria,
-                # Italy) take almost any digit string, so a bare run of
-                # digits valid only there needs a "phone" cue to count.
-                strict = region in ("US", "CA") or cand.lstrip("(").startswith("0")
-                return (0.5 if grouped else 0.4 if strict else 0.3), strict
-    except phonenumbers.NumberParseException:
-        return 0.0, False
-    return 0.0, False
 
 
 # --------------------------------------------------------------------------
@@ -567,7 +281,6 @@ montag dienstag mittwoch donnerstag freitag samstag sonntag lundi mardi mercredi
 lunes martes miércoles jueves viernes sábado domingo lunedì martedì mercoledì giovedì venerdì sabato domenica
 maandag dinsdag woensdag donderdag vrijdag zaterdag zondag
 """.split())
-_WORD = re.compile(r"[^\W\d_](?:[\w'’-]*[^\W\d_])?")
 _PARTICLES = frozenset({"van", "von", "de", "der", "den", "da", "das", "di", "del", "della", "dos", "du", "la", "le",
                         "ten", "ter", "y", "zu", "af", "bin", "al"})
 # Just before a name: a greeting, a title, or a phrase that introduces one
@@ -639,13 +352,13 @@ def _name_list_recognizer():
         def analyze(self, text, entities, nlp_artifacts=None):
             # An English possessive is no part of the name ("Bridget's background").
             words = [(m.start(), m.end() - 2, m.group(0)[:-2]) if m.group(0)[-2:] in ("'s", "’s")
-                     else (m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text)]
+                     else (m.start(), m.end(), m.group(0)) for m in WORD.finditer(text)]
             out = []
             i = 0
             while i < len(words):
                 start, end, word = words[i]
                 key = word.casefold()
-                if key not in given or len(key) < 3 or key in stop or key in _MONTH_WORDS or key in _WEEKDAYS_INTL:
+                if key not in given or len(key) < 3 or key in stop or key in MONTH_WORDS or key in _WEEKDAYS_INTL:
                     i += 1
                     continue
                 cap = word[0].isupper() and not word.isupper() or (word.isupper() and len(word) > 3 and text.isupper())
@@ -668,7 +381,7 @@ def _name_list_recognizer():
                         if k2 in _PARTICLES:
                             j += 1
                             continue
-                        if k2 in _WORD_NAMES or k2 in _MONTH_WORDS:
+                        if k2 in _WORD_NAMES or k2 in MONTH_WORDS:
                             break
                         if k2 in stop or not (k2 in family or k2 in given) or len(k2) < 3:
                             break
@@ -686,8 +399,8 @@ def _name_list_recognizer():
                     if k2 in _PARTICLES and w2[0].islower():
                         j += 1
                         continue
-                    if not w2[0].isupper() or (k2 in _WORD_NAMES and not surname) or _NOT_NAME_RE.match(w2) \
-                            or k2 in _MONTH_WORDS:
+                    if not w2[0].isupper() or (k2 in _WORD_NAMES and not surname) or NOT_NAME_RE.match(w2) \
+                            or k2 in MONTH_WORDS:
                         break
                     last = j
                     j += 1
@@ -805,7 +518,7 @@ def _nrp_list_recognizer():
             pass
 
         def analyze(self, text, entities, nlp_artifacts=None):
-            words = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(text)]
+            words = [(m.start(), m.end(), m.group(0)) for m in WORD.finditer(text)]
             out, i = [], 0
             while i < len(words):
                 start, end, word = words[i]
@@ -873,12 +586,6 @@ _PLACE_BEFORE = re.compile(
 # offline pieces
 
 
-@lru_cache(maxsize=1)
-def offline_tld_extractor():  # -> tldextract.TLDExtract
-    """A tldextract extractor that only ever uses its bundled suffix snapshot."""
-    import tldextract
-
-    return tldextract.TLDExtract(cache_dir=None, suffix_list_urls=(), fallback_to_snapshot=True)
 
 
 def _offline_email_recognizer():
@@ -1065,68 +772,24 @@ def _enhancer_class():
         @staticmethod
         def _find_supportive_word_in_context(context_list, recognizer_context_list, matching_mode="substring"):
             # Whole words (see PiiAnalyzer), up to what the lean engine's
-            # "lemmas" (lower-cased tokens) leave in: see _context_word_forms.
+            # "lemmas" (lower-cased tokens) leave in: see context_word_forms.
             if matching_mode != "whole_word" or not context_list or not recognizer_context_list:
                 return LemmaContextAwareEnhancer._find_supportive_word_in_context(
                     context_list, recognizer_context_list, matching_mode)
-            words = set()
-            for token in context_list:
-                token = token.lower()
-                words.add(token)
-                words.update(_LETTER_RUN.findall(token))
-            for cue in recognizer_context_list:
-                if not words.isdisjoint(_context_word_forms(cue.lower())):
-                    return cue
-            return ""
+            return supporting_cue(context_list, recognizer_context_list)
 
     return TokenIndexedEnhancer
 
 
-_LETTER_RUN = re.compile(r"[^\W\d_]+")
-_INFLECTIONS = ("s", "es", "ed", "d", "ing", "'s", "’s")
 
 
-@lru_cache(maxsize=4096)
-def _context_word_forms(cue: str) -> frozenset[str]:
-    """The tokens that stand for context word ``cue``.
-
-    Presidio's lemmatizer turned "accounts" into "account"; our engine's
-    lemmas are the lower-cased tokens, so English inflections are added
-    back. A cue glued to its value ("Acct#12345678", "konto:…") counts by
-    its letters (see the caller). Chat and hurried notes carry typos:
-    single-error forms (Damerau 1964: most misspellings are one insertion,
-    deletion, substitution or transposition) of the kinds that do not turn
-    one word into another — a letter typed twice, two neighbours swapped
-    (cues of 4+ letters), and an inner letter dropped (6+: "acount"; shorter
-    words, first and last letters give other words: "acct" → "act",
-    "routing" → "outing", "driver" → "drive"; "act" counts as a short form
-    of "account" directly before a number, see ``_ACCOUNT_SHORT``).
-    """
-    if " " in cue or not cue.isalpha():
-        return frozenset({cue})
-    forms = {cue, *(cue + s for s in _INFLECTIONS), *_typo_forms(cue)}
-    if cue.endswith("e"):
-        forms.add(cue[:-1] + "ing")
-    return frozenset(forms)
-
-
-def _typo_forms(word: str) -> set[str]:
-    """``word`` with one typo of the kinds :func:`_context_word_forms` accepts."""
-    forms: set[str] = set()
-    if len(word) >= 4:
-        forms.update(word[:i + 1] + word[i:] for i in range(len(word)))
-        forms.update(word[:i] + word[i + 1] + word[i] + word[i + 2:] for i in range(len(word) - 1))
-    if len(word) >= 6:
-        forms.update(word[:i] + word[i + 1:] for i in range(1, len(word) - 1))
-    forms.discard(word)
-    return forms
 
 
 # --------------------------------------------------------------------------
 # detection post-processing
 
-_MONTH_OR_DAY = re.compile(rf"\b{_ANY_MONTH}\b|\d{{1,2}}[/.-]\d{{1,2}}", re.IGNORECASE)
-_YEAR_RE = re.compile(rf"\b{_YEAR}\b")
+_MONTH_OR_DAY = re.compile(rf"\b{ANY_MONTH}\b|\d{{1,2}}[/.-]\d{{1,2}}", re.IGNORECASE)
+_YEAR_RE = re.compile(rf"\b{YEAR}\b")
 
 
 @lru_cache(maxsize=1)
@@ -1173,21 +836,11 @@ _REGIONS = frozenset(s.casefold() for s in (
 _TITLE_BEFORE = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s*$")
 
 
-# "dL" after a unit ("mg/dL", "g/dL") is the decilitre, not "DL" for driver's licence: the abbreviation
-# is written in capitals, and Presidio's context step lower-cases words, so it cannot tell them apart.
-_LICENCE_CUE = re.compile(r"\b(?:driver|licen[cs]e|driving|permit)|\bDL\b", re.IGNORECASE)
-
-
-def _licence_cue_is_only_a_unit(text: str, start: int) -> bool:
-    """True when the licence cues before ``start`` are all a non-capital "dl" (a unit such as mg/dL)."""
-    window = text[max(0, start - _CUE_WINDOW):start]
-    cues = [m.group(0) for m in _LICENCE_CUE.finditer(window)]
-    return bool(cues) and all(c.lower() == "dl" and c != "DL" for c in cues)
 
 
 def _accept(label: str, source: str, text: str, start: int, end: int) -> bool:
     """Drop output that cannot be the label it claims: NER guesses, and licence numbers backed only by a unit."""
-    if label == "US_DRIVER_LICENSE" and _licence_cue_is_only_a_unit(text, start):
+    if label == "US_DRIVER_LICENSE" and licence_cue_is_only_a_unit(text, start):
         return False
     if source != "SpacyRecognizer":
         return True
@@ -1245,64 +898,13 @@ _GENERIC_LABELS = frozenset({"NAME", "PHONE", "ADDRESS", "DOB", "TIME", "NRP", "
                              "BLOOD_PRESSURE", "HEIGHT", "WEIGHT"})
 
 
-# Words that name an identifier's type when they come just before it (within
-# _CUE_WINDOW characters), matched at word starts. Presidio's own context
-# boost matches its words as substrings ("us" in "puedes") and skips stop
-# words ("call"), so it raises scores but cannot tell two types apart.
-_CUES: dict[str, re.Pattern[str]] = {lab: re.compile(rx, re.IGNORECASE) for lab, rx in {
-    "PHONE": r"\b(?:phone|tel\b|tel\.|telephone|mobile|cell|call|fax|contact|whats ?app|reach|ring|text me|"
-             r"telefon|téléphone|portable|tél|teléfono|móvil|llam|cellulare|chiam|richiam|bel|rufen|appel)",
-    "US_BANK_NUMBER": r"\b(?:account|acct|bank|routing|deposit|checking|cheque|chequing|savings|konto|compte|cuenta|"
-                      r"conto)",
-    "US_PASSPORT": r"\b(?:passport|reisepass|passeport|pasaporte|passaporto)",
-    "US_DRIVER_LICENSE": r"\b(?:driver|licen[cs]e|dl\b|driving|permit)",
-    "SSN": r"\b(?:ssn|social security|ss#|ssa)",
-    "UK_NHS": r"\b(?:nhs|national health|health service)",
-    "US_ITIN": r"\b(?:itin|taxpayer|tax id)",
-    "MEDICAL_LICENSE": r"\b(?:dea|medical licen|certificate of registration|prescriber)",
-    "CREDIT_CARD": r"\b(?:card|credit|visa|mastercard|amex|cc\b|kreditkarte|carte|tarjeta|carta)",
-    "IBAN": r"\b(?:iban|bank|account|transfer|remit|pay|konto|compte|cuenta|conto|rekening)",
-    "MRN": r"\b(?:mrn|medical record|chart)",
-    "UK_NINO": r"\b(?:national insurance|ni number|nino)",
-    "CRYPTO": r"\b(?:btc|bitcoin|wallet|crypto)",
-    "IP_ADDRESS": r"\b(?:ip\b|address|server|host|vpn|whitelist|login|sign-in|access)",
-    "MAC_ADDRESS": r"\b(?:mac|hardware|ethernet)",
-}.items()}
 
 
-def _with_typos(rx: re.Pattern[str]) -> re.Pattern[str]:
-    # Each plain-word cue also with one typo (see _context_word_forms):
-    # "accct 1357343759" still names a bank account. Cues match as word
-    # prefixes; a typo form only as a whole word (+ inflection): as a
-    # prefix "clel" (cell) would be "Clelia".
-    alts = rx.pattern[len(r"\b(?:"):-1].split("|")
-    typos = {t for a in alts if a.isalpha() for t in _typo_forms(a)} - set(alts)
-    typo_rx = "|".join(sorted(typos, key=lambda t: (-len(t), t)))
-    return re.compile(r"\b(?:" + "|".join(alts) + (rf"|(?:{typo_rx})(?:s|es|ed|ing)?\b" if typos else "") + ")",
-                      rx.flags)
-
-
-_CUES = {lab: _with_typos(rx) for lab, rx in _CUES.items()}
-_CUE_WINDOW = 80
 # An NHS number laid out as the NHS writes it (3 3 4, stored as 10 digits; dashes are
 # accepted as Presidio's NHS recognizer accepts them), not starting with a trunk 0.
 _NHS_FORM = re.compile(r"[1-9]\d{2}([ -]?)\d{3}\1\d{4}")
 
 
-def _cue_distance(label: str, text: str, start: int) -> int | None:
-    """Characters from the nearest cue for ``label`` before ``start`` to ``start`` (None: no cue)."""
-    rx = _CUES.get(label)
-    if rx is None:
-        return None
-    lo = max(0, start - _CUE_WINDOW)
-    last = None
-    for m in rx.finditer(text, lo, start):
-        last = m
-    if label == "US_BANK_NUMBER":
-        short = _ACCOUNT_SHORT.search(text, max(0, start - 40), start)
-        if short and not (short["article"] and short["cue"].lower() == "act"):
-            return start - short.end("cue")
-    return None if last is None else start - last.end()
 
 
 
@@ -1361,7 +963,7 @@ class PiiAnalyzer:
         self._nlp_engine = _build_nlp_engine(self.model)
 
         recognizers = []
-        specs = _own_specs()
+        specs = own_specs()
         for label in self.labels:
             spec = specs.get(label)
             if spec is not None:
@@ -1463,7 +1065,7 @@ class PiiAnalyzer:
             # Validated (score raised to 1) or supported by a context word.
             score = float(r.score)
             validated = score >= 0.999 or bool(meta.get("privleak_validated"))
-            distance = _cue_distance(label, text, start) if source not in SOFT_SOURCES else None
+            distance = cue_distance(label, text, start) if source not in SOFT_SOURCES else None
             if label == "UK_NHS" and distance is None and not _NHS_FORM.fullmatch(text[start:end]):
                 # The mod-11 check digit (NHS Data Dictionary) validates an
                 # NHS number in an NHS layout — 3-3-4 digits, one separator
@@ -1574,7 +1176,6 @@ class PiiAnalyzer:
 
 
 _TOKEN_RE = re.compile(r"\S+")
-_NOT_NAME_RE = re.compile(rf"^{_NOT_NAME}$", re.IGNORECASE)
 
 
 def _trim_ner_name(text: str, start: int, end: int) -> tuple[int, int]:
@@ -1587,7 +1188,7 @@ def _trim_ner_name(text: str, start: int, end: int) -> tuple[int, int]:
 
     def junk(tok: str) -> bool:
         bare = tok.strip(".,;:()")
-        return (not any(ch.isalpha() for ch in bare) or bool(_NOT_NAME_RE.match(bare))
+        return (not any(ch.isalpha() for ch in bare) or bool(NOT_NAME_RE.match(bare))
                 or (mixed and len(bare) > 1 and bare.isupper()))
 
     while toks and junk(toks[0][2]):
