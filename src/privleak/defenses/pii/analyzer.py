@@ -69,8 +69,8 @@ class PiiAnalyzer:
         self.batch_size = max(1, int(batch_size))
         #: Texts longer than this are analysed in overlapping windows (spaCy
         #: refuses more than 1,000,000 characters, and its NER needs about
-        #: 1 GB of memory per 100,000); values shorter than half the overlap
-        #: are always seen whole in one window.
+        #: 1 GB of memory per 100,000); values shorter than a quarter of the
+        #: overlap are always seen whole in one window (see :func:`.windows.split_windows`).
         self.window_chars = DEFAULT_WINDOW_CHARS
         self.overlap_chars = DEFAULT_WINDOW_OVERLAP
         #: At most this many characters go to spaCy in one ``nlp.pipe`` batch (besides at most
@@ -179,14 +179,6 @@ class PiiAnalyzer:
             if on_progress is not None:
                 on_progress(1)
         return out
-
-
-
-
-
-
-
-
 
 
 _CACHE: dict[tuple, PiiAnalyzer] = {}

@@ -48,10 +48,12 @@ MONTH_WORDS = frozenset(w.casefold() for w in re.findall(r"[^\W\d_]+", _MONTHS_I
 _DAY = r"(?:0?[1-9]|[12]\d|3[01])"
 
 
-def _street_suffixes() -> list[str]:
+@lru_cache(maxsize=1)
+def _street_suffix() -> str:
     # The USPS street-suffix names and the Australian/New Zealand street types
     # of AS/NZS 4819 (Faker ships both lists), plus their standard
-    # abbreviations; longest first so "Streets" wins over "Street".
+    # abbreviations, optionally with a full stop; longest first so "Streets"
+    # wins over "Street".
     from faker.providers.address.en_AU import Provider as Australia
     from faker.providers.address.en_US import Provider
 
@@ -59,7 +61,7 @@ def _street_suffixes() -> list[str]:
                "Cir", "Sq", "Trl", "Xing", "Expy", "Fwy", "Ste", "Mt", "Pt", "Ctr", "Cv", "Hts", "Cres", "Gr", "Pde"]
     names = (set(Provider.street_suffixes) | set(Australia.street_suffixes) | set(abbrevs)
              | {"Way", "Drive", "Lane", "Court", "Road"})
-    return sorted(names, key=lambda s: (-len(s), s))
+    return "(?:" + "|".join(re.escape(x) for x in sorted(names, key=lambda s: (-len(s), s))) + r")\.?"
 
 
 # Street types that precede the name in Spanish, Catalan, Italian, French and
@@ -93,7 +95,7 @@ def _intl_address_regex() -> str:
     type_first = (rf"(?:{number},? )?(?i:{_TYPE_FIRST})\.? (?:{_LINK} )*{name}"
                   rf"(?:,? {number}(?![\d.,]\d)(?: {_UNIT})*)?")
     type_last = rf"[A-ZÄÖÜ][\wäöüßÀ-ÿ'-]*?(?i:{_TYPE_LAST}) {number}(?: ?[-/] ?\d{{1,4}}[a-z]?)?"
-    suffix = "(?:" + "|".join(re.escape(x) for x in _street_suffixes()) + r")\.?"
+    suffix = _street_suffix()
     unit_first = rf"{_UNIT},? (?:\d{{1,5}}(?:/\d{{1,4}})? )?{name} {suffix}(?![\w])"
     military = r"(?:PSC|Unit|USNS|USNV|USS|USCGC) \d{1,5}(?:, Box \d{1,5})?,? (?:APO|FPO|DPO) (?:AA|AE|AP) \d{5}"
     return rf"\b(?:{type_first}|{type_last}|{unit_first}|{military})(?:, ?{component}){{0,4}}"
@@ -101,7 +103,7 @@ def _intl_address_regex() -> str:
 
 @lru_cache(maxsize=1)
 def _address_regexes() -> tuple[str, str, str]:
-    suffix = "(?:" + "|".join(re.escape(s) for s in _street_suffixes()) + r")\.?"
+    suffix = _street_suffix()
     word = r"(?:[A-Z][a-z]+(?:['-][A-Za-z]+)?|\d{1,3}(?:st|nd|rd|th)|[NSEW]\.?)"
     unit = r"(?:,?\s+(?:Apt|Apartment|Suite|Ste|Unit|Fl|Floor|Rm|Room|Bldg|#)\.?\s*#?\s*[A-Za-z0-9-]{1,8})"
     city = r"[A-Z][a-z]+(?:[ -][A-Z][a-z]+){0,3}"

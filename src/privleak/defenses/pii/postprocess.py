@@ -90,7 +90,7 @@ def _accept(label: str, source: str, text: str, start: int, end: int) -> bool:
     """Drop output that cannot be the label it claims: NER guesses, and licence numbers backed only by a unit."""
     if label == "US_DRIVER_LICENSE" and licence_cue_is_only_a_unit(text, start):
         return False
-    if source != "SpacyRecognizer":
+    if source not in NER_SOURCES:
         return True
     value = text[start:end]
     if label == "NAME":

@@ -92,26 +92,21 @@ def build_recognizers(labels: Sequence[str], terms: Mapping[str, Sequence[str]],
                 supported_entity=label, name=f"privleak_{label.lower()}_terms",
                 deny_list=sorted(set(terms[label])), deny_list_score=0.9,
             ))
-    return recognizers + _presidio_recognizers(set(labels), ner)
+    return recognizers + _recognizer_classes(set(labels), ner)
 
 
-def _presidio_recognizers(wanted: set[str], ner: bool) -> list[EntityRecognizer]:
+def _recognizer_classes(wanted: set[str], ner: bool) -> list[EntityRecognizer]:
+    """Recognizer classes, Presidio's and ours, for the ``wanted`` labels (no pattern table)."""
     out: list[EntityRecognizer] = []
     if ner:
         out.append(SpacyRecognizer(supported_entities=[e for lab, e in NER_ENTITIES.items() if lab in wanted]))
-    if "NAME" in wanted:
-        out.append(NameListRecognizer())
-    if "NRP" in wanted:
-        out.append(NrpListRecognizer())
-    if "EMAIL" in wanted:
-        out.append(OfflineEmailRecognizer())
-    if "PHONE" in wanted:
-        out.append(PrivLeakPhoneRecognizer())
-    simple = {"SSN": UsSsnRecognizer, "CREDIT_CARD": CreditCardRecognizer, "IBAN": IbanRecognizer,
-              "IP_ADDRESS": IpRecognizer, "URL": UrlRecognizer, "MAC_ADDRESS": MacAddressRecognizer,
-              "UK_NHS": NhsRecognizer, "UK_NINO": UkNinoRecognizer, "MEDICAL_LICENSE": MedicalLicenseRecognizer,
-              "CRYPTO": CryptoRecognizer}
-    out += [cls() for lab, cls in simple.items() if lab in wanted]
+    # Recognizers that take no options.
+    plain = {"NAME": NameListRecognizer, "NRP": NrpListRecognizer, "EMAIL": OfflineEmailRecognizer,
+             "PHONE": PrivLeakPhoneRecognizer, "SSN": UsSsnRecognizer, "CREDIT_CARD": CreditCardRecognizer,
+             "IBAN": IbanRecognizer, "IP_ADDRESS": IpRecognizer, "URL": UrlRecognizer,
+             "MAC_ADDRESS": MacAddressRecognizer, "UK_NHS": NhsRecognizer, "UK_NINO": UkNinoRecognizer,
+             "MEDICAL_LICENSE": MedicalLicenseRecognizer, "CRYPTO": CryptoRecognizer}
+    out += [cls() for lab, cls in plain.items() if lab in wanted]
     # Presidio's weak-pattern recognizers score a bare number 0.01-0.1 and
     # rely on a context word to pass the threshold; context words match
     # as substrings, so their short ones fire on ordinary words ("us" in
