@@ -195,7 +195,7 @@ class TokenIndexedEnhancer(LemmaContextAwareEnhancer):
     @staticmethod
     def _find_supportive_word_in_context(context_list, recognizer_context_list, matching_mode="substring"):
         # Whole words (see build_analyzer_engine), up to what the lean engine's
-        # "lemmas" (lower-cased tokens) leave in: see context_word_forms.
+        # "lemmas" (lower-cased tokens) leave in: see .context.supporting_cue.
         if matching_mode != "whole_word" or not context_list or not recognizer_context_list:
             return LemmaContextAwareEnhancer._find_supportive_word_in_context(
                 context_list, recognizer_context_list, matching_mode)

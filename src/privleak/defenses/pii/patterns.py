@@ -162,6 +162,8 @@ ACCOUNT_SHORT = re.compile(
 
 @dataclass(frozen=True)
 class RecognizerSpec:
+    """One of PrivLeak's pattern recognizers: its label, patterns, context words and validator."""
+
     label: str
     patterns: tuple[tuple[str, str, float], ...]  # (name, regex, score)
     context: tuple[str, ...] = ()
@@ -170,6 +172,7 @@ class RecognizerSpec:
 
 
 def own_specs() -> dict[str, RecognizerSpec]:
+    """PrivLeak's pattern recognizers by label (built on each call: Faker's street lists are read lazily)."""
     full, city_state_zip, po_box = _address_regexes()
     return {
         "MRN": RecognizerSpec("MRN", (
