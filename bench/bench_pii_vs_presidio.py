@@ -76,7 +76,6 @@ from privleak.defenses.pii import (  # noqa: E402
     DEFAULT_SCRUB_LABELS,
     LABEL_TO_ENTITY,
     PiiAnalyzer,
-    _offline_email_recognizer,
 )
 from privleak.defenses.scrub_quality import match_spans  # noqa: E402
 from tests.corpora import PRESIDIO_LABELS, build_pii_corpus  # noqa: E402
@@ -94,6 +93,8 @@ def stock_presidio():
     from presidio_analyzer.nlp_engine import NlpEngineProvider
     from presidio_analyzer.recognizer_registry import RecognizerRegistry
 
+    from privleak.defenses.pii.recognizers import OfflineEmailRecognizer
+
     t0 = time.perf_counter()
     conf_path = Path(sys.modules["presidio_analyzer"].__file__).parent / "conf" / "default.yaml"
     conf = yaml.safe_load(conf_path.read_text())
@@ -102,7 +103,7 @@ def stock_presidio():
     registry = RecognizerRegistry(supported_languages=["en"])
     registry.load_predefined_recognizers(languages=["en"], nlp_engine=engine)
     registry.remove_recognizer("EmailRecognizer")
-    registry.add_recognizer(_offline_email_recognizer())
+    registry.add_recognizer(OfflineEmailRecognizer())
     analyzer = AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
     batch = BatchAnalyzerEngine(analyzer)
     build = time.perf_counter() - t0

@@ -63,7 +63,8 @@ def _plain_presidio_arm():
     from presidio_analyzer.recognizer_registry import RecognizerRegistry
     from presidio_anonymizer import AnonymizerEngine
 
-    from privleak.defenses.pii import DEFAULT_SPACY_MODEL, _offline_email_recognizer
+    from privleak.defenses.pii import DEFAULT_SPACY_MODEL
+    from privleak.defenses.pii.recognizers import OfflineEmailRecognizer
 
     t0 = time.perf_counter()
     # Presidio's shipped conf/default.yaml, with the small model instead of en_core_web_lg.
@@ -85,7 +86,7 @@ def _plain_presidio_arm():
     registry = RecognizerRegistry(supported_languages=["en"])
     registry.load_predefined_recognizers(languages=["en"], nlp_engine=engine)
     registry.remove_recognizer("EmailRecognizer")
-    registry.add_recognizer(_offline_email_recognizer())
+    registry.add_recognizer(OfflineEmailRecognizer())
     analyzer = AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=["en"])
     batch = BatchAnalyzerEngine(analyzer)
     anonymizer = AnonymizerEngine()

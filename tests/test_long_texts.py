@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from privleak.data.records import PiiSpan, Record
-from privleak.defenses.pii import DEFAULT_WINDOW_CHARS, PiiAnalyzer, _windows
+from privleak.defenses.pii import DEFAULT_WINDOW_CHARS, PiiAnalyzer
+from privleak.defenses.pii.windows import split_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).with_name("privleak")
@@ -82,7 +83,7 @@ def _cli(args: list[str], **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def ten_mb() -> tuple[str, list[tuple[int, int, str]]]:
     text, spans = long_text(TEN_MB)
-    assert len(text) >= TEN_MB and len(_windows(text, DEFAULT_WINDOW_CHARS, 2_000)) >= 100
+    assert len(text) >= TEN_MB and len(split_windows(text, DEFAULT_WINDOW_CHARS, 2_000)) >= 100
     return text, spans
 
 
@@ -94,7 +95,7 @@ def test_windows_give_the_whole_text_answer():
     a = analyzer.analyze(text)
     analyzer.window_chars, analyzer.overlap_chars = 800, 160
     b = analyzer.analyze(text)
-    cuts = _windows(text, 800, 160)
+    cuts = split_windows(text, 800, 160)
     assert len(cuts) > 40
     # Some value is cut by a window's end (only the next window sees it
     # whole), some straddles the line between two windows' own parts.

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import pickle
 import socket
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -299,3 +304,31 @@ def test_a_decilitre_unit_is_no_driver_licence_cue():
     assert any(d.label == "ADDRESS" and "15365 Gray Wall" in text[d.start:d.end] for d in dets)
     text = "Defendant Ann Lee (CA DL No. D1234567) was arrested in Fresno."
     assert any(d.label == "US_DRIVER_LICENSE" and text[d.start:d.end] == "D1234567" for d in analyzer.analyze(text))
+
+
+def test_recognizers_are_module_level_classes_that_pickle():
+    # Presidio's loader resolves recognizer classes by name among the importable subclasses; ours are
+    # module-level (a class defined inside a factory function can be neither imported nor pickled).
+    analyzer = get_analyzer(None)  # the default scrub set: names, NRP, phones, e-mail, cards
+    ours = [r for r in analyzer._engine.registry.recognizers if type(r).__module__.startswith("privleak.")]
+    assert {type(r).__name__ for r in ours} >= {"NameListRecognizer", "PrivLeakPhoneRecognizer",
+                                                 "OfflineEmailRecognizer", "ValidatingPatternRecognizer"}
+    text = "Dear Ann Lee, call +44 20 7946 0958 or mail ann.lee@example.com; card 4111 1111 1111 1111."
+    for rec in ours:
+        copy = pickle.loads(pickle.dumps(rec))
+        assert type(copy) is type(rec)
+        assert [(r.start, r.end, r.score) for r in copy.analyze(text, copy.supported_entities)] == \
+            [(r.start, r.end, r.score) for r in rec.analyze(text, rec.supported_entities)]
+
+
+def test_a_bad_pii_type_is_refused_before_presidio_or_spacy_is_imported():
+    code = ("import sys\n"
+            "from privleak.core.errors import UserError\n"
+            "from privleak.defenses.pii import PiiAnalyzer\n"
+            "try:\n    PiiAnalyzer('NAME,BOGUS')\nexcept UserError as e:\n    print('refused:', e)\n"
+            "print(sorted(m for m in ('spacy', 'presidio_analyzer', 'faker') if m in sys.modules))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "refused: unknown PII type 'BOGUS'" in out.stdout
+    assert out.stdout.rstrip().endswith("[]"), out.stdout
