@@ -36,6 +36,13 @@ __all__ = ["MAX_SEED", "AuditConfig", "build_config", "resolve_delta"]
 MAX_SEED = 2**32 - 1
 
 
+def _positive_finite(values: tuple[float, ...], what: str) -> tuple[float, ...]:
+    for x in values:
+        if not (x > 0 and math.isfinite(x)):
+            raise ValueError(f"every {what} must be > 0 and finite, got {x}")
+    return values
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -169,10 +176,7 @@ class DPConfig(_Strict):
     @field_validator("epsilons")
     @classmethod
     def _eps_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        for e in v:
-            if not (e > 0 and math.isfinite(e)):
-                raise ValueError(f"every ε must be > 0 and finite, got {e}")
-        return v
+        return _positive_finite(v, "ε")
 
     @field_validator("delta")
     @classmethod
@@ -191,10 +195,7 @@ class DPWeightsConfig(_Strict):
     @field_validator("sigmas")
     @classmethod
     def _sigma_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        for x in v:
-            if not (x > 0 and math.isfinite(x)):
-                raise ValueError(f"every DP-Weights σ must be > 0 and finite, got {x}")
-        return v
+        return _positive_finite(v, "DP-Weights σ")
 
 
 class FederatedConfig(_Strict):

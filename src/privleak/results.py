@@ -56,6 +56,7 @@ from .attacks.membership.attacks import MembershipResult
 from .attacks.membership.selection import MembershipDesign
 from .attacks.registry import result_type, result_types
 from .core.io import finite
+from .core.stats import Comparison
 from .core.typed import Typed
 from .defenses.arm_data import DedupArmReport, ScrubArmReport
 
@@ -447,25 +448,6 @@ class Alarms(Typed):
     violated: list[str]
     outcomes: list[AlarmOutcome]
     diagnostics_rejected: list[str] = []  # "arm: route" of the diagnostics that reject (never an alarm)
-
-
-class Comparison(Typed):
-    """Arm 1 vs arm 2 on a leak count (:func:`privleak.core.stats.compare_proportions`)."""
-
-    k1: int
-    n1: int
-    k2: int
-    n2: int
-    p1: float
-    p2: float
-    p1_ci95: tuple[float, float]
-    p2_ci95: tuple[float, float]
-    diff: float
-    diff_ci95: tuple[float, float]
-    cohens_h: float
-    fisher_p: float
-    fisher_p_greater: float
-    chi2_p: float
 
 
 class Recommendation(Typed):

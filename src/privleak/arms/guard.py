@@ -80,16 +80,9 @@ class Guarded(ArmKind):
 
     def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict:
         """What the guard stopped and what it costs, in words; a guard never makes an arm "near chance"."""
-        served = results.arms.get(arm.serves or "")
-        before = after = 0
-        rows = []
-        for attack, guarded in arm.attacks.items():
-            plain = served.attacks.get(attack) if served else None
-            a, b = (plain.leaked() if plain else None), guarded.leaked()
-            if a is None or b is None:
-                continue
-            before, after = before + a.k, after + b.k
-            rows.append(f"{attack}: {a.k} → {b.k} {a.unit}")
+        counts = guard_rows(results, name)
+        before, after = sum(r[2] for r in counts), sum(r[3] for r in counts)
+        rows = [f"{attack}: {b} → {a} {unit}" for attack, unit, b, a, _ in counts]
         text = f"Behind the output guard, {before - after} of {before} leaks found by the extraction attacks are stopped"
         fp = arm.details.false_positives if isinstance(arm.details, GuardReport) else None
         if fp is not None and fp.overall.rate is not None:

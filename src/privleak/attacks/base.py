@@ -126,18 +126,6 @@ def count_finding(attack: str, what: str, k: int, n: int, floor_k: int | None, f
 
 
 @dataclass(frozen=True)
-class BlindFigures:
-    """The model-free baseline's figures, for the membership table (the report fills them in)."""
-
-    auc: float
-    auc_ci95: tuple[float, float] | None
-    tpr_at_1pct_fpr: float
-    tpr_ci95: tuple[float, float] | None
-    n_members: int
-    rivalled: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
 class PresentContext:
     """What an attack's report blocks may read besides the results: titles, masking, canary texts, the blind
     baseline. The report builds it; attacks never see the whole results."""
@@ -146,7 +134,9 @@ class PresentContext:
     short: Callable[[str], str]  # attack name → its table title
     mask: Callable[[str], str] = lambda s: s
     canary_text: Callable[[str], str | None] = lambda canary_id: None
-    blind: BlindFigures | None = None
+    #: The model-free baseline (``results.BlindBaseline``: auc, auc_ci95, tpr_at_1pct_fpr, its CI, n_members,
+    #: rivalled), for the membership table; None without one.
+    blind: Any = None
     membership_unit: str | None = None  # "person", "group" or "distinct text"
 
 
@@ -215,6 +205,14 @@ class AttackResult(Typed):
     def quotes(self, ctx: PresentContext) -> list[Example]:
         """Leaked items the report quotes (masked with ``ctx.mask``)."""
         return []
+
+
+def by_label(cells: Sequence[Any], label: str) -> Any:
+    """The cell of a per-category table with this ``label`` (``KeyError`` naming it if there is none)."""
+    for c in cells:
+        if c.label == label:
+            return c
+    raise KeyError(label)
 
 
 class KeepsScores(AttackResult):
@@ -369,6 +367,6 @@ def fmt_pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-__all__: Sequence[str] = ["AttackContext", "AttackResult", "AttackSpec", "BlindFigures", "FAMILIES", "Family", "Figure",
+__all__: Sequence[str] = ["AttackContext", "AttackResult", "AttackSpec", "FAMILIES", "Family", "Figure",
                           "Finding", "PresentContext", "Runs",
-                          "LeakCount", "Policy", "ScoringPasses", "ShadowData", "count_finding", "results_of"]
+                          "LeakCount", "Policy", "ScoringPasses", "ShadowData", "by_label", "count_finding", "results_of"]

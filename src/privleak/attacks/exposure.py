@@ -73,10 +73,14 @@ class ExposureResult(AttackResult):
     def n_ranked_first(self) -> int:
         return sum(c.rank <= 1 for c in self.canaries)
 
+    @staticmethod
+    def _with_canaries(runs: Runs) -> list[tuple[str, ExposureResult]]:
+        return [(m, r) for rs in runs.values() for m, r in rs if isinstance(r, ExposureResult) and r.canaries]
+
     @classmethod
     def present(cls, runs: Runs, ctx: PresentContext) -> list[Block]:
         """Exposure by repetition count: a figure and a table, one row per model."""
-        exps = [(m, r) for rs in runs.values() for m, r in rs if isinstance(r, ExposureResult) and r.canaries]
+        exps = cls._with_canaries(runs)
         if not exps:
             return []
         reps = sorted({c.repeats for _, e in exps for c in e.canaries})
@@ -95,7 +99,7 @@ class ExposureResult(AttackResult):
 
     @classmethod
     def console(cls, runs: Runs, ctx: PresentContext) -> list[Table]:
-        exps = [(m, r) for rs in runs.values() for m, r in rs if isinstance(r, ExposureResult) and r.canaries]
+        exps = cls._with_canaries(runs)
         if not exps:
             return []
         repeats = sorted({c.repeats for _, e in exps for c in e.canaries})

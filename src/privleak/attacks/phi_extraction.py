@@ -44,6 +44,7 @@ from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
 from .base import (
+    by_label,
     PresentContext,
     AttackContext,
     AttackResult,
@@ -161,10 +162,7 @@ class PhiExtractionResult(AttackResult):
     settings: dict[str, Any]
 
     def category(self, label: str) -> CategoryLeak:
-        for c in self.categories + self.low_entropy + [self.total]:
-            if c.label == label:
-                return c
-        raise KeyError(label)
+        return by_label(self.categories + self.low_entropy + [self.total], label)
 
     @classmethod
     def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:

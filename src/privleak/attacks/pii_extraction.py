@@ -45,6 +45,7 @@ from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
 from .base import (
+    by_label,
     PresentContext,
     AttackContext,
     AttackResult,
@@ -228,10 +229,7 @@ class PiiExtractionResult(AttackResult):
         return self.n_base_samples > 0
 
     def category(self, label: str) -> ExtractionCategory:
-        for c in self.categories + [self.total]:
-            if c.label == label:
-                return c
-        raise KeyError(label)
+        return by_label(self.categories + [self.total], label)
 
     @classmethod
     def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:

@@ -28,7 +28,7 @@ from ..core.masking import mask_pii
 from ..data.records import Record
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
-from .base import PresentContext, AttackContext, AttackResult, Figure, Finding, Policy
+from .base import by_label, PresentContext, AttackContext, AttackResult, Figure, Finding, Policy
 from .pii_extraction import MaskedValue, pii_analyzer, usable_labels
 from .pii_inventory import (
     IDENTIFYING,
@@ -56,10 +56,7 @@ class PiiReconstructionResult(AttackResult):
     settings: dict[str, Any] = {}
 
     def category(self, label: str) -> AccuracyCell:
-        for c in self.categories + [self.total]:
-            if c.label == label:
-                return c
-        raise KeyError(label)
+        return by_label(self.categories + [self.total], label)
 
     @classmethod
     def details(cls, rows: list[tuple[str, AttackResult]], ctx: PresentContext) -> list[Block]:

@@ -276,8 +276,7 @@ def _compare(ref: str, a_arm: ArmResult, name: str, b_arm: ArmResult, tests: dic
         a_result = a_arm.attacks.get(attack)
         a, b = (a_result.between_arm_count() if a_result else None), b_result.between_arm_count()
         if a is not None and b is not None and a.n and b.n:
-            tests[f"{ref} vs {name}: {a.unit}"] = Comparison.model_validate(
-                compare_proportions(a.k, a.n, b.k, b.n).to_dict())
+            tests[f"{ref} vs {name}: {a.unit}"] = compare_proportions(a.k, a.n, b.k, b.n)
 
 
 def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:

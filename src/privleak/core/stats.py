@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from scipy import special
 from scipy import stats as st
 
+from .typed import Typed
+
 # ----------------------------------------------------------------------------
 # Binomial proportions
 
@@ -124,9 +126,9 @@ def chi2_test(k1: int, n1: int, k2: int, n2: int, correction: bool = True) -> tu
     return float(res[0]), float(res[1])
 
 
-@dataclass(frozen=True)
-class ProportionComparison:
-    """Arm 1 vs arm 2 (e.g. member PII leaked vs non-member PII "leaked")."""
+class Comparison(Typed):
+    """Arm 1 vs arm 2 on a leak count (e.g. member PII leaked vs non-member PII "leaked"): a ``results.json``
+    block as it stands (:func:`compare_proportions`)."""
 
     k1: int
     n1: int
@@ -144,14 +146,14 @@ class ProportionComparison:
     chi2_p: float
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump(mode="json")
 
 
-def compare_proportions(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> ProportionComparison:
+def compare_proportions(k1: int, n1: int, k2: int, n2: int, alpha: float = 0.05) -> Comparison:
     """Everything a leak count needs: Clopper–Pearson CIs per arm (the one rule for a rate),
     Newcombe's CI of p1 − p2, Cohen's h, Fisher exact p (two-sided and "arm 1 greater") and Yates χ² p."""
     p1, p2 = k1 / n1, k2 / n2
-    return ProportionComparison(
+    return Comparison(
         k1=int(k1), n1=int(n1), k2=int(k2), n2=int(n2), p1=p1, p2=p2,
         p1_ci95=clopper_pearson(k1, n1, alpha), p2_ci95=clopper_pearson(k2, n2, alpha),
         diff=p1 - p2, diff_ci95=newcombe_diff_ci(k1, n1, k2, n2, alpha),

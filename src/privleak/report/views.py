@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..arms import KINDS, ArmKind
-from ..attacks.base import AttackResult, BlindFigures, PresentContext, Runs
+from ..attacks.base import AttackResult, PresentContext, Runs
 from ..attacks.registry import ATTACKS
 from ..results import CONTROL, ArmResult, AuditResults
 
@@ -24,12 +24,8 @@ def short(attack: str) -> str:
 
 def context(results: AuditResults, mask: Callable[[str], str] = lambda s: s,
             canary_text: Callable[[str], str | None] = lambda cid: None) -> PresentContext:
-    b = results.blind_baseline
-    blind = None if b is None else BlindFigures(auc=b.auc, auc_ci95=b.auc_ci95, tpr_at_1pct_fpr=b.tpr_at_1pct_fpr,
-                                                tpr_ci95=b.tpr_at_1pct_fpr_ci95, n_members=b.n_members,
-                                                rivalled=frozenset(b.rivalled))
     design = results.data.membership_design
-    return PresentContext(title=title, short=short, mask=mask, canary_text=canary_text, blind=blind,
+    return PresentContext(title=title, short=short, mask=mask, canary_text=canary_text, blind=results.blind_baseline,
                           membership_unit=design.unit if design else None)
 
 

@@ -86,7 +86,7 @@ class MembershipResult(KeepsScores):
                     curves.setdefault(model, {})[ctx.short(attack)] = (r.roc.fpr, r.roc.tpr)
             if b is not None and model in curves:
                 rows.append([model, t("blind baseline (no model)" + (" — RIVALS THE ATTACKS" if model in b.rivalled else "")),
-                             n(b.auc), t(interval(b.auc_ci95)), n(b.tpr_at_1pct_fpr), t(interval(b.tpr_ci95)), t("—"),
+                             n(b.auc), t(interval(b.auc_ci95)), n(b.tpr_at_1pct_fpr), t(interval(b.tpr_at_1pct_fpr_ci95)), t("—"),
                              n(b.n_members, "d")])
         return [Table(["arm", "attack", "AUC", "AUC 95% CI", "TPR@1%FPR", "95% CI", "TPR@0.1%FPR",
                        "members (= non-members)"], rows,
