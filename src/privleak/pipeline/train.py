@@ -29,7 +29,7 @@ from ..data.clients import client_labels, partition
 from ..data.records import Record, read_jsonl, write_jsonl
 from ..defenses.arm_data import dedup_members, scrub_members
 from ..defenses.weight_noise import add_weight_noise
-from ..models.accounting import epsilons as accountant_epsilons
+from ..accountants import epsilons as accountant_epsilons
 from ..models.batching import Encoded, encode
 from ..models.device import current as current_policy
 from ..models.dp_train import DPSettings, train_dp
@@ -184,7 +184,7 @@ def fit_dp(model: Any, data: Encoded, s: dict[str, Any], pad: int, max_length: i
     model, tlog = train_dp(model, data, dps, pad, max_length, desc=f"train {label}")
     # Poisson sampling: each step sees q·n records in expectation.
     epochs_run = tlog.sample_rate * tlog.steps
-    cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
+    cross = accountant_epsilons(sample_rate=tlog.sample_rate, noise_multiplier=tlog.sigma, steps=tlog.steps, delta=dps.delta)
     privacy = {"target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,
                "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
                "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp, "epsilon_pld": cross.epsilon_pld,

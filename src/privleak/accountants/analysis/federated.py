@@ -28,9 +28,9 @@ q·N(1, σ²)`` in units of C (the worst case puts Δ̄ and Δ̄′ opposite; a
 2-D numerical check of other angles and norms is in the tests).
 :func:`record_epsilon` composes it T times by PLD (dp_accounting's
 ``NeighboringRelation.REPLACE_ONE``). The former figure — group privacy over
-remove-then-add, 2ε₁ at δ₁ = δ/(1 + e^{ε₁}) — is also sound but ≈ 3.4× the
-client ε at the fed-dp-8 defaults, where this one is ≈ 2×; tests keep it as
-an oracle that must stay above.
+remove-then-add, 2ε₁ at δ₁ = δ/(1 + e^{ε₁}) — is also sound but much looser
+(δ₁ shrinks with e^{ε₁}, so ε₁ grows past the client ε); tests keep it as an
+oracle that must stay above this one.
 """
 
 from __future__ import annotations

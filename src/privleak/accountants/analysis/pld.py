@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -50,6 +51,7 @@ from privleak.core.errors import UserError
 
 from .grid import (
     COMPOSED_POINTS_MAX,
+    MIXTURE_POINT_COST,
     SINGLE_POINTS_MAX,
     VDI_MAX,
     VDI_MIN,
@@ -108,18 +110,25 @@ class PldEvent:
         """Points of one step's PMFs at width ``vdi`` (dp_accounting's connect-the-dots range, exactly)."""
         total = 0
         for loss in self.losses():
-            b = loss.connect_dots_bounds()
+            with np.errstate(all="ignore"):  # σ near 0 overflows the bounds to ±inf, which is the answer
+                b = loss.connect_dots_bounds()
             hi, lo = b.epsilon_upper / vdi, b.epsilon_lower / vdi
             if not (math.isfinite(hi) and math.isfinite(lo)):
                 return 2**62
             total += math.ceil(hi) - math.floor(lo) + 1
         return total
 
+    @property
+    def single_limit(self) -> int:
+        """Most one-step points this kind of event may build (see :data:`~.grid.MIXTURE_POINT_COST`)."""
+        return SINGLE_POINTS_MAX // MIXTURE_POINT_COST if self.sensitivities else SINGLE_POINTS_MAX
+
     def width(self) -> float:
         """Widest one-step privacy-loss range (loss units) over the directions."""
         out = 0.0
         for loss in self.losses():
-            b = loss.connect_dots_bounds()
+            with np.errstate(all="ignore"):
+                b = loss.connect_dots_bounds()
             out = max(out, b.epsilon_upper - b.epsilon_lower)
         return out
 
@@ -160,16 +169,19 @@ def estimate_grid(events: Sequence[PldEvent], vdi: float) -> GridSize:
     One step: exact (closed-form range). Composition: the Chernoff width of a
     coarse one-step PMF (≤ 20,000 points), scaled to ``vdi``.
     """
-    single, composed = 0, 0.0
+    single, limit, composed = 0, SINGLE_POINTS_MAX, 0.0
     for ev in events:
-        single = max(single, ev.single_points(vdi))
-        coarse_vdi = max(vdi, ev.width() / _COARSE_POINTS)
+        n = ev.single_points(vdi)
+        if n / ev.single_limit > single / limit:
+            single, limit = n, ev.single_limit
         if ev.count == 1:
-            composed += ev.single_points(vdi)
+            composed += n
             continue
+        # A coarse one-step PMF whose cost is a small share of the limit (≥ 2,000 points: the bound needs shape).
+        coarse_vdi = max(vdi, ev.width() / max(2_000, _COARSE_POINTS * ev.single_limit // SINGLE_POINTS_MAX))
         coarse = ev.build(coarse_vdi)
         composed += max(composed_points(p, ev.count) for p in _pmfs(coarse)) * coarse_vdi / vdi
-    return GridSize(vdi=vdi, single_points=single, composed_points=composed)
+    return GridSize(vdi=vdi, single_points=single, composed_points=composed, single_limit=limit)
 
 
 class _TooFine(Exception):
@@ -186,8 +198,8 @@ def _epsilon_at(events: Sequence[PldEvent], delta: float, vdi: float) -> float:
     acc_points = 1
     for ev in events:
         n = ev.single_points(vdi)
-        if n > SINGLE_POINTS_MAX:
-            raise _TooFine(n / SINGLE_POINTS_MAX)
+        if n > ev.single_limit:
+            raise _TooFine(n / ev.single_limit)
         single = ev.build(vdi)
         m = max(composed_points(p, ev.count) for p in _pmfs(single))
         if m > COMPOSED_POINTS_MAX or acc_points + m > COMPOSED_POINTS_MAX:
@@ -229,6 +241,13 @@ def adaptive_epsilon(events: Sequence[PldEvent], delta: float, rel_err: float, f
     """
     steps = sum(ev.count for ev in events)
     vdi = vdi_for(first_guess, steps, rel_err)
+    if any(ev.single_points(vdi) > ev.single_limit for ev in events):
+        # The first guess asks for a grid beyond the limit (a tiny ε, e.g. δ near 1): a coarse pass first,
+        # which either certifies ε = 0 (a pessimistic bound of 0 is exact) or gives a better guess.
+        eps, _ = epsilon_fitting(events, delta, VDI_MAX)
+        if eps == 0.0:
+            return 0.0
+        vdi = vdi_for(eps, steps, rel_err)
     eps = math.inf
     for _ in range(MAX_REFINEMENTS):
         eps, used = epsilon_fitting(events, delta, vdi)
@@ -264,7 +283,7 @@ def check_pld_feasible(*, sample_rate: float, noise_multiplier: float, steps: in
             return PldEvent(noise_multiplier=s, sample_rate=sample_rate).single_points(VDI_MAX) <= SINGLE_POINTS_MAX
 
         lo = smallest_fitting(fits_sigma, noise_multiplier, 1e3)
-        size = GridSize(VDI_MAX, ev.single_points(VDI_MAX), 0.0)
+        size = GridSize(VDI_MAX, ev.single_points(VDI_MAX), 0.0, ev.single_limit)
         raise GridTooLarge(f"noise_multiplier={noise_multiplier:g} is too small for the PLD accountant at "
                            f"sample_rate={sample_rate:g}: {describe(size)}; use noise_multiplier >= {lo:.3g}",
                            points=size.single_points, limit=SINGLE_POINTS_MAX)

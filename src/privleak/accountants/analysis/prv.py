@@ -84,15 +84,34 @@ def _describe(history: History) -> str:
     return f"{len(history)} trainings, {sum(int(t) for _, _, t in history)} steps in all"
 
 
+def _fix(history: History, delta: float, eps_error: float) -> str:
+    """The range that would fit, for a single run: the most steps at this σ, the least σ at these steps."""
+    if len(history) != 1:
+        return "use fewer steps or larger noise multipliers"
+    from .grid import largest_fitting, smallest_fitting
+
+    s, q, t = history[0]
+
+    def fits(h: History) -> bool:
+        return prv_grid_points(h, delta, eps_error) <= PRV_POINTS_MAX
+
+    parts = []
+    if fits([(s, q, 1)]):
+        parts.append(f"steps <= {int(largest_fitting(lambda x: fits([(s, q, max(1, int(x)))]), 1.0, float(t)))}")
+    if fits([(1e3, q, t)]):
+        parts.append(f"noise_multiplier >= {smallest_fitting(lambda x: fits([(x, q, t)]), s, 1e3):.3g}")
+    return "use " + " or ".join(parts) if parts else "use fewer steps or a larger noise_multiplier"
+
+
 def check_prv_feasible(history: History, delta: float, eps_error: float) -> float:
     """Refuse a PRV computation whose grid exceeds :data:`PRV_POINTS_MAX` or whose δ Opacus
     cannot resolve on that grid; returns the grid's size."""
     points = prv_grid_points(history, delta, eps_error)
     if not points <= PRV_POINTS_MAX:
         raise GridTooLarge(
-            f"the PRV accountant would need a grid of {points:.2g} points (limit {PRV_POINTS_MAX:.2g}) for "
-            f"{_describe(history)} (epsilon far beyond any useful budget, or too many steps); use fewer steps, "
-            "a larger noise_multiplier, or the PLD accountant", points=points, limit=PRV_POINTS_MAX)
+            f"the PRV accountant would need a grid of {points:.2g} points (limit {PRV_POINTS_MAX:.2g}, ~20 s and "
+            f"a few GB) for {_describe(history)} at delta={delta:g}; {_fix(history, delta, eps_error)}",
+            points=points, limit=PRV_POINTS_MAX)
     floor = float(np.finfo(np.longdouble).eps) * points / (1 - 1e-3)
     if delta <= floor:
         raise UserError(f"delta={delta:g} is too small for the PRV accountant on its {points:.2g}-point grid for "
@@ -152,5 +171,9 @@ def epsilon_prv(*, sample_rate: float, noise_multiplier: float, steps: int, delt
         return prv_upper(history, d, ee)
     d = check_delta(delta, floor=PLD_DELTA_MIN, floor_reason=PLD_DELTA_REASON)
     check_pld_feasible(sample_rate=q, noise_multiplier=sigma, steps=t)
-    ee = eps_error_for(prv_sizing_estimate(history, d))
-    return prv_upper(history, d, ee)
+    check_prv_feasible(history, d, EPS_ERROR_MAX)  # the smallest grid any margin gives: refuse before sizing
+    estimate = prv_sizing_estimate(history, d)
+    if estimate == 0.0:
+        raise UserError(f"delta={d:g} is so large that epsilon is 0 at sample_rate={q:g}, noise_multiplier={sigma:g}, "
+                        f"steps={t}, which the PRV accountant cannot represent; use delta below 1/n for n records")
+    return prv_upper(history, d, eps_error_for(estimate))

@@ -30,7 +30,7 @@ import logging
 import math
 import warnings
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import dp_accounting
 import numpy as np
@@ -125,21 +125,26 @@ def epsilon_opacus_rdp(*, sample_rate: float, noise_multiplier: float, steps: in
         return float(acc.get_epsilon(d, alphas=list(orders)))
 
 
-def opacus_rdp_epsilon_log_delta(sample_rate: float, noise_multiplier: float, steps: int, log_delta: float,
-                                 orders: Sequence[float] = RDP_ORDERS) -> float:
-    """RDP ε at δ = exp(``log_delta``), for δ below the smallest float (group privacy needs δ/e^{kε}).
+def opacus_rdp_curve(sample_rate: float, noise_multiplier: float, steps: int,
+                     orders: Sequence[float] = RDP_ORDERS) -> Callable[[float], float]:
+    """ε as a function of log δ by RDP, for δ below the smallest float (group privacy needs δ/e^{kε}).
 
-    Opacus's ``compute_rdp`` (exact signed series, see the module docstring)
-    and the same conversion as above, written in log δ.
+    Opacus's ``compute_rdp`` (exact signed series, see the module docstring),
+    computed once, and the same conversion as above, written in log δ.
     """
     from opacus.accountants.analysis.rdp import compute_rdp
 
     a = np.asarray(orders, dtype=float)
     with quiet_rdp(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         rdp = np.asarray(compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=list(a)))
-        eps = rdp + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1.0)
-    eps = eps[np.isfinite(eps)]
-    return max(0.0, float(eps.min())) if eps.size else math.inf
+
+    def epsilon(log_delta: float) -> float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            eps = rdp + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1.0)
+        eps = eps[np.isfinite(eps)]
+        return max(0.0, float(eps.min())) if eps.size else math.inf
+
+    return epsilon
 
 
 def rdp_epsilon_composed(history: Sequence[tuple[float, float, int]], delta: float,

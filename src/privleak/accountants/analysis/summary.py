@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from privleak.core.errors import UserError
+
 from .pld import REL_ERR, check_pld_feasible, pld_epsilon
-from .prv import check_prv_feasible, eps_error_for, prv_sizing_estimate, prv_upper
+from .prv import EPS_ERROR_MAX, check_prv_feasible, eps_error_for, prv_sizing_estimate, prv_upper
 from .rdp import RDP_ORDERS, rdp_epsilon
 from .validation import (
     PLD_DELTA_MIN,
@@ -47,12 +49,20 @@ def epsilons(*, sample_rate: float, noise_multiplier: float, steps: int, delta: 
     d = check_delta(delta, floor=PLD_DELTA_MIN, floor_reason=PLD_DELTA_REASON)
     check_pld_feasible(sample_rate=q, noise_multiplier=sigma, steps=t)
     history = [(sigma, q, t)]
-    eps_error = eps_error_for(prv_sizing_estimate(history, d))
+    # The PRV grid shrinks as its margin grows: if it does not fit at the largest margin, no PLD sizing run helps.
+    check_prv_feasible(history, d, EPS_ERROR_MAX)
+    estimate = prv_sizing_estimate(history, d)
+    if estimate == 0.0:
+        raise UserError(f"delta={d:g} is so large that epsilon is 0 at sample_rate={q:g}, noise_multiplier={sigma:g}, "
+                        f"steps={t} (the two output distributions differ by less than delta), which the PRV "
+                        "accountant cannot represent; use delta below 1/n for n training records")
+    eps_error = eps_error_for(estimate)
     check_prv_feasible(history, d, eps_error)
+    prv = prv_upper(history, d, eps_error, checked=True)  # first: the one that can still refuse
     return EpsilonReport(
         epsilon_rdp=rdp_epsilon(q, sigma, t, d, RDP_ORDERS),
         epsilon_pld=pld_epsilon(q, sigma, t, d, REL_ERR),
-        epsilon_prv=prv_upper(history, d, eps_error, checked=True),
+        epsilon_prv=prv,
         sample_rate=q,
         noise_multiplier=sigma,
         steps=t,
