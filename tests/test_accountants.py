@@ -69,6 +69,15 @@ def test_group_privacy_conversion_certifies_its_own_record_level_pair():
     assert group._record_epsilon_curve(q, s, t)(log_d1_smaller) > smaller
 
 
+def test_direct_group_epsilon_grid_is_fine_enough():
+    # The mixture's grid width follows the adaptive law alone (no 5e-3 cap): 100x tighter target, same figure.
+    q, s, t, d, k = 1 / 7, 1.36, 60, 1e-5, 8
+    ev = group.mixture_event(q, s, t, k)
+    default = acc.group_epsilon_direct(sample_rate=q, noise_multiplier=s, steps=t, delta=d, group_size=k)
+    finer = pld.adaptive_epsilon([ev], d, pld.REL_ERR / 100, math.inf)
+    assert finer <= default <= finer * (1 + 1e-3)
+
+
 def test_person_level_epsilon_grows_with_the_group():
     eps = [acc.group_epsilon_direct(**DP8, group_size=k) for k in (1, 2, 4)]
     assert eps[0] < eps[1] < eps[2]
@@ -138,8 +147,8 @@ def test_direct_group_epsilon_many_steps_against_monte_carlo():
 def test_direct_accounting_falls_back_to_group_privacy_when_its_grid_cannot_fit(monkeypatch):
     q, s, t = 0.1, 2.0, 5
     # A one-step limit that a 3-record group's mixture just fits and a 6-record group's does not.
-    limit = group.mixture_event(q, s, t, 3).single_points(grid.VDI_MAX) * grid.MIXTURE_POINT_COST
-    monkeypatch.setattr(pld, "SINGLE_POINTS_MAX", limit)
+    three = group.mixture_event(q, s, t, 3)
+    monkeypatch.setattr(pld, "MIXTURE_POINT_COST", grid.SINGLE_POINTS_MAX // three.single_points(three.max_vdi))
     kw = dict(sample_rate=q, noise_multiplier=s, steps=t, delta=1e-5)
     r = acc.group_epsilon(**kw, group_size=6)
     assert r.method == "conversion" and r.epsilon_direct is None and r.epsilon == r.epsilon_conversion
@@ -148,7 +157,7 @@ def test_direct_accounting_falls_back_to_group_privacy_when_its_grid_cannot_fit(
     msg = _one_line(info, "group_size=6", "group_size <=")
     kmax = int(msg.split("group_size <= ")[1].split(",")[0])
     assert 3 <= kmax < 6 and group.direct_fits(q, s, t, kmax) and not group.direct_fits(q, s, t, kmax + 1)
-    assert acc.group_epsilon(**kw, group_size=kmax).method == "direct"
+    assert acc.group_epsilon(**kw, group_size=kmax).epsilon_direct is not None  # it runs up to the stated size
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0, True, "3", 10**6])

@@ -38,8 +38,12 @@ from privleak.core.errors import UserError
 SINGLE_POINTS_MAX = 4_000_000
 #: FFT points of one composed PMF: ~4.7 GB while it is being composed.
 COMPOSED_POINTS_MAX = 2**25
-#: Coarsest grid width the adaptive PLD uses (its accuracy target needs no coarser one).
+#: Coarsest grid width the adaptive PLD uses for DP-SGD's own event (kept from the accountant this package
+#: replaced, so its figures are reproduced exactly; its accuracy target needs no coarser one).
 VDI_MAX = 5e-3
+#: Coarsest width for a mixture of Gaussians (person-level ε, often in the tens or hundreds): there the
+#: adaptive law Δ = ε·sqrt(r/T) alone sets the width, which keeps its grids small.
+MIXTURE_VDI_MAX = 1.0
 #: Finest grid width: below it the cost grows with no measurable gain (see pld.py).
 VDI_MIN = 1e-6
 

@@ -39,7 +39,7 @@ from typing import Callable, Literal
 import numpy as np
 from scipy.stats import binom
 
-from .grid import VDI_MAX, GridTooLarge, describe, largest_fitting
+from .grid import GridTooLarge, describe, largest_fitting
 from .pld import REL_ERR, PldEvent, adaptive_epsilon, check_pld_feasible, estimate_grid, gaussian_event, pld_epsilon
 from .rdp import opacus_rdp_curve
 from .validation import (
@@ -140,7 +140,8 @@ def mixture_event(q: float, s: float, t: int, k: int) -> PldEvent:
 
 
 def direct_fits(q: float, s: float, t: int, k: int) -> bool:
-    return estimate_grid([mixture_event(q, s, t, k)], VDI_MAX).fits()
+    ev = mixture_event(q, s, t, k)
+    return estimate_grid([ev], ev.max_vdi).fits()
 
 
 def direct(q: float, s: float, t: int, delta: float, k: int) -> float:
@@ -158,7 +159,8 @@ def group_epsilon_direct(*, sample_rate: float, noise_multiplier: float, steps: 
     try:
         return direct(q, s, t, d, k)
     except GridTooLarge:
-        size = estimate_grid([mixture_event(q, s, t, k)], VDI_MAX)
+        ev = mixture_event(q, s, t, k)
+        size = estimate_grid([ev], ev.max_vdi)
         kmax = int(largest_fitting(lambda x: direct_fits(q, s, t, int(x)), 1.0, float(k), log=False))
         raise GridTooLarge(f"group_size={k} is too large for the direct person-level accounting at "
                            f"sample_rate={q:g}, noise_multiplier={s:g}, steps={t}: {describe(size)}; use "

@@ -9,7 +9,7 @@ e^{ε − L})₊]`` is read off the composed PMF. A provable upper bound for any
 T ≤ 1000: relative excess ≈ 0.9·T·(Δ/ε)², so the adaptive grid uses
 ``Δ = ε·sqrt(r/T)`` with r = 1e-4 (≈ 1e-4 relative), iterating on ε because
 ε is what is being computed, within [:data:`~.grid.VDI_MIN`,
-:data:`~.grid.VDI_MAX`].
+:data:`~.grid.VDI_MAX`] (mixtures: up to :data:`~.grid.MIXTURE_VDI_MAX`).
 
 The mechanisms (:class:`PldEvent`), each composed ``count`` times:
 
@@ -52,6 +52,7 @@ from privleak.core.errors import UserError
 from .grid import (
     COMPOSED_POINTS_MAX,
     MIXTURE_POINT_COST,
+    MIXTURE_VDI_MAX,
     SINGLE_POINTS_MAX,
     VDI_MAX,
     VDI_MIN,
@@ -117,6 +118,11 @@ class PldEvent:
                 return 2**62
             total += math.ceil(hi) - math.floor(lo) + 1
         return total
+
+    @property
+    def max_vdi(self) -> float:
+        """Coarsest grid width this event's accuracy allows (see :data:`~.grid.MIXTURE_VDI_MAX`)."""
+        return MIXTURE_VDI_MAX if self.sensitivities else VDI_MAX
 
     @property
     def single_limit(self) -> int:
@@ -210,26 +216,32 @@ def _epsilon_at(events: Sequence[PldEvent], delta: float, vdi: float) -> float:
     return float(acc.get_epsilon_for_delta(delta))
 
 
+def max_vdi(events: Sequence[PldEvent]) -> float:
+    """Coarsest width every event allows."""
+    return min(ev.max_vdi for ev in events)
+
+
 def epsilon_fitting(events: Sequence[PldEvent], delta: float, vdi: float) -> tuple[float, float]:
-    """(ε, width used): at ``vdi``, or the finest coarser width that fits the limits (≤ VDI_MAX)."""
+    """(ε, width used): at ``vdi``, or the finest coarser width that fits the limits (≤ :func:`max_vdi`)."""
+    cap = max_vdi(events)
     for _ in range(30):
         try:
             return _epsilon_at(events, delta, vdi), vdi
         except _TooFine as exc:
-            if vdi >= VDI_MAX:
-                size = estimate_grid(events, VDI_MAX)
+            if vdi >= cap:
+                size = estimate_grid(events, cap)
                 raise GridTooLarge(f"the PLD accountant cannot run these settings: {describe(size)}",
                                    points=max(size.single_points, size.composed_points)) from None
-            vdi = min(VDI_MAX, vdi * exc.factor * 1.05)
+            vdi = min(cap, vdi * exc.factor * 1.05)
     raise GridTooLarge("the PLD accountant could not fit its grid to the memory limit")  # pragma: no cover
 
 
-def vdi_for(eps: float, steps: int, rel_err: float) -> float:
+def vdi_for(eps: float, steps: int, rel_err: float, cap: float = VDI_MAX) -> float:
     """Grid width for a relative excess ≈ rel_err at this ε and T
-    (empirical law: excess/ε ≈ 0.9·T·(Δ/ε)², see the module docstring)."""
+    (empirical law: excess/ε ≈ 0.9·T·(Δ/ε)², see the module docstring), at most ``cap``."""
     if not math.isfinite(eps):
-        return VDI_MAX
-    return min(VDI_MAX, max(VDI_MIN, eps * math.sqrt(rel_err / steps)))
+        return cap
+    return min(cap, max(VDI_MIN, eps * math.sqrt(rel_err / steps)))
 
 
 def adaptive_epsilon(events: Sequence[PldEvent], delta: float, rel_err: float, first_guess: float) -> float:
@@ -240,18 +252,22 @@ def adaptive_epsilon(events: Sequence[PldEvent], delta: float, rel_err: float, f
     be coarsened to fit the limits ends the refinement: a finer one cannot fit.
     """
     steps = sum(ev.count for ev in events)
-    vdi = vdi_for(first_guess, steps, rel_err)
+    cap = max_vdi(events)
+    vdi = vdi_for(first_guess, steps, rel_err, cap)
+    if not math.isfinite(first_guess) and cap > VDI_MAX:
+        # No guess and no fixed coarsest width: a first pass of ~4,000 points per step.
+        vdi = min(cap, max(VDI_MAX, max(ev.width() for ev in events) / 4_000))
     if any(ev.single_points(vdi) > ev.single_limit for ev in events):
         # The first guess asks for a grid beyond the limit (a tiny ε, e.g. δ near 1): a coarse pass first,
         # which either certifies ε = 0 (a pessimistic bound of 0 is exact) or gives a better guess.
-        eps, _ = epsilon_fitting(events, delta, VDI_MAX)
+        eps, _ = epsilon_fitting(events, delta, cap)
         if eps == 0.0:
             return 0.0
-        vdi = vdi_for(eps, steps, rel_err)
+        vdi = vdi_for(eps, steps, rel_err, cap)
     eps = math.inf
     for _ in range(MAX_REFINEMENTS):
         eps, used = epsilon_fitting(events, delta, vdi)
-        needed = vdi_for(eps, steps, rel_err)
+        needed = vdi_for(eps, steps, rel_err, cap)
         if used <= 1.5 * needed or used > vdi:
             break
         vdi = needed
