@@ -70,9 +70,8 @@ def test_opacus_prv_agrees_with_dp_accounting_pld(q, sigma, steps, delta):
 def test_opacus_rdp_equals_dp_accounting_rdp(q, sigma, steps, delta):
     # Same integer orders: both libraries evaluate the same exact binomial sum.
     ints = acc.INTEGER_RDP_ORDERS
-    assert acc.epsilon_opacus_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=ints) == pytest.approx(
-        acc.epsilon_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=ints), abs=1e-3
-    )
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=ints)
+    assert acc.epsilon_opacus_rdp(**kw) == pytest.approx(acc.epsilon_rdp(**kw), abs=1e-3)
 
 @pytest.mark.parametrize(
     "q,sigma,steps,delta",
@@ -89,8 +88,9 @@ def test_opacus_rdp_vs_dp_accounting_rdp_with_fractional_orders(q, sigma, steps,
     op.history = [(sigma, q, steps)]
     with quiet_rdp():
         eps_op, best_order = op.get_privacy_spent(delta=delta, alphas=list(acc.RDP_ORDERS))
-    eps_dp = acc.epsilon_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
-    assert eps_op == pytest.approx(acc.epsilon_opacus_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta), abs=1e-12)
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
+    eps_dp = acc.epsilon_rdp(**kw)
+    assert eps_op == pytest.approx(acc.epsilon_opacus_rdp(**kw), abs=1e-12)
     if float(best_order).is_integer():
         assert eps_dp == pytest.approx(eps_op, abs=1e-3)
     else:
@@ -116,8 +116,9 @@ def test_fractional_order_rdp_opacus_exact_dp_accounting_conservative():
     (still a valid upper bound)."""
     q, sigma, steps, delta, alpha = 0.01, 0.6, 1000, 1e-5, 2.7
     exact = _rdp_epsilon_by_quadrature(q, sigma, steps, delta, alpha)
-    assert acc.epsilon_opacus_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=[alpha]) == pytest.approx(exact, abs=1e-6)
-    assert acc.epsilon_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=[alpha]) >= exact - 1e-9
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=[alpha])
+    assert acc.epsilon_opacus_rdp(**kw) == pytest.approx(exact, abs=1e-6)
+    assert acc.epsilon_rdp(**kw) >= exact - 1e-9
 
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0, 5.0])
@@ -139,8 +140,9 @@ def test_pld_matches_analytic_gaussian_mechanism(sigma, delta):
 def test_pld_is_accurate_well_under_one_percent():
     # Against a 5x finer grid (~25x more accurate): the adaptive grid's excess is tiny.
     q, sigma, steps, delta = 0.01, 2.0, 1000, 1e-5
-    fine = acc.epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, value_discretization_interval=2e-5)
-    assert fine <= acc.epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta) <= fine * (1 + 1e-3)
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
+    fine = acc.epsilon_pld(**kw, value_discretization_interval=2e-5)
+    assert fine <= acc.epsilon_pld(**kw) <= fine * (1 + 1e-3)
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld", "prv"])
@@ -156,10 +158,12 @@ def test_calibrate_sigma_is_monotone():
     q, steps, delta = 0.02, 500, 1e-5
     by_eps = [acc.calibrate_sigma(target_epsilon=e, delta=delta, sample_rate=q, steps=steps) for e in (0.5, 2.0, 8.0)]
     assert all(a > b for a, b in zip(by_eps, by_eps[1:]))  # more budget, less noise
-    by_steps = [acc.calibrate_sigma(target_epsilon=2.0, delta=delta, sample_rate=q, steps=10), by_eps[1], acc.calibrate_sigma(target_epsilon=2.0, delta=delta, sample_rate=q, steps=2000)]
+    by_steps = [acc.calibrate_sigma(target_epsilon=2.0, delta=delta, sample_rate=q, steps=10), by_eps[1],
+                acc.calibrate_sigma(target_epsilon=2.0, delta=delta, sample_rate=q, steps=2000)]
     assert all(a < b for a, b in zip(by_steps, by_steps[1:]))  # more steps, more noise
     assert acc.calibrate_sigma(target_epsilon=2.0, delta=1e-7, sample_rate=q, steps=steps) > by_eps[1]  # smaller δ, more noise
-    eps_by_sigma = [acc.epsilon_pld(sample_rate=q, noise_multiplier=s, steps=steps, delta=delta) for s in (0.6, 0.8, 1.2, 2.0, 4.0)]
+    eps_by_sigma = [acc.epsilon_pld(sample_rate=q, noise_multiplier=s, steps=steps, delta=delta)
+                    for s in (0.6, 0.8, 1.2, 2.0, 4.0)]
     assert all(a > b for a, b in zip(eps_by_sigma, eps_by_sigma[1:]))
 
 
@@ -167,7 +171,8 @@ def test_calibrate_sigma_has_no_cap():
     # A strict budget with many steps needs σ ≫ 10; we return it, not a cap.
     sigma = acc.calibrate_sigma(target_epsilon=0.05, delta=1e-5, sample_rate=0.1, steps=2000)
     assert sigma > 50
-    assert acc.epsilon_pld(sample_rate=0.1, noise_multiplier=sigma, steps=2000, delta=1e-5) <= 0.05 < acc.epsilon_pld(sample_rate=0.1, noise_multiplier=sigma * 0.99, steps=2000, delta=1e-5)
+    kw = dict(sample_rate=0.1, steps=2000, delta=1e-5)
+    assert acc.epsilon_pld(**kw, noise_multiplier=sigma) <= 0.05 < acc.epsilon_pld(**kw, noise_multiplier=sigma * 0.99)
 
 
 def test_e2e_like_setting_pld_and_prv_need_less_noise_than_rdp():
@@ -175,11 +180,13 @@ def test_e2e_like_setting_pld_and_prv_need_less_noise_than_rdp():
     steps = acc.steps_for(sample_rate=q, epochs=E2E_EPOCHS)
     assert steps == 410  # 10 epochs × int(42061 / 1024) batches
     report = acc.sigmas(target_epsilon=8.0, delta=E2E_DELTA, sample_rate=q, steps=steps)
-    assert report.noise_multiplier_pld < report.noise_multiplier_rdp and report.noise_multiplier_prv < report.noise_multiplier_rdp
+    assert report.noise_multiplier_pld < report.noise_multiplier_rdp
+    assert report.noise_multiplier_prv < report.noise_multiplier_rdp
     assert report.noise_multiplier_prv == pytest.approx(report.noise_multiplier_pld, rel=5e-3)
     assert report.noise_multiplier == report.noise_multiplier_pld
     # And back: every accountant's ε at its own σ is within budget.
-    assert acc.epsilon_pld(sample_rate=q, noise_multiplier=report.noise_multiplier_pld, steps=steps, delta=E2E_DELTA) <= 8.0 < acc.epsilon_rdp(sample_rate=q, noise_multiplier=report.noise_multiplier_pld, steps=steps, delta=E2E_DELTA)
+    kw = dict(sample_rate=q, noise_multiplier=report.noise_multiplier_pld, steps=steps, delta=E2E_DELTA)
+    assert acc.epsilon_pld(**kw) <= 8.0 < acc.epsilon_rdp(**kw)
 
 
 def test_e2e_like_sigma_figures():

@@ -23,6 +23,7 @@ dominate); that is checked here first, with the range it implies.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -58,21 +59,29 @@ def eps_error_for(eps: float) -> float:
     return min(EPS_ERROR_MAX, max(EPS_ERROR_MIN, EPS_ERROR_REL * eps))
 
 
+@functools.lru_cache(maxsize=64)
+def _rdp_domain(history: tuple[tuple[float, float, int], ...], delta_error: float) -> float:
+    """The RDP part of Opacus's ``compute_safe_domain_size``: it returns ``max(L_rdp, eps_error) + 3``
+    and L_rdp does not depend on eps_error, so one evaluation serves every margin."""
+    from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, compute_safe_domain_size
+
+    with quiet_rdp(), np.errstate(divide="ignore", over="ignore"):
+        return compute_safe_domain_size(
+            prvs=[PoissonSubsampledGaussianPRV(q, s) for s, q, _ in history],
+            max_self_compositions=[t for _, _, t in history],
+            eps_error=0.0,
+            delta_error=delta_error,
+        ) - 3
+
+
 def prv_grid_points(history: History, delta: float, eps_error: float) -> float:
     """Size of the grid Opacus's PRVAccountant will allocate: mirrors
     ``PRVAccountant._get_domain`` (opacus/accountants/prv.py): domain [-L, L]
     from ``compute_safe_domain_size``, mesh ``eps_error / sqrt(T·log(12/δ_err)/2)``."""
-    from opacus.accountants.analysis.prv import PoissonSubsampledGaussianPRV, compute_safe_domain_size
-
     delta_error = delta / 1000
-    total = sum(int(t) for _, _, t in history)
-    with quiet_rdp(), np.errstate(divide="ignore", over="ignore"):
-        half_width = compute_safe_domain_size(
-            prvs=[PoissonSubsampledGaussianPRV(q, s) for s, q, _ in history],
-            max_self_compositions=[int(t) for _, _, t in history],
-            eps_error=eps_error,
-            delta_error=delta_error,
-        )
+    key = tuple((float(s), float(q), int(t)) for s, q, t in history)
+    half_width = max(_rdp_domain(key, delta_error), eps_error) + 3
+    total = sum(t for _, _, t in key)
     mesh = eps_error / math.sqrt(total * math.log(12 / delta_error) / 2)
     return 2 * half_width / mesh
 
