@@ -17,8 +17,9 @@ dp_accounting 0.6.0, ``pld/privacy_loss_distribution.py`` and
   the width in loss units barely depends on Δ).
 
 Measured on this project's 2-core machine (``bench/bench_primitives.py``
-prints it): building one step costs about 7 µs and 160 B per point, composing
-about 140 B per FFT point. The limits below keep one evaluation under about
+prints the per-point costs): building one step costs 5–7 µs and 80–160 B
+per point (traced allocations to resident memory), composing about 1 µs and
+40–140 B per FFT point. The limits below keep one evaluation under about
 30 s and 5 GB, so an accountant call fits a 24 GB machine with room for the
 rest of an audit. Δ never goes above :data:`VDI_MAX` (coarser grids lose the
 accuracy the adaptive PLD promises), so a setting whose grid does not fit
