@@ -4,6 +4,8 @@ Tests check what these functions compute; how fast they are is measured
 here, each beside the thing it should beat, measured in the same run:
 
 * σ calibration by PLD for an E2E-like DP-SGD run, in CPU seconds;
+* what a PLD grid point costs (time and memory, one step and composed): the figures behind the
+  accountants' grid limits (privleak/accountants/analysis/grid.py);
 * 10,000 exposure candidates drawn for one canary;
 * the default synthetic corpus generated;
 * near-duplicate detection over 10,000 records;
@@ -29,7 +31,7 @@ from privleak.core.verbatim_index import VerbatimIndex
 from privleak.data.canaries import make_canaries, sample_candidates
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.defenses.dedup import dedup_near
-from privleak.models import accounting as acc
+from privleak import accountants as acc
 
 
 def best_of(fn, repeats: int = 3, clock=time.perf_counter) -> float:
@@ -41,10 +43,47 @@ def best_of(fn, repeats: int = 3, clock=time.perf_counter) -> float:
     return best
 
 
+def pld_grid_costs() -> None:
+    """µs and bytes per point of a PLD grid: one step (Gaussian, mixture of Gaussians) and the composition."""
+    import tracemalloc
+
+    from privleak.accountants.analysis import group, pld
+
+    def measure(fn):
+        # Timed without tracemalloc (which slows allocation several-fold), then traced for the peak.
+        t0 = time.process_time()
+        out = fn()
+        dt = time.process_time() - t0
+        tracemalloc.start()
+        fn()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return out, dt, peak
+
+    ev = pld.gaussian_event(sample_rate=0.01, noise_multiplier=1.0, steps=1000)
+    n = ev.single_points(1e-5)
+    one, dt, peak = measure(lambda: ev.build(1e-5))
+    print(f"PLD one step, Gaussian: {n:,} points, {dt / n * 1e6:.1f} µs and {peak / n:.0f} B per point")
+    gauss_us = dt / n * 1e6
+    m = max(pld.composed_points(p, ev.count) for p in pld._pmfs(one))
+    _, dt, peak = measure(lambda: one.self_compose(ev.count))
+    print(f"PLD composition: {m:,} FFT points, {dt / m * 1e6:.2f} µs and {peak / m:.0f} B per point")
+    mix = group.mixture_event(0.1, 0.8, 30, 4)
+    n = mix.single_points(5e-3)
+    t0 = time.process_time()
+    mix.build(5e-3)
+    mix_us = (time.process_time() - t0) / n * 1e6
+    print(f"PLD one step, mixture of 5 Gaussians: {n:,} points, {mix_us:.0f} µs per point "
+          f"({mix_us / gauss_us:.0f}× a Gaussian's; the grid limits assume 50×)")
+
+
 def main() -> None:
-    q, steps = 1024 / 42061, acc.steps_for(1024 / 42061, 10)
-    t = best_of(lambda: acc.calibrate_sigma(8.0, 1 / (2 * 42061), q, steps, "pld"), 1, time.process_time)
+    q = 1024 / 42061
+    steps = acc.steps_for(sample_rate=q, epochs=10)
+    t = best_of(lambda: acc.calibrate_sigma(target_epsilon=8.0, delta=1 / (2 * 42061), sample_rate=q, steps=steps,
+                                            accountant="pld"), 1, time.process_time)
     print(f"PLD σ calibration (q={q:.4f}, T={steps}, ε=8): {t:.2f} CPU s")
+    pld_grid_costs()
 
     canary = make_canaries(repeats=(1,), per_repeat=1, seed=0)[0]
     t = best_of(lambda: sample_candidates(canary, 10_000, np.random.default_rng(0)))

@@ -13,7 +13,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from privleak.core.errors import UserError
-from privleak.models import accounting as acc
+from privleak import accountants as acc
+from privleak.accountants.analysis.rdp import quiet_rdp
 
 # A representative quarter of the full grid q ∈ {0.001, 0.01, 0.05, 0.2} ×
 # σ ∈ {0.6, 1, 2, 5} × T ∈ {1, 50, 1000} × δ ∈ {1e-5, 1e-7}: every q meets
@@ -40,7 +41,7 @@ GRID = [
 ]
 
 # Opacus's PRV bound is its point estimate *plus* eps_error (absolute, by
-# construction in Gopi et al.); accounting.py uses eps_error = max(1e-3,
+# construction in Gopi et al.); the PRV accountant uses eps_error = max(1e-3,
 # 2e-3·ε) (≤ 0.01), so below ε ≈ 0.5 the margin is up to 1e-3 absolute and a
 # pure relative tolerance cannot hold (ε = 3e-4 at q=0.001, σ=5, T=1).
 PRV_ABS_MARGIN = 1e-3
@@ -53,8 +54,8 @@ E2E_N, E2E_BATCH, E2E_EPOCHS, E2E_DELTA = 42_061, 1024, 10, 8e-6
 
 @pytest.mark.parametrize("q,sigma,steps,delta", GRID)
 def test_opacus_prv_agrees_with_dp_accounting_pld(q, sigma, steps, delta):
-    pld = acc.epsilon_pld(q, sigma, steps, delta)
-    prv = acc.epsilon_prv(q, sigma, steps, delta)
+    pld = acc.epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
+    prv = acc.epsilon_prv(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
     # Both are upper bounds on the same ε; PLD's excess is ~1e-4 relative, so
     # PRV can never be meaningfully below it...
     assert prv >= pld * (1 - 1e-3)
@@ -69,9 +70,8 @@ def test_opacus_prv_agrees_with_dp_accounting_pld(q, sigma, steps, delta):
 def test_opacus_rdp_equals_dp_accounting_rdp(q, sigma, steps, delta):
     # Same integer orders: both libraries evaluate the same exact binomial sum.
     ints = acc.INTEGER_RDP_ORDERS
-    assert acc.epsilon_opacus_rdp(q, sigma, steps, delta, orders=ints) == pytest.approx(
-        acc.epsilon_rdp(q, sigma, steps, delta, orders=ints), abs=1e-3
-    )
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=ints)
+    assert acc.epsilon_opacus_rdp(**kw) == pytest.approx(acc.epsilon_rdp(**kw), abs=1e-3)
 
 @pytest.mark.parametrize(
     "q,sigma,steps,delta",
@@ -86,10 +86,11 @@ def test_opacus_rdp_vs_dp_accounting_rdp_with_fractional_orders(q, sigma, steps,
 
     op = RDPAccountant()
     op.history = [(sigma, q, steps)]
-    with acc._quiet_rdp():
+    with quiet_rdp():
         eps_op, best_order = op.get_privacy_spent(delta=delta, alphas=list(acc.RDP_ORDERS))
-    eps_dp = acc.epsilon_rdp(q, sigma, steps, delta)
-    assert eps_op == pytest.approx(acc.epsilon_opacus_rdp(q, sigma, steps, delta), abs=1e-12)
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
+    eps_dp = acc.epsilon_rdp(**kw)
+    assert eps_op == pytest.approx(acc.epsilon_opacus_rdp(**kw), abs=1e-12)
     if float(best_order).is_integer():
         assert eps_dp == pytest.approx(eps_op, abs=1e-3)
     else:
@@ -115,8 +116,9 @@ def test_fractional_order_rdp_opacus_exact_dp_accounting_conservative():
     (still a valid upper bound)."""
     q, sigma, steps, delta, alpha = 0.01, 0.6, 1000, 1e-5, 2.7
     exact = _rdp_epsilon_by_quadrature(q, sigma, steps, delta, alpha)
-    assert acc.epsilon_opacus_rdp(q, sigma, steps, delta, orders=[alpha]) == pytest.approx(exact, abs=1e-6)
-    assert acc.epsilon_rdp(q, sigma, steps, delta, orders=[alpha]) >= exact - 1e-9
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, orders=[alpha])
+    assert acc.epsilon_opacus_rdp(**kw) == pytest.approx(exact, abs=1e-6)
+    assert acc.epsilon_rdp(**kw) >= exact - 1e-9
 
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0, 5.0])
@@ -129,56 +131,62 @@ def test_pld_matches_analytic_gaussian_mechanism(sigma, delta):
         return norm.cdf(-eps * sigma + 1 / (2 * sigma)) - math.exp(eps) * norm.cdf(-eps * sigma - 1 / (2 * sigma))
 
     exact = brentq(lambda e: delta_of(e) - delta, 0.0, 100.0, xtol=1e-12)
-    pld = acc.epsilon_pld(1.0, sigma, 1, delta)
+    pld = acc.epsilon_pld(sample_rate=1.0, noise_multiplier=sigma, steps=1, delta=delta)
     assert pld == pytest.approx(exact, abs=1e-3)
     assert pld >= exact - 1e-9  # pessimistic PLD: an upper bound
-    assert acc.epsilon_rdp(1.0, sigma, 1, delta) >= exact  # RDP: a looser one
+    assert acc.epsilon_rdp(sample_rate=1.0, noise_multiplier=sigma, steps=1, delta=delta) >= exact  # RDP: a looser one
 
 
 def test_pld_is_accurate_well_under_one_percent():
     # Against a 5x finer grid (~25x more accurate): the adaptive grid's excess is tiny.
     q, sigma, steps, delta = 0.01, 2.0, 1000, 1e-5
-    fine = acc.epsilon_pld(q, sigma, steps, delta, value_discretization_interval=2e-5)
-    assert fine <= acc.epsilon_pld(q, sigma, steps, delta) <= fine * (1 + 1e-3)
+    kw = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
+    fine = acc.epsilon_pld(**kw, value_discretization_interval=2e-5)
+    assert fine <= acc.epsilon_pld(**kw) <= fine * (1 + 1e-3)
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld", "prv"])
 def test_calibrate_sigma_meets_target_and_is_tight(accountant):
     eps_of = {"rdp": acc.epsilon_rdp, "pld": acc.epsilon_pld, "prv": acc.epsilon_prv}[accountant]
     q, steps, delta, target = 0.02, 500, 1e-5, 3.0
-    sigma = acc.calibrate_sigma(target, delta, q, steps, accountant)
-    assert eps_of(q, sigma, steps, delta) <= target
-    assert eps_of(q, sigma * (1 - 1e-2), steps, delta) > target
+    sigma = acc.calibrate_sigma(target_epsilon=target, delta=delta, sample_rate=q, steps=steps, accountant=accountant)
+    assert eps_of(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta) <= target
+    assert eps_of(sample_rate=q, noise_multiplier=sigma * (1 - 1e-2), steps=steps, delta=delta) > target
 
 
 def test_calibrate_sigma_is_monotone():
     q, steps, delta = 0.02, 500, 1e-5
-    by_eps = [acc.calibrate_sigma(e, delta, q, steps) for e in (0.5, 2.0, 8.0)]
+    by_eps = [acc.calibrate_sigma(target_epsilon=e, delta=delta, sample_rate=q, steps=steps) for e in (0.5, 2.0, 8.0)]
     assert all(a > b for a, b in zip(by_eps, by_eps[1:]))  # more budget, less noise
-    by_steps = [acc.calibrate_sigma(2.0, delta, q, 10), by_eps[1], acc.calibrate_sigma(2.0, delta, q, 2000)]
+    by_steps = [acc.calibrate_sigma(target_epsilon=2.0, delta=delta, sample_rate=q, steps=10), by_eps[1],
+                acc.calibrate_sigma(target_epsilon=2.0, delta=delta, sample_rate=q, steps=2000)]
     assert all(a < b for a, b in zip(by_steps, by_steps[1:]))  # more steps, more noise
-    assert acc.calibrate_sigma(2.0, 1e-7, q, steps) > by_eps[1]  # smaller δ, more noise
-    eps_by_sigma = [acc.epsilon_pld(q, s, steps, delta) for s in (0.6, 0.8, 1.2, 2.0, 4.0)]
+    assert acc.calibrate_sigma(target_epsilon=2.0, delta=1e-7, sample_rate=q, steps=steps) > by_eps[1]  # smaller δ, more noise
+    eps_by_sigma = [acc.epsilon_pld(sample_rate=q, noise_multiplier=s, steps=steps, delta=delta)
+                    for s in (0.6, 0.8, 1.2, 2.0, 4.0)]
     assert all(a > b for a, b in zip(eps_by_sigma, eps_by_sigma[1:]))
 
 
 def test_calibrate_sigma_has_no_cap():
     # A strict budget with many steps needs σ ≫ 10; we return it, not a cap.
-    sigma = acc.calibrate_sigma(0.05, 1e-5, 0.1, 2000)
+    sigma = acc.calibrate_sigma(target_epsilon=0.05, delta=1e-5, sample_rate=0.1, steps=2000)
     assert sigma > 50
-    assert acc.epsilon_pld(0.1, sigma, 2000, 1e-5) <= 0.05 < acc.epsilon_pld(0.1, sigma * 0.99, 2000, 1e-5)
+    kw = dict(sample_rate=0.1, steps=2000, delta=1e-5)
+    assert acc.epsilon_pld(**kw, noise_multiplier=sigma) <= 0.05 < acc.epsilon_pld(**kw, noise_multiplier=sigma * 0.99)
 
 
 def test_e2e_like_setting_pld_and_prv_need_less_noise_than_rdp():
     q = E2E_BATCH / E2E_N
-    steps = acc.steps_for(q, E2E_EPOCHS)
+    steps = acc.steps_for(sample_rate=q, epochs=E2E_EPOCHS)
     assert steps == 410  # 10 epochs × int(42061 / 1024) batches
-    report = acc.sigmas(8.0, E2E_DELTA, q, steps)
-    assert report.sigma_pld < report.sigma_rdp and report.sigma_prv < report.sigma_rdp
-    assert report.sigma_prv == pytest.approx(report.sigma_pld, rel=5e-3)
-    assert report.sigma == report.sigma_pld
+    report = acc.sigmas(target_epsilon=8.0, delta=E2E_DELTA, sample_rate=q, steps=steps)
+    assert report.noise_multiplier_pld < report.noise_multiplier_rdp
+    assert report.noise_multiplier_prv < report.noise_multiplier_rdp
+    assert report.noise_multiplier_prv == pytest.approx(report.noise_multiplier_pld, rel=5e-3)
+    assert report.noise_multiplier == report.noise_multiplier_pld
     # And back: every accountant's ε at its own σ is within budget.
-    assert acc.epsilon_pld(q, report.sigma_pld, steps, E2E_DELTA) <= 8.0 < acc.epsilon_rdp(q, report.sigma_pld, steps, E2E_DELTA)
+    kw = dict(sample_rate=q, noise_multiplier=report.noise_multiplier_pld, steps=steps, delta=E2E_DELTA)
+    assert acc.epsilon_pld(**kw) <= 8.0 < acc.epsilon_rdp(**kw)
 
 
 def test_e2e_like_sigma_figures():
@@ -186,9 +194,9 @@ def test_e2e_like_sigma_figures():
     needs σ ≈ 0.712 (5 % less noise for the same guarantee). How long the
     calibration takes is measured in bench/bench_primitives.py."""
     q, delta = E2E_BATCH / E2E_N, 1 / (2 * E2E_N)
-    steps = acc.steps_for(q, E2E_EPOCHS)
-    sigma_pld = acc.calibrate_sigma(8.0, delta, q, steps, "pld")
-    sigma_rdp = acc.calibrate_sigma(8.0, delta, q, steps, "rdp")
+    steps = acc.steps_for(sample_rate=q, epochs=E2E_EPOCHS)
+    sigma_pld = acc.calibrate_sigma(target_epsilon=8.0, delta=delta, sample_rate=q, steps=steps, accountant="pld")
+    sigma_rdp = acc.calibrate_sigma(target_epsilon=8.0, delta=delta, sample_rate=q, steps=steps, accountant="rdp")
     assert sigma_pld == pytest.approx(0.676, abs=2e-3)
     assert sigma_rdp == pytest.approx(0.712, abs=2e-3)
 
@@ -197,15 +205,15 @@ def test_unreachable_target_is_a_user_error():
     # RDP's conversion cannot certify ε = 1e-3 at δ = 1e-10 for any σ ≤ 1e6
     # with orders ≤ 4096 (its floor is about log(1/δ)/4095 ≈ 5.6e-3).
     with pytest.raises(UserError, match="unreachable") as info:
-        acc.calibrate_sigma(1e-3, 1e-10, 0.1, 10_000, "rdp")
+        acc.calibrate_sigma(target_epsilon=1e-3, delta=1e-10, sample_rate=0.1, steps=10_000, accountant="rdp")
     assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="PRV"):
-        acc.calibrate_sigma(1e-3, 1e-5, 0.01, 100, "prv")
+        acc.calibrate_sigma(target_epsilon=1e-3, delta=1e-5, sample_rate=0.01, steps=100, accountant="prv")
 
 
 def test_reports_are_frozen_dataclasses():
-    r = acc.epsilons(0.05, 1.0, 50, 1e-5)
-    assert (r.q, r.sigma, r.steps, r.delta) == (0.05, 1.0, 50, 1e-5)
+    r = acc.epsilons(sample_rate=0.05, noise_multiplier=1.0, steps=50, delta=1e-5)
+    assert (r.sample_rate, r.noise_multiplier, r.steps, r.delta) == (0.05, 1.0, 50, 1e-5)
     assert r.epsilon == r.epsilon_pld < r.epsilon_rdp
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.epsilon_pld = 0.0  # type: ignore[misc]
@@ -227,7 +235,7 @@ def test_steps_for_matches_the_steps_opacus_runs(n_batches, epochs):
     dp_loader = DPDataLoader.from_data_loader(loader)
     sample_rate = 1 / len(loader)  # what make_private* uses
     assert dp_loader.sample_rate == sample_rate
-    assert acc.steps_for(sample_rate, epochs) == epochs * len(dp_loader)
+    assert acc.steps_for(sample_rate=sample_rate, epochs=epochs) == epochs * len(dp_loader)
     # 93 batches: int(1 / (1 / 93)) == 92 in floating point, and Opacus runs 92.
     if n_batches == 93:
         assert len(dp_loader) == 92
@@ -237,10 +245,10 @@ def test_opacus_calibration_steps_mirror_make_private_with_epsilon():
     from opacus.accountants.utils import get_noise_multiplier
 
     sample_rate, epochs = 1 / 75, 3
-    steps = acc.opacus_calibration_steps(sample_rate, epochs)
-    assert (steps, acc.steps_for(sample_rate, epochs)) == (224, 225)  # the float quirk
+    steps = acc.opacus_calibration_steps(sample_rate=sample_rate, epochs=epochs)
+    assert (steps, acc.steps_for(sample_rate=sample_rate, epochs=epochs)) == (224, 225)  # the float quirk
     kw = dict(target_epsilon=3.0, target_delta=1e-5, sample_rate=sample_rate, accountant="rdp")
-    with acc._quiet_rdp():
+    with quiet_rdp():
         assert get_noise_multiplier(epochs=epochs, **kw) == get_noise_multiplier(steps=steps, **kw)
         assert get_noise_multiplier(epochs=epochs, **kw) != get_noise_multiplier(steps=steps + 1, **kw)
 
@@ -250,65 +258,71 @@ def test_opacus_calibration_steps_mirror_make_private_with_epsilon():
 # --------------------------------------------------------------------------
 
 BAD = {
-    "q": [0, -0.1, 1.5, float("nan"), float("inf"), "0.1", True, None],
-    "sigma": [0, -1.0, float("inf"), float("nan"), "1"],
+    "sample_rate": [0, -0.1, 1.5, float("nan"), float("inf"), "0.1", True, None],
+    "noise_multiplier": [0, -1.0, float("inf"), float("nan"), "1"],
     "steps": [0, -5, 2.5, 10.0, True, "100"],
     "delta": [0, 1, 1.5, -1e-5, float("nan")],
-    "epsilon": [0, -1.0, float("inf"), float("nan")],
+    "target_epsilon": [0, -1.0, float("inf"), float("nan")],
 }
 
 
-def _one_line_user_error(fn, *args, name: str):
+def _one_line_user_error(fn, *args, name: str, **kwargs):
     with pytest.raises(UserError) as info:
-        fn(*args)
+        fn(*args, **kwargs)
     msg = str(info.value)
     assert "\n" not in msg and name in msg
     return msg
 
 
 @pytest.mark.parametrize("name,value", [(k, v) for k, vs in BAD.items() for v in vs if v is not None])
-def test_validate_privacy_params_rejects(name, value):
-    _one_line_user_error(lambda: acc.validate_privacy_params(**{name: value}), name=name)
+def test_check_privacy_params_rejects(name, value):
+    _one_line_user_error(lambda: acc.check_privacy_params(**{name: value}), name=name)
 
 
 @pytest.mark.parametrize(
     "fn", [acc.epsilon_rdp, acc.epsilon_pld, acc.epsilon_prv, acc.epsilon_opacus_rdp, acc.epsilons]
 )
-@pytest.mark.parametrize("position,name", [(0, "q"), (1, "sigma"), (2, "steps"), (3, "delta")])
-def test_epsilon_functions_reject_bad_parameters(fn, position, name):
-    good = [0.01, 1.0, 100, 1e-5]
+@pytest.mark.parametrize("name", ["sample_rate", "noise_multiplier", "steps", "delta"])
+def test_epsilon_functions_reject_bad_parameters(fn, name):
+    good = dict(sample_rate=0.01, noise_multiplier=1.0, steps=100, delta=1e-5)
     for bad in BAD[name]:
         if bad is None:
             continue
-        args = list(good)
-        args[position] = bad
-        _one_line_user_error(fn, *args, name=name)
+        _one_line_user_error(fn, **{**good, name: bad}, name=name)
 
 
 @pytest.mark.parametrize("fn", [acc.calibrate_sigma, acc.sigmas])
 def test_sigma_functions_reject_bad_parameters(fn):
-    good = [3.0, 1e-5, 0.01, 100]
-    for position, name in [(0, "epsilon"), (1, "delta"), (2, "q"), (3, "steps")]:
+    good = dict(target_epsilon=3.0, delta=1e-5, sample_rate=0.01, steps=100)
+    for name in ("target_epsilon", "delta", "sample_rate", "steps"):
         for bad in BAD[name][:3]:
-            args = list(good)
-            args[position] = bad
-            _one_line_user_error(fn, *args, name=name)
+            _one_line_user_error(fn, **{**good, name: bad}, name=name)
 
 
 def test_calibrate_sigma_rejects_bad_options():
-    _one_line_user_error(lambda: acc.calibrate_sigma(3.0, 1e-5, 0.01, 100, "moments"), name="accountant")
-    _one_line_user_error(lambda: acc.calibrate_sigma(3.0, 1e-5, 0.01, 100, "pld", 0.0), name="tol")
-    _one_line_user_error(lambda: acc.calibrate_sigma(3.0, 1e-5, 0.01, 100, "pld", 0.5), name="tol")
+    good = dict(target_epsilon=3.0, delta=1e-5, sample_rate=0.01, steps=100)
+    _one_line_user_error(lambda: acc.calibrate_sigma(**good, accountant="moments"), name="accountant")
+    _one_line_user_error(lambda: acc.calibrate_sigma(**good, accountant="pld", tol=0.0), name="tol")
+    _one_line_user_error(lambda: acc.calibrate_sigma(**good, accountant="pld", tol=0.5), name="tol")
 
 
 def test_steps_for_rejects_bad_parameters():
-    _one_line_user_error(lambda: acc.steps_for(0.0, 3), name="q")
-    _one_line_user_error(lambda: acc.steps_for(1.5, 3), name="q")
+    _one_line_user_error(lambda: acc.steps_for(sample_rate=0.0, epochs=3), name="sample_rate")
+    _one_line_user_error(lambda: acc.steps_for(sample_rate=1.5, epochs=3), name="sample_rate")
     for epochs in (0, -1, 2.5, True):
-        _one_line_user_error(lambda: acc.steps_for(0.01, epochs), name="epochs")
-        _one_line_user_error(lambda: acc.opacus_calibration_steps(0.01, epochs), name="epochs")
+        _one_line_user_error(lambda: acc.steps_for(sample_rate=0.01, epochs=epochs), name="epochs")
+        _one_line_user_error(lambda: acc.opacus_calibration_steps(sample_rate=0.01, epochs=epochs), name="epochs")
 
 
 def test_numpy_scalars_are_accepted():
-    acc.validate_privacy_params(q=np.float64(0.01), sigma=np.float32(1.0), steps=np.int64(10), delta=np.float64(1e-5))
-    assert acc.steps_for(np.float64(0.01), np.int64(2)) == 200
+    acc.check_privacy_params(sample_rate=np.float64(0.01), noise_multiplier=np.float32(1.0), steps=np.int64(10),
+                             delta=np.float64(1e-5))
+    assert acc.steps_for(sample_rate=np.float64(0.01), epochs=np.int64(2)) == 200
+
+
+def test_public_functions_are_keyword_only():
+    # One naming scheme, no positional floats whose order differs between functions.
+    with pytest.raises(TypeError):
+        acc.epsilon_pld(0.01, 1.0, 100, 1e-5)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        acc.calibrate_sigma(3.0, 1e-5, 0.01, 100)  # type: ignore[misc]

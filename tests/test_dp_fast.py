@@ -14,7 +14,7 @@ from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 
 from privleak.models import dp_train, ghost_norms
-from privleak.models.accounting import epsilon_prv
+from privleak.accountants import epsilon_prv
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import (
     encode,
@@ -197,7 +197,8 @@ def test_fast_paths_report_the_same_epsilon_as_the_reference(tiny_handle, calibr
         _, log = _run(tiny_handle, **over)
         assert (log.sample_rate, log.sigma, log.steps) == (ref.sample_rate, ref.sigma, ref.steps), over
         assert log.epsilon == ref.epsilon, over
-    assert ref.epsilon == epsilon_prv(ref.sample_rate, ref.sigma, ref.steps, 1e-3) <= 4.0
+    assert ref.epsilon == epsilon_prv(sample_rate=ref.sample_rate, noise_multiplier=ref.sigma, steps=ref.steps,
+                                      delta=1e-3) <= 4.0
 
 
 def test_fast_training_runs_match_the_reference_run(tiny_handle, calibrate_once):

@@ -6,7 +6,7 @@ import torch
 from opacus import GradSampleModule
 
 from privleak.models import conv1d_grad  # noqa: F401
-from privleak.models.accounting import epsilon_pld
+from privleak.accountants import epsilon_pld
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import (
     encode,
@@ -56,7 +56,7 @@ def test_dp_run_reports_parameters_and_stays_within_target(tiny_handle):
     assert log.sigma > 0
     assert log.epsilon <= 4.0
     # The accountant Opacus used agrees with Google's PLD accountant within 1 %.
-    assert log.epsilon == pytest.approx(epsilon_pld(log.sample_rate, log.sigma, log.steps, 1e-3), rel=0.01)
+    assert log.epsilon == pytest.approx(epsilon_pld(sample_rate=log.sample_rate, noise_multiplier=log.sigma, steps=log.steps, delta=1e-3), rel=0.01)
     assert all(np.isfinite(log.losses))
     assert not any(hasattr(p, "grad_sample") and p.grad_sample is not None for p in model.parameters())
 

@@ -10,6 +10,8 @@ import dp_accounting
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import brentq
+from scipy.stats import norm
 from conftest import SMALL
 from dp_accounting import pld as dp_pld
 from dp_accounting import rdp as dp_rdp
@@ -19,9 +21,8 @@ from privleak.config import build_config
 from privleak.core.errors import UserError
 from privleak.data.clients import client_labels, clinic_shares
 from privleak.data.records import Record
-from privleak.models.accounting import calibrate_sigma, epsilon_pld
+from privleak.accountants import calibrate_sigma, client_epsilons, epsilon_pld, record_epsilon
 from privleak.models.batching import Encoded
-from privleak.models.fed_accounting import client_epsilons, record_epsilon
 
 FED = {**SMALL, "arms": ["baseline", "fedavg", "fed-dp-8"],
        "federated": {"clients": 3, "rounds": 3, "sample_rate": 0.67, "local_steps": 3, "batch_size": 8},
@@ -56,8 +57,9 @@ def test_three_client_audit_end_to_end(fed_run):
     assert p.epsilon <= 8.0 and p.epsilon_pld == pytest.approx(p.epsilon_prv, rel=0.01)
     assert p.epsilon_rdp >= p.epsilon_pld * 0.999
     assert p.steps == 3 and p.sample_rate == 0.67 and p.delta < 1 / results.data.n_members
-    # One record inside a client: the audits are held to the record-level ε, which is at least twice the client's.
-    assert p.epsilon_record >= 2 * p.epsilon
+    # One record inside a client: the audits are held to the record-level ε (replace-one of the client's update),
+    # above the client's ε and below the former group-privacy figure.
+    assert p.epsilon_pld <= p.epsilon_record <= _group_privacy_record_epsilon(p.sample_rate, p.sigma, p.steps, p.delta)
     assert results.alarms is None or "fed-dp-8" not in results.alarms.violated
     for name, arm in [("base", results.base_model), *results.arms.items()]:
         c = arm.attacks["client_membership"]
@@ -99,7 +101,7 @@ def _dp_accounting_eps(q: float, sigma: float, rounds: int, delta: float) -> tup
 @pytest.mark.parametrize("sigma,rounds", [(0.8, 10), (2.0, 50), (1.2, 1)])
 def test_client_accounting_matches_dp_accounting(q, sigma, rounds):
     delta = 1e-4
-    rep = client_epsilons(q, sigma, rounds, delta)
+    rep = client_epsilons(sample_rate=q, noise_multiplier=sigma, rounds=rounds, delta=delta)
     pld, rdp = _dp_accounting_eps(q, sigma, rounds, delta)
     assert rep.epsilon_pld == pytest.approx(pld, rel=2e-3)
     assert rep.epsilon_prv == pytest.approx(pld, rel=1e-2)  # the second accountant agrees
@@ -110,20 +112,83 @@ def test_client_accounting_matches_dp_accounting(q, sigma, rounds):
 @pytest.mark.parametrize("target,q,rounds", [(8.0, 0.5, 30), (2.0, 0.25, 20)])
 def test_sigma_calibrated_to_client_level_target(target, q, rounds):
     delta = 1e-4
-    sigma = calibrate_sigma(target, delta, q, rounds, accountant="prv")
+    sigma = calibrate_sigma(target_epsilon=target, delta=delta, sample_rate=q, steps=rounds, accountant="prv")
     pld, _ = _dp_accounting_eps(q, sigma, rounds, delta)
     assert pld <= target * 1.001 and pld >= target * 0.98
     # A bit less noise would overspend.
     assert _dp_accounting_eps(q, sigma * 0.97, rounds, delta)[0] > target
 
 
-def test_record_epsilon_is_group_privacy_over_a_client_replacement():
-    q, sigma, rounds, delta = 0.5, 1.5, 20, 1e-4
-    e_rec = record_epsilon(q, sigma, rounds, delta)
-    e1 = e_rec / 2
-    # (ε₁, δ/(1 + e^ε₁)) at client level: remove then add gives (2ε₁, δ).
-    assert epsilon_pld(q, sigma, rounds, delta / (1 + math.exp(e1))) <= e1
-    assert e_rec >= 2 * epsilon_pld(q, sigma, rounds, delta)
+def _group_privacy_record_epsilon(q: float, sigma: float, rounds: int, delta: float) -> float:
+    """The former record-level figure, kept as an oracle: remove-then-add is group privacy over two
+    add/remove steps, (ε₁, δ₁) → (2ε₁, (1 + e^ε₁)·δ₁), with δ₁ = δ/(1 + e^ε₁) solved by fixed-point iteration."""
+    eps1 = epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=rounds, delta=delta)
+    for _ in range(50):
+        nxt = epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=rounds,
+                          delta=delta / (1.0 + math.exp(min(eps1, 700.0))))
+        if nxt <= eps1:
+            return 2.0 * eps1
+        eps1 = nxt * (1.0 + 1e-4)
+    return math.inf
+
+
+def _dp_accounting_replace_one(q: float, sigma: float, rounds: int, delta: float, vdi: float = 1e-4) -> float:
+    acc = dp_pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=vdi)
+    acc.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), rounds))
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("q,sigma,rounds", [(0.5, 1.5, 20), (0.5, 1.7, 30), (0.1, 0.8, 10), (0.25, 2.0, 50)])
+def test_record_epsilon_is_replace_one_and_tighter_than_group_privacy(q, sigma, rounds):
+    delta = 1e-4
+    e_rec = record_epsilon(sample_rate=q, noise_multiplier=sigma, rounds=rounds, delta=delta)
+    # dp_accounting's own replace-one accountant on a fixed fine grid: the same figure.
+    assert e_rec == pytest.approx(_dp_accounting_replace_one(q, sigma, rounds, delta), rel=2e-3)
+    # Sound and tighter than the former group-privacy conversion (which is also sound)...
+    assert e_rec <= _group_privacy_record_epsilon(q, sigma, rounds, delta)
+    # ...and never below the client-level figure: replacing a client's update can remove it (Δ̄′ = 0).
+    assert e_rec >= epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=rounds, delta=delta)
+
+
+@pytest.mark.parametrize("sigma,rounds", [(2.0, 1), (4.0, 10)])
+def test_record_epsilon_without_sampling_is_the_gaussian_mechanism_at_sensitivity_two(sigma, rounds):
+    """q = 1: every round releases Δ̄ or Δ̄′ (‖Δ̄ − Δ̄′‖ ≤ 2C) plus N(0, σ²C²); T rounds are one Gaussian
+    mechanism with sensitivity 2 and std σ/√T, whose exact curve is Balle & Wang's (2018)."""
+    delta = 1e-5
+    s = sigma / math.sqrt(rounds) / 2  # std in units of the sensitivity
+
+    def delta_of(eps: float) -> float:
+        return norm.cdf(-eps * s + 1 / (2 * s)) - math.exp(eps) * norm.cdf(-eps * s - 1 / (2 * s))
+
+    exact = brentq(lambda e: delta_of(e) - delta, 0.0, 200.0, xtol=1e-12)
+    got = record_epsilon(sample_rate=1.0, noise_multiplier=sigma, rounds=rounds, delta=delta)
+    assert exact - 1e-9 <= got <= exact * (1 + 2e-3)
+
+
+def test_replace_one_worst_case_puts_the_two_updates_opposite():
+    """The 1-D pair behind record_epsilon assumes Δ̄′ = −Δ̄ at full norm. On a 2-D grid, other angles and
+    norms of (Δ̄, Δ̄′) give a hockey-stick divergence no larger, for several ε (one step; composition of
+    dominating pairs then dominates, Zhu, Dong & Wang 2022)."""
+    q, s, h = 0.3, 0.8, 0.02
+    x = np.arange(-7.0, 7.0, h)
+    xx, yy = np.meshgrid(x, x, indexing="ij")
+
+    def density(c: tuple[float, float]) -> np.ndarray:
+        base = norm.pdf(xx, scale=s) * norm.pdf(yy, scale=s)
+        return (1 - q) * base + q * norm.pdf(xx - c[0], scale=s) * norm.pdf(yy - c[1], scale=s)
+
+    def hockey(p: np.ndarray, r: np.ndarray, eps: float) -> float:
+        return float(np.maximum(p - math.exp(eps) * r, 0.0).sum() * h * h)
+
+    worst = (density((-1.0, 0.0)), density((1.0, 0.0)))
+    others = [(density((1.0, 0.0)), density((r * math.cos(a), r * math.sin(a))))
+              for a in np.linspace(0.0, math.pi, 7) for r in (1.0, 0.5)]
+    for eps in (0.1, 0.5, 1.0, 2.0):
+        bound = hockey(*worst, eps)
+        assert max(hockey(p, r, eps) for p, r in others) <= bound * (1 + 1e-9)
+        # and the opposite pair is strictly worse than removing the update (r = 0 is add/remove)
+        assert hockey(density((1.0, 0.0)), density((0.0, 0.0)), eps) < bound
 
 
 # --------------------------------------------------------------------------- drop-outs

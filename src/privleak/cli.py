@@ -295,7 +295,7 @@ def accountant(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """ε for (q, σ, T, δ) — or σ for a target ε — by RDP, PLD and PRV side by side."""
-    from .models import accounting as acc
+    from .accountants import epsilons, sigmas
 
     if (sigma is None) == (epsilon is None):
         raise UserError("accountant: give exactly one of --sigma (to get ε) or --epsilon (to get σ)")
@@ -306,15 +306,24 @@ def accountant(
     for flag, value in (("--sigma", sigma), ("--epsilon", epsilon)):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise UserError(f"accountant {flag} {value:g}: must be a finite number > 0; try 1.0")
+    flags = {"noise_multiplier": "--sigma", "sample_rate": "--sample-rate", "steps": "--steps", "delta": "--delta",
+             "target_epsilon": "--epsilon"}
+    try:
+        r = (epsilons(sample_rate=sample_rate, noise_multiplier=sigma, steps=steps, delta=delta) if sigma is not None
+             else sigmas(target_epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps))
+    except UserError as exc:  # the library names its keywords; the user typed flags
+        msg = str(exc)
+        for kw, flag in flags.items():
+            msg = msg.replace(f"{kw}=", f"{flag} ").replace(f"{kw} ", f"{flag} ")
+        raise UserError(f"accountant: {msg}") from None
     if sigma is not None:
-        r = acc.epsilons(sample_rate, sigma, steps, delta)
         payload = {"sample_rate": sample_rate, "sigma": sigma, "steps": steps, "delta": delta,
                    "epsilon_rdp": r.epsilon_rdp, "epsilon_pld": r.epsilon_pld, "epsilon_prv": r.epsilon_prv}
         label = "ε"
     else:
-        r = acc.sigmas(epsilon, delta, sample_rate, steps)
         payload = {"sample_rate": sample_rate, "epsilon": epsilon, "steps": steps, "delta": delta,
-                   "sigma_rdp": r.sigma_rdp, "sigma_pld": r.sigma_pld, "sigma_prv": r.sigma_prv}
+                   "sigma_rdp": r.noise_multiplier_rdp, "sigma_pld": r.noise_multiplier_pld,
+                   "sigma_prv": r.noise_multiplier_prv}
         label = "σ"
     if as_json:
         out.print_json(json.dumps(payload))

@@ -230,7 +230,7 @@ class Privacy(Typed):
     epsilon_prv: float | None
     empty_batches: int | None = None
     # Federated arms (DP-FedAvg): the unit of ``epsilon`` is the client; one record inside a client is held to
-    # ``epsilon_record`` (group privacy over the client's replacement, :mod:`privleak.models.fed_accounting`).
+    # ``epsilon_record`` (replace-one of the client's update, :mod:`privleak.accountants.analysis.federated`).
     unit: Literal["record", "client"] = "record"
     epsilon_record: float | None = None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import resolve_delta
-from ..models.accounting import epsilons as accountant_epsilons
+from ..accountants import epsilons as accountant_epsilons
 from ..models.dp_train import DPSettings, train_dp
 from ..policy import dp_recipe
 from .base import ArmKind, FitContext
@@ -72,7 +72,8 @@ class DP(ArmKind):
                if s["lora"] else {}),
         )
         model, tlog = train_dp(model, ctx.data, dps, ctx.pad, ctx.max_length, desc=f"train {ctx.label}")
-        cross = accountant_epsilons(tlog.sample_rate, tlog.sigma, tlog.steps, dps.delta)
+        cross = accountant_epsilons(sample_rate=tlog.sample_rate, noise_multiplier=tlog.sigma, steps=tlog.steps,
+                                    delta=dps.delta)
         privacy = {"target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,
                    "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
                    "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp,

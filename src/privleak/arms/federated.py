@@ -5,7 +5,7 @@ federation alone leaves exposed. ``fed-dp-ε`` is DP-FedAvg (McMahan et al.
 2018): each client's update clipped, Gaussian noise on the sum, ε at the
 client level for the Poisson client sampling actually used; one record
 inside a client is held to the record-level ε it implies
-(:mod:`privleak.models.fed_accounting`).
+(:mod:`privleak.accountants.analysis.federated`: replace-one of the client's update, accounted directly).
 """
 
 from __future__ import annotations

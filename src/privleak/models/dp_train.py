@@ -14,7 +14,7 @@ Why not ``make_private_with_epsilon``: Opacus calibrates σ there for
 per epoch; floating-point rounding makes the two differ by a step for many
 dataset sizes (75 batches × 3 epochs: σ for 224 steps, 225 taken), so the ε
 spent could exceed the target. We calibrate σ with the same accountant
-Opacus reports (PRV by default) for ``steps_for(q, epochs)`` — exactly the
+Opacus reports (PRV by default) for ``steps_for(sample_rate=q, epochs=E)`` — exactly the
 steps taken — and pass it to ``make_private``.
 
 Devices (``device``): batches go to the model's device and forward passes
@@ -63,13 +63,13 @@ from opacus.optimizers import DPOptimizerFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import PreTrainedModel
 
+from ..accountants import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
 from ..core.errors import UserError
 from ..core.progress import progress_bar
 from . import (
     conv1d_grad,  # noqa: F401  (registers the Conv1D grad sampler)
     ghost_norms,  # noqa: F401  (registers the Conv1D norm sampler)
 )
-from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
@@ -187,7 +187,8 @@ def _spent_epsilon(engine: PrivacyEngine, settings: DPSettings, sample_rate: flo
     if len(sigmas) != 1:
         raise RuntimeError(f"unexpected DP history {history}: one σ per run is assumed")
     steps = sum(int(n) for _, _, n in history)
-    return float(_EPSILON[settings.accountant](sample_rate, sigmas.pop(), steps, settings.delta))
+    return float(_EPSILON[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigmas.pop(), steps=steps,
+                                               delta=settings.delta))
 
 
 def freeze_embeddings(model: PreTrainedModel) -> int:
@@ -297,8 +298,9 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     )
     # q exactly as Opacus's DPDataLoader derives it from the plain loader.
     sample_rate = 1 / len(loader)
-    planned_steps = steps_for(sample_rate, settings.epochs)
-    sigma = calibrate_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, accountant=settings.accountant)
+    planned_steps = steps_for(sample_rate=sample_rate, epochs=settings.epochs)
+    sigma = calibrate_sigma(target_epsilon=settings.target_epsilon, delta=settings.delta, sample_rate=sample_rate,
+                            steps=planned_steps, accountant=settings.accountant)
     full_model = None
     if settings.qlora:
         check_qlora(model_device(model))
@@ -341,7 +343,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     if settings.debug_break is None:
         log.epsilon = _spent_epsilon(engine, settings, sample_rate)
     else:  # the claim a broken library would make: the ε of the σ it calibrated
-        log.epsilon = float(_EPSILON[settings.accountant](sample_rate, sigma, step, settings.delta))
+        log.epsilon = float(_EPSILON[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigma, steps=step,
+                                                          delta=settings.delta))
     optimizer.zero_grad(set_to_none=True)
     private._close()
     if isinstance(criterion, BookKeeping):

@@ -19,7 +19,7 @@ its own records from those weights and returns its new weights.
   qK (the fixed-denominator estimator of McMahan et al. 2018), so one
   client's influence on the released update is at most C/(qK) whoever else
   took part, and the client-level accountant
-  (:mod:`privleak.models.fed_accounting`) is the Poisson-subsampled Gaussian
+  (:mod:`privleak.accountants.analysis.federated`) is the Poisson-subsampled Gaussian
   of DP-SGD with "record" read as "client". A round in which no client is
   sampled still releases noise, as an empty Poisson batch does in DP-SGD.
 
@@ -61,10 +61,9 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from ..accountants import calibrate_sigma, client_epsilons, record_epsilon
 from ..core.progress import progress_bar
-from .accounting import calibrate_sigma
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
-from .fed_accounting import client_epsilons, record_epsilon
 from .train import make_optimizer
 
 
@@ -308,8 +307,9 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
     if settings.dp:
         if settings.target_epsilon is None or settings.delta is None:
             raise ValueError("DP-FedAvg needs a target ε and δ")
-        log.sigma = float(calibrate_sigma(settings.target_epsilon, settings.delta, settings.sample_rate,
-                                          settings.rounds, accountant=settings.accountant))
+        log.sigma = float(calibrate_sigma(target_epsilon=settings.target_epsilon, delta=settings.delta,
+                                          sample_rate=settings.sample_rate, steps=settings.rounds,
+                                          accountant=settings.accountant))
         strategy = dp_cls(settings.sample_rate, log.sigma, settings.clip, n_clients, settings.seed, log)
     else:
         strategy = fedavg_cls(fraction_train=settings.sample_rate, fraction_evaluate=0.0, min_train_nodes=1,
@@ -376,8 +376,10 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
     model.eval()
     log.rounds = settings.rounds
     if settings.dp:
-        rep = client_epsilons(settings.sample_rate, log.sigma, settings.rounds, settings.delta)
+        rep = client_epsilons(sample_rate=settings.sample_rate, noise_multiplier=log.sigma, rounds=settings.rounds,
+                              delta=settings.delta)
         log.epsilon_rdp, log.epsilon_pld, log.epsilon_prv = rep.epsilon_rdp, rep.epsilon_pld, rep.epsilon_prv
         log.epsilon = {"prv": rep.epsilon_prv, "rdp": rep.epsilon_rdp}.get(settings.accountant, rep.epsilon_pld)
-        log.epsilon_record = record_epsilon(settings.sample_rate, log.sigma, settings.rounds, settings.delta)
+        log.epsilon_record = record_epsilon(sample_rate=settings.sample_rate, noise_multiplier=log.sigma,
+                                            rounds=settings.rounds, delta=settings.delta)
     return model, log
