@@ -132,9 +132,9 @@ class FedAvg(ArmKind):
             return None
         return t(f"{p.epsilon:.3f} ({p.accountant}) per client; per record ≤ {num(p.epsilon_record, '.2f')}",
                  title=f"client-level ε (add/remove one client): {p.accountant.upper()}; RDP {num(p.epsilon_rdp)}, "
-                       f"PLD {num(p.epsilon_pld)}, PRV {num(p.epsilon_prv)}. One record inside a client is a "
-                       "replacement of that client: group privacy gives the record-level ε the audits are checked "
-                       "against")
+                       f"PLD {num(p.epsilon_pld)}, PRV {num(p.epsilon_prv)}. One record inside a client changes "
+                       "that client's update: the replace-one accounting of the same mechanism gives the record-level "
+                       "ε the audits are checked against")
 
     def notes(self, arms: dict[str, ArmResult]) -> list[Block]:
         """What a federated arm protects and what it does not, in words, with its clients and rounds."""
