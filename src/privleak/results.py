@@ -231,8 +231,15 @@ class Privacy(Typed):
     empty_batches: int | None = None
     # Federated arms (DP-FedAvg): the unit of ``epsilon`` is the client; one record inside a client is held to
     # ``epsilon_record`` (replace-one of the client's update, :mod:`privleak.accountants.analysis.federated`).
-    unit: Literal["record", "client"] = "record"
+    unit: Literal["record", "client", "person"] = "record"
     epsilon_record: float | None = None
+    # The person (a synthetic patient, a --group-field group, a distinct text — each canary is its own person)
+    # with the most records in the training data is held to ``epsilon_person`` at the same δ
+    # (privleak.accountants.group_epsilon for record-level arms; the arm's own ε for person-level ones).
+    epsilon_person: float | None = None
+    person_records: int | None = None
+    person_accounting: str | None = None
+    records_per_person: dict[str, int] = {}
 
     @property
     def epsilon_per_record(self) -> float:

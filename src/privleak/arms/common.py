@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..accountants import group_epsilon
+from ..data.splits import unit_of
 from ..models.train import EarlyStopping, TrainSettings, train
 
 if TYPE_CHECKING:
@@ -46,3 +48,40 @@ def fit_plain(model: Any, s: dict[str, Any], ctx: FitContext,
         record["stopped_epoch"] = round(tlog.best_step / per_epoch, 3)
         record["val_losses"] = tlog.val_losses
     return model, record
+
+
+def _bucket(k: int) -> str:
+    lo = 1 if k <= 1 else 2 ** (k - 1).bit_length() // 2 + 1
+    hi = 1 if k <= 1 else 2 ** (k - 1).bit_length()
+    return str(k) if k <= 2 else f"{lo}-{hi}"
+
+
+def person_sizes(records: list) -> dict[str, int]:
+    """How many records each person (unit: ``meta.person_id``, a ``--group-field`` group, else a distinct
+    text — so each canary, planted k times, is one person with k records) has in ``records``: a histogram
+    {"1": n, "2": n, "3-4": n, "5-8": n, …}."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in records:
+        u = unit_of(r)
+        counts[u] = counts.get(u, 0) + 1
+    hist: dict[str, int] = {}
+    for k in sorted(counts.values()):
+        hist[_bucket(k)] = hist.get(_bucket(k), 0) + 1
+    return hist
+
+
+def person_privacy(records: list, *, sample_rate: float, noise_multiplier: float, steps: int,
+                   delta: float) -> dict[str, Any]:
+    """What a record-level DP-SGD run gives the person with the most records in its training data: ε at the
+    run's δ for a group of that size (:func:`privleak.accountants.group_epsilon`: the direct mixture-of-Gaussians
+    accounting or the group-privacy conversion, whichever is smaller — both sound), and the records-per-person
+    histogram behind it."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in records:
+        u = unit_of(r)
+        counts[u] = counts.get(u, 0) + 1
+    k = max(counts.values(), default=1)
+    g = group_epsilon(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, delta=delta,
+                      group_size=k)
+    return {"epsilon_person": g.epsilon, "person_records": k, "person_accounting": g.method,
+            "records_per_person": person_sizes(records)}

@@ -16,7 +16,7 @@ from ..accountants import epsilons as accountant_epsilons
 from ..models.dp_train import DPSettings, train_dp
 from ..policy import dp_recipe
 from .base import ArmKind, FitContext
-from .common import data_settings
+from .common import data_settings, person_privacy
 from .registry import ArmSpec, register
 
 _LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora"}
@@ -78,7 +78,9 @@ class DP(ArmKind):
                    "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
                    "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp,
                    "epsilon_pld": cross.epsilon_pld, "epsilon_prv": cross.epsilon_prv,
-                   "empty_batches": tlog.empty_batches}
+                   "empty_batches": tlog.empty_batches,
+                   **person_privacy(ctx.records, sample_rate=tlog.sample_rate, noise_multiplier=tlog.sigma,
+                                    steps=tlog.steps, delta=dps.delta)}
         # Poisson sampling: each step sees q·n records in expectation.
         return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy,
                        "epochs_run": tlog.sample_rate * tlog.steps}

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.stats import clopper_pearson
 from .epsilon import RocBandCheck, epsilon_test_p_value, group_privacy, held_out_counts
@@ -206,6 +206,22 @@ def unit_claim(epsilon: float, delta: float, unit_records: int,
         eps_k, delta_k = unit_privacy(unit_records)
         return float(eps_k), float(min(1.0, delta_k))
     return group_privacy(epsilon, delta, unit_records)
+
+
+def unit_privacy(privacy: Any) -> Callable[[int], tuple[float, float]] | None:
+    """For a record-level DP-SGD arm, the (ε, δ) its accountant gives a unit of k records directly
+    (:func:`privleak.accountants.group_epsilon`, the mixture-of-Gaussians PLD: far below kε for k > 1);
+    None when the privacy block has no DP-SGD parameters (e.g. client-level: group privacy then)."""
+    get = privacy.get if isinstance(privacy, dict) else lambda k, d=None: getattr(privacy, k, d)
+    if get("unit", "record") != "record" or not get("sigma") or not get("sample_rate") or not get("steps"):
+        return None
+    from ..accountants import group_epsilon
+
+    q, sigma, steps, delta = float(get("sample_rate")), float(get("sigma")), int(get("steps")), float(get("delta"))
+
+    def convert(k: int) -> tuple[float, float]:
+        return group_epsilon(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta, group_size=k).epsilon, delta
+    return convert
 
 
 def largest_unit(strata: dict[str, int]) -> int:

@@ -27,6 +27,7 @@ from .alarms import (
     largest_unit,
     mu_gdp_diagnostic,
     one_run_alarm_test,
+    unit_privacy,
 )
 from .one_run import dpsgd_mu_clt
 from .ties import ReleaseCandidate, pick_release
@@ -84,7 +85,8 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
         if emp is not None and emp.attack in emp.by_attack:
             units = 1 if p.unit == "person" else k
             tests.append(empirical_epsilon_diagnostic(name, emp.by_attack[emp.attack],
-                                                      p.epsilon if p.unit == "person" else eps, p.delta, units))
+                                                      p.epsilon if p.unit == "person" else eps, p.delta, units,
+                                                      unit_privacy(p)))
         if emp is not None and emp.roc_band is not None:
             tests.append(AlarmTest(arm=name, route="roc_band", p_value=emp.roc_band.p_value, alarm=False,
                                    claim=f"held-out ROC inside the (ε = {emp.roc_band.epsilon:.3g}, δ = "

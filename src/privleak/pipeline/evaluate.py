@@ -21,7 +21,7 @@ from ..attacks.registry import select
 from ..attacks.scoring import cached_scores
 from ..arms import get as get_kind
 from ..arms import specs
-from ..audit.alarms import largest_unit
+from ..audit.alarms import largest_unit, unit_privacy
 from ..audit.alarms import unit_claim as group_claim
 from ..audit.blind import beats_chance, blind_baseline
 from ..attacks.membership.selection import MiaSelection, mia_selection
@@ -201,7 +201,7 @@ def unit_claim(audit: Audit, target: Target) -> tuple[float, float, int] | None:
     k = largest_unit(design.strata) if any(design.strata.values()) else 1
     if privacy.get("unit") == "person":
         return float(privacy["epsilon"]), float(privacy["delta"]), k
-    eps_u, delta_u = group_claim(eps, float(privacy["delta"]), k)
+    eps_u, delta_u = group_claim(eps, float(privacy["delta"]), k, unit_privacy(privacy))
     return eps_u, delta_u, k
 
 
