@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .core.errors import UserError
+from ..core.errors import UserError
 
 guard_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Output guard: block verbatim training text, canaries and PII in model outputs.")
@@ -23,8 +23,8 @@ def _err(msg: str) -> None:
 
 def _scan(types: str | None, score_threshold: float, no_ner: bool):
     """The PII scan settings, checked without loading Presidio or spaCy."""
-    from .defenses.guard.guard import ScanSettings
-    from .defenses.pii import DEFAULT_SCRUB_LABELS, parse_labels
+    from ..defenses.guard.guard import ScanSettings
+    from ..defenses.pii import DEFAULT_SCRUB_LABELS, parse_labels
 
     try:
         labels = parse_labels(types) if types else DEFAULT_SCRUB_LABELS
@@ -36,8 +36,8 @@ def _scan(types: str | None, score_threshold: float, no_ner: bool):
 
 
 def _load(index: Path, policy: str | None, types: str | None, score_threshold: float, no_ner: bool):
-    from .defenses.guard.guard import Guard
-    from .defenses.guard.verdict import GuardPolicy
+    from ..defenses.guard.guard import Guard
+    from ..defenses.guard.verdict import GuardPolicy
 
     return Guard.load(index, policy=GuardPolicy.parse(policy), scan=_scan(types, score_threshold, no_ner))
 
@@ -58,8 +58,8 @@ def build(
     """Build a guard index from the training corpus (hashed windows + canary tripwire; no pickle)."""
     import time
 
-    from .data.loaders import load_corpus
-    from .defenses.guard.guard import Guard, inventory_from_records
+    from ..data.loaders import load_corpus
+    from ..defenses.guard.guard import Guard, inventory_from_records
 
     # What needs no work first: nothing is read or built for a bad option.
     if threshold < 8:
@@ -74,12 +74,12 @@ def build(
     records = load_corpus(train, text_field=text_field, fmt=fmt)
     secrets = []
     if canaries is not None:
-        from .data.canaries import load_canaries
+        from ..data.canaries import load_canaries
 
         secrets = load_canaries(canaries)
     inventory: list[tuple[str, str]] = []
     if pii_inventory:
-        from .data.records import read_jsonl
+        from ..data.records import read_jsonl
 
         try:
             tagged = read_jsonl(train)
@@ -109,7 +109,7 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
     """Check one output: print it redacted (or the verdict as JSON); exit code 1 when blocked."""
-    from .data.loaders import decode_text, read_text_file
+    from ..data.loaders import decode_text, read_text_file
 
     guard = _load(index, policy, types, score_threshold, no_ner)
     # The same reader as every corpus command: BOM-marked UTF-16/32 decoded,
@@ -150,7 +150,7 @@ def serve(
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
 ) -> None:
     """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn)."""
-    from .defenses.guard.service import serve as run_service
+    from ..defenses.guard.service import serve as run_service
 
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: must be 1-65535; e.g. 8080")

@@ -7,8 +7,9 @@ from typing import Any, Optional
 
 import typer
 
-from .config import MAX_SEED
-from .core.errors import UserError
+from ..config import MAX_SEED
+from .common import check_out_dir, err, out
+
 
 def attack(
     target: str = typer.Option(..., "--target", help="The model to audit: a directory saved with save_pretrained, a Hugging Face id in the local cache, or a PEFT adapter directory (with --base)."),
@@ -28,13 +29,12 @@ def attack(
     device: str = typer.Option("auto", "--device", help="Where the models run: auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps."),
 ) -> None:
     """Audit a model you already trained: every attack that needs no training, the same results.json and report."""
-    from .cli import _check_out_dir, err, out
-    from .config import build_config, read_config_file
-    from .models.external import check_full_model, check_target
-    from .pipeline.external import check_inputs, run_attack
-    from .report.console import all_tables, verdict_lines
+    from ..config import build_config, read_config_file
+    from ..models.external import check_full_model, check_target
+    from ..pipeline.external import check_inputs, run_attack
+    from ..report.console import all_tables, verdict_lines
 
-    from .models.device import resolve_device, use_policy
+    from ..models.device import resolve_device, use_policy
 
     resolve_device(device)  # a device that is not here: one line, exit 2, before the files are read
     file_data = read_config_file(config) if config else {}
@@ -55,7 +55,7 @@ def attack(
     tgt = check_target(target, base)
     ref = check_full_model(reference, "--reference") if reference is not None else None
     inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
-    _check_out_dir(out_dir)
+    check_out_dir(out_dir)
     with use_policy(policy):  # every model call on --device, bf16 autocast on CUDA (models.device)
         results = run_attack(cfg, inputs, out_dir, notify=err.print)
     for table in all_tables(results):
@@ -65,6 +65,6 @@ def attack(
     for w in results.warnings:
         err.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
     err.print(f"results: {Path(out_dir) / 'results.json'}")
-    from .report.html import write_report
+    from ..report.html import write_report
 
     err.print(f"report: {write_report(out_dir)}")

@@ -1,0 +1,65 @@
+"""What every sub-command shares: the two consoles and the checks that need no work."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from ..core.errors import UserError
+
+# Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def quiet_libraries() -> None:
+    # Environment, not imports: transformers reads these when (and only if) a
+    # command imports it, so a usage error is reported in a fraction of a second.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    logging.getLogger("opacus").setLevel(logging.ERROR)
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    # Presidio's debug lines quote the words around each detection: raw PII.
+    logging.getLogger("presidio-analyzer").setLevel(logging.WARNING)
+    logging.getLogger("presidio-anonymizer").setLevel(logging.WARNING)
+
+
+def parse_epsilons(text: str, option: str = "--epsilons") -> list[float]:
+    vals = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            raise UserError(f"{option} {text}: '{part}' is not a number; give a comma-separated list like 1,4,8") from None
+        if not (v > 0 and math.isfinite(v)):
+            raise UserError(f"{option} {text}: ε must be > 0 and finite, got {part}; give values like 1,4,8")
+        vals.append(v)
+    return vals
+
+
+def check_out_dir(path: Path, option: str = "--out") -> None:
+    """Refuse an output directory that cannot be created or written, without creating it."""
+    p = Path(path).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{option} {p}: is a file, not a directory; choose a directory")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {p}: cannot write there (permission denied); choose a writable directory")
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{option} {p}: cannot write there ({parent} is not a directory); choose a writable directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {p}: cannot write there (permission denied in {parent}); choose a writable directory")
