@@ -16,7 +16,9 @@ import sys
 
 import typer
 
+from ..core.crash import crash_dir, debug_enabled, render, sanitise, write_crash_report
 from ..core.errors import UserError
+from ..core.terminal import escape_control
 from .attack import attack
 from .common import err, quiet_libraries
 from .guard import guard_app
@@ -26,9 +28,11 @@ from .usage import click_exceptions, usage_message
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# No pretty exceptions: typer's (rich) tracebacks print every frame's local variables, i.e. record text.
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit language models for privacy leakage.")
-data_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Synthetic data.")
+data_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                       help="Synthetic data.")
 # The order of `privleak --help`: commands, then the groups.
 app.command("attack")(attack)
 for command in (run, scrub, dedup, report, compare, accountant, ldp):
@@ -39,15 +43,48 @@ app.add_typer(guard_app, name="guard")
 
 
 def _one_line_error(message: str, code: int = 2) -> None:
-    err.print(f"error: {' '.join(str(message).split())}", markup=False, highlight=False, soft_wrap=True)
+    # Messages quote what the user typed (file names, field names, values): shown, never obeyed.
+    err.print(f"error: {escape_control(' '.join(str(message).split()))}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+def _command(argv: list[str] | None) -> str:
+    """The sub-command run (``privleak guard build``), for the crash report: never its arguments."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    words = ["privleak"]
+    group = app
+    for a in args[:2]:
+        info = {c.name or c.callback.__name__: c for c in group.registered_commands}
+        groups = {g.name: g.typer_instance for g in group.registered_groups}
+        if a in info:
+            words.append(a)
+            break
+        if a in groups:
+            words.append(a)
+            group = groups[a]
+            continue
+        break
+    return " ".join(words)
+
+
+def _crash(exc: BaseException, argv: list[str] | None) -> None:
+    """A bug: one line naming the sanitised crash report (:mod:`privleak.core.crash`), exit code 1."""
+    report = write_crash_report(exc, _command(argv))
+    if debug_enabled():
+        err.print(render(sanitise(exc, full_paths=True), source=True), markup=False, highlight=False, soft_wrap=True)
+    where = (f"crash report (where it failed, without messages or data): {report.path}" if report.path is not None
+             else f"no crash report could be written in {crash_dir()}")
+    _one_line_error(f"internal error ({report.exception}): this is a bug in privleak, not a problem with your input; "
+                    f"{where}; rerun with PRIVLEAK_DEBUG=1 to also see that stack here, and attach the report to an "
+                    "issue", code=1)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The console script. Every usage error — typer/click's, a pydantic
     validation, our own checks (:class:`UserError`) — is one line on stderr
     naming the option and the fix, exit code 2; Ctrl-C is 130; anything else
-    is a bug and keeps its traceback."""
+    is a bug: one line naming a crash report that holds where it failed and
+    never what it was working on (:mod:`privleak.core.crash`), exit code 1."""
     quiet_libraries()
     usage_errors, aborts = click_exceptions()
     try:
@@ -75,7 +112,9 @@ def main(argv: list[str] | None = None) -> None:
             e = exc.errors()[0]
             loc = ".".join(str(x) for x in e.get("loc", ())) or exc.title
             _one_line_error(f"invalid value for {loc}: {e.get('msg', 'invalid')}; check the option or config field")
-        raise
+        _crash(exc, argv)
+    except BaseException as exc:  # MemoryError and RecursionError are Exceptions; this is GeneratorExit & co.
+        _crash(exc, argv)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,31 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape
 
 from ..core.errors import UserError
+from ..core.terminal import escape_control
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def shown(text: object) -> str:
+    """User text (a path, a field, a warning quoting them) inside a rich markup line: control characters shown
+    as escapes (:func:`~privleak.core.terminal.escape_control`), markup brackets as themselves."""
+    return escape(escape_control(text))
+
+
+def notify(line: str) -> None:
+    """A progress line from the library (with its own markup) on stderr: control characters in the arm names and
+    file names it quotes are shown, never obeyed; a line whose quoted text breaks the markup is printed plain."""
+    safe = escape_control(line)
+    try:
+        err.print(safe)
+    except MarkupError:
+        err.print(safe, markup=False, highlight=False)
 
 
 def quiet_libraries() -> None:

@@ -10,7 +10,7 @@ import typer
 
 from ..core.errors import UserError
 
-guard_app = typer.Typer(add_completion=False, no_args_is_help=True,
+guard_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                         help="Output guard: block verbatim training text, canaries and PII in model outputs.")
 
 _TYPES_HELP = "Comma-separated PII types to scan for (default: every identifier, see README; Presidio names accepted)."

@@ -11,7 +11,8 @@ import typer
 
 from ..config import MAX_SEED
 from ..core.errors import UserError
-from .common import check_out_dir, err, out, parse_epsilons
+from ..core.terminal import escape_control
+from .common import check_out_dir, err, out, parse_epsilons, shown
 
 
 def data_generate(
@@ -35,7 +36,7 @@ def data_generate(
     except OSError as exc:
         raise UserError(f"--out {out_dir}: cannot write there ({exc.strerror or exc}); choose a writable directory") from None
     sizes = ", ".join(f"{k}={len(v)}" for k, v in corpus.splits.items())
-    err.print(f"wrote {out_dir}: {sizes}, canaries={len(corpus.canaries)}")
+    err.print(f"wrote {shown(out_dir)}: {sizes}, canaries={len(corpus.canaries)}")
 
 
 def scrub(
@@ -58,7 +59,7 @@ def scrub(
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
     else:
-        err.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
+        err.print(escape_control(report.summary()), markup=False, highlight=False, soft_wrap=True)
 
 
 def dedup(
@@ -86,7 +87,7 @@ def dedup(
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
     else:
-        err.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
+        err.print(escape_control(report.summary()), markup=False, highlight=False, soft_wrap=True)
 
 
 def report(
@@ -100,7 +101,7 @@ def report(
     path = write_report(run_dir, show_pii=show_pii, out=out_path)
     if show_pii:
         err.print("[red]warning:[/red] the report shows PII unmasked; do not share or publish it")
-    err.print(f"report: {path}")
+    err.print(f"report: {shown(path)}")
 
 
 def compare(
@@ -113,7 +114,7 @@ def compare(
     if len(run_dirs) < 2:
         raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")
     path = write_compare(run_dirs, out_path)
-    err.print(f"comparison: {path}")
+    err.print(f"comparison: {shown(path)}")
 
 
 def accountant(

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..attacks.base import FAMILIES, FAMILY_TITLES
 from ..attacks.exposure import ExposureResult
 from ..attacks.registry import ATTACKS
 from ..results import AuditResults
+from ..core.terminal import escape_control
 from . import fmt
+
+
+def _user(text: str) -> str:
+    """A name from results.json (an arm, a model) in a table cell: shown, never obeyed as markup or control."""
+    return escape(escape_control(text))
 
 
 def _specs(results: AuditResults, family: str, exclude: tuple[str, ...] = ()) -> list[str]:
@@ -38,7 +45,7 @@ def privacy_table(results: AuditResults) -> Table:
         emp_s = fmt.num(emp.epsilon_lb if emp else None, ".2f")
         if emp is None and design is not None and not design.available:
             emp_s = "unavailable"
-        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
+        t.add_row(_user(name), fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
                   one_s, fmt.num(one.epsilon_fdp if one and one.available else None, ".2f"),
                   emp_s, fmt.num(p.sigma if p else wn.sigma if wn else None, "g" if wn else ".3f"),
@@ -58,7 +65,7 @@ def utility_table(results: AuditResults) -> Table:
         u, tr = arm.utility, arm.training
         secs = results.durations_s.get(f"train/{name}") if tr else None  # a duration, kept with the others
         change = (u.ppl_public / base_pub - 1) if (u.ppl_public is not None and base_pub) else None
-        t.add_row(name, fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
+        t.add_row(_user(name), fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
                   fmt.num(u.ppl_public, ".2f"), "—" if change is None else f"{change:+.1%}",
                   fmt.num(u.gain_recovered, ".2f"), fmt.num(tr.steps if tr else None, "d"),
                   fmt.num(tr.tokens if tr else None, ",d"), fmt.num(secs, ".0f"))
@@ -90,7 +97,7 @@ def membership_table(results: AuditResults) -> Table | None:
                 cells[names.index(a)] = f"{figs[0].value:.3f}" if figs and figs[0].value is not None else "—"
         if b is not None:
             cells.append(f"{b.auc:.3f} ({b.tpr_at_1pct_fpr:.2f})" + (" !!" if name in b.rivalled else ""))
-        t.add_row(name, *cells)
+        t.add_row(_user(name), *cells)
     return t
 
 
@@ -109,7 +116,7 @@ def exposure_table(results: AuditResults) -> Table | None:
     t.add_column("ranked first", justify="right")
     for name, e in rows:
         by = e.by_repeats()
-        t.add_row(name, *[fmt.num(by.get(r), ".1f") for r in repeats], f"{e.n_ranked_first}/{len(e.canaries)}")
+        t.add_row(_user(name), *[fmt.num(by.get(r), ".1f") for r in repeats], f"{e.n_ranked_first}/{len(e.canaries)}")
     return t
 
 
@@ -137,7 +144,7 @@ def family_table(results: AuditResults, family: str) -> Table | None:
             r = m.attacks.get(a)
             f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
             cells.append("—" if f is None else fmt.figure(f))
-        t.add_row(name, *cells)
+        t.add_row(_user(name), *cells)
     return t
 
 
@@ -153,7 +160,7 @@ def defence_table(results: AuditResults) -> Table | None:
         q = d.scrub.quality.overall if d.scrub and d.scrub.quality else None
         left = d.scrub.left_in_training() if d.scrub else None
         copies = (d.dedup.canary_copies or {}) if d.dedup else {}
-        t.add_row(name, "—" if q is None else f"{fmt.num(q.recall)} / {fmt.num(q.precision)}",
+        t.add_row(_user(name), "—" if q is None else f"{fmt.num(q.recall)} / {fmt.num(q.precision)}",
                   "—" if left is None else f"{left[0]} of {left[1]}",
                   "—" if d.dedup is None else f"{d.dedup.n_removed} of {d.dedup.n_in}",
                   "—" if not copies else f"{sum(c.after for c in copies.values())} of {sum(c.before for c in copies.values())}")
