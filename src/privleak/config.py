@@ -628,6 +628,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         where = getattr(exc, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""
         raise UserError(f"--config {p}:{line} cannot be parsed ({str(exc).splitlines()[0]}); fix the syntax") from None
+    except RecursionError:  # both parsers recurse per nesting level; no config nests more than a few
+        raise UserError(f"--config {p}: nested too deeply to be an audit config; fix the file") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (sys.int_info)
+        raise UserError(f"--config {p}: a value cannot be read ({type(exc).__name__}); numbers in a config have at "
+                        "most a few digits — fix the file") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

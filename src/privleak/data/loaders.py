@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from privleak.core.errors import UserError
+from privleak.core.jsonlimits import JSONLimitError, loads
 from privleak.data.records import Record
 
 FORMATS: tuple[str, ...] = ("jsonl", "csv", "text", "hf")
@@ -247,7 +248,9 @@ def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[
     Blank lines are skipped; for an array, "line" is the 1-based position."""
     if p.suffix.lower() == ".json" and content.lstrip().startswith("["):
         try:
-            items = json.loads(content)
+            items = loads(content)
+        except JSONLimitError as exc:
+            raise UserError(f"{p}: {exc}; no corpus record needs that — check the file") from None
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
@@ -263,7 +266,9 @@ def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
+        except JSONLimitError as exc:
+            raise UserError(f"{p}: line {i}: {exc}; no corpus record needs that — fix or remove that line") from None
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"{p}: line {i}: malformed JSON ({exc.msg} at column {exc.colno}); "

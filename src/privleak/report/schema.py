@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.errors import UserError
+from ..core.jsonlimits import JSONLimitError, loads
 from ..results import SCHEMA_VERSION, AuditResults
 
 
@@ -80,7 +81,9 @@ def load_results(path: str | Path) -> AuditResults:
     if not text.strip():
         raise UserError(f"{p}: the file is empty; rerun `privleak run` to regenerate it")
     try:
-        obj = json.loads(text)
+        obj = loads(text)
+    except JSONLimitError as exc:
+        raise UserError(f"{p}: {exc}, which no privleak results file is; rerun `privleak run` to regenerate it") from None
     except json.JSONDecodeError as exc:
         at_end = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith(("}", "]"))
         what = "truncated (it ends in the middle of the JSON)" if at_end else "not valid JSON"
