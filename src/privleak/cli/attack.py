@@ -8,7 +8,8 @@ from typing import Any, Optional
 import typer
 
 from ..config import MAX_SEED
-from .common import check_out_dir, err, out
+from ..core.terminal import escape_control
+from .common import check_out_dir, err, notify, out, shown
 
 
 def attack(
@@ -56,15 +57,18 @@ def attack(
     ref = check_full_model(reference, "--reference") if reference is not None else None
     inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
     check_out_dir(out_dir)
-    with use_policy(policy):  # every model call on --device, bf16 autocast on CUDA (models.device)
-        results = run_attack(cfg, inputs, out_dir, notify=err.print)
-    for table in all_tables(results):
-        out.print(table)
-    for line in verdict_lines(results):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-    for w in results.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
-    err.print(f"results: {Path(out_dir) / 'results.json'}")
-    from ..report.html import write_report
+    from ..pipeline.rundir import RunDir
 
-    err.print(f"report: {write_report(out_dir)}")
+    # One process per run directory, from here (or where run_attack creates it) until the report is written.
+    with RunDir.locked(out_dir), use_policy(policy):  # every model call on --device, bf16 autocast on CUDA
+        results = run_attack(cfg, inputs, out_dir, notify=notify)
+        for table in all_tables(results):
+            out.print(table)
+        for line in verdict_lines(results):
+            out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
+        for w in results.warnings:
+            err.print(f"[yellow]warning:[/yellow] {shown(w)}", soft_wrap=True)
+        err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
+        from ..report.html import write_report
+
+        err.print(f"report: {shown(write_report(out_dir))}")

@@ -10,7 +10,8 @@ import typer
 
 from ..config import MAX_SEED
 from ..core.errors import UserError
-from .common import check_out_dir, err, out, parse_epsilons
+from ..core.terminal import escape_control
+from .common import check_out_dir, err, notify, out, parse_epsilons, shown
 
 
 def run(
@@ -91,15 +92,19 @@ def run(
     # corpus, the model and memory before it opens the run directory).
     check_out_dir(out_dir)
     from ..executors import make_executor
+    from ..pipeline.rundir import RunDir
 
-    results = run_audit(cfg, out_dir, notify=err.print, executor=make_executor(cfg.executor, notify=err.print, device=policy.device))
-    for table in all_tables(results):
-        out.print(table)
-    for line in verdict_lines(results):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-    for w in results.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
-    err.print(f"results: {Path(out_dir) / 'results.json'}")
-    from ..report.html import write_report
+    # One process per run directory, from here (or where run_audit creates it) until the report is written.
+    with RunDir.locked(out_dir):
+        results = run_audit(cfg, out_dir, notify=notify,
+                            executor=make_executor(cfg.executor, notify=notify, device=policy.device))
+        for table in all_tables(results):
+            out.print(table)
+        for line in verdict_lines(results):
+            out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
+        for w in results.warnings:
+            err.print(f"[yellow]warning:[/yellow] {shown(w)}")
+        err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
+        from ..report.html import write_report
 
-    err.print(f"report: {write_report(out_dir)}")
+        err.print(f"report: {shown(write_report(out_dir))}")

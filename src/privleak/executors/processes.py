@@ -97,7 +97,8 @@ class _PoolBackend:
         self.root = str(audit.run.root.absolute())
 
     def submit(self, task: Task) -> Future:
-        return self.ex.pool().submit(execute, self.audit.cfg, self.root, task, self.ex.cfg.cpus_per_task)
+        return self.ex.pool().submit(execute, self.audit.cfg, self.root, task, self.ex.cfg.cpus_per_task,
+                                     self.audit.run.lock_token)
 
     def wait(self, handles: list[Future]) -> list[Future]:
         return list(wait(handles, timeout=0.5, return_when=FIRST_COMPLETED).done) if handles else []

@@ -263,7 +263,7 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     Every model is placed and computes as ``cfg.device`` / ``cfg.compute`` say
     (:mod:`privleak.models.device`; a Ray worker applies the same policy around each task).
     """
-    with use_policy(cfg.compute_policy()):
+    with use_policy(cfg.compute_policy()), RunDir.locked(out_dir, now=False):  # taken where the directory opens
         return _run_audit(cfg, out_dir, notify, executor)
 
 
