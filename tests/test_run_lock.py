@@ -159,8 +159,12 @@ def test_two_runs_on_one_directory(tmp_path):
     while not (lock.exists() and lock.read_text().strip()):
         assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else "slow"
         time.sleep(0.2)
-    second = subprocess.run(cmd + ["--out", str(tmp_path / "shared"), "--seed", "1"], env=env, capture_output=True,
-                            text=True, timeout=120)
+    first.send_signal(signal.SIGSTOP)  # however fast the first run is, it holds the directory while the second tries
+    try:
+        second = subprocess.run(cmd + ["--out", str(tmp_path / "shared"), "--seed", "1"], env=env,
+                                capture_output=True, text=True, timeout=120)
+    finally:
+        first.send_signal(signal.SIGCONT)
     lines = [ln for ln in second.stderr.splitlines() if ln.strip()]
     assert second.returncode == 2 and len(lines) == 1, second.stderr
     assert lines[0].startswith("error: ") and f"PID {first.pid}" in lines[0], lines[0]

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import typer
 
 from ..config import MAX_SEED
+from ..core.limits import MAX_LENGTH
 from ..core.terminal import escape_control
 from .common import check_out_dir, err, notify, out, shown
 
@@ -26,7 +27,7 @@ def attack(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for the attacks (default 0)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML config: its attacks, canaries and model.max_length sections apply."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default) or full (attack sizes as `run`'s profiles)."),
-    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Tokens per record scored (default 160, as `run`)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, max=MAX_LENGTH, help="Tokens per record scored (default 160, as `run`)."),
     device: str = typer.Option("auto", "--device", help="Where the models run: auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps."),
 ) -> None:
     """Audit a model you already trained: every attack that needs no training, the same results.json and report."""

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import escape
 
 from ..core.errors import UserError
+from ..core.limits import MAX_EPSILON
 from ..core.terminal import escape_control
+from ..core.threads import passive_waiting
 
 # Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -36,6 +38,33 @@ def notify(line: str) -> None:
         err.print(safe, markup=False, highlight=False)
 
 
+def given(ctx: Any, *names: str) -> list[str]:
+    """Which of the parameters ``names`` (Python names) the user set on the command line (or by environment),
+    as their option flags: a flag that cannot take effect is refused, not silently ignored."""
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if getattr(source, "name", "") in ("COMMANDLINE", "ENVIRONMENT"):
+            param = next((p for p in ctx.command.params if p.name == name), None)
+            flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+            out.append(max(flags, key=len) if flags else name)
+    return out
+
+
+def refuse_unused(ctx: Any, names: tuple[str, ...], why: str) -> None:
+    """One line naming the flags in ``names`` that were given although ``why`` says they cannot take effect."""
+    flags = given(ctx, *names)
+    if flags:
+        raise UserError(f"{' '.join(flags)}: {why}; drop {'it' if len(flags) == 1 else 'them'}")
+
+
+def is_text_format(path: Path, fmt: str | None) -> bool:
+    """Whether a corpus file is read as plain text (one record per line, no fields): ``--format`` or the extension."""
+    if fmt is not None:
+        return fmt.strip().lower() in ("text", "txt")
+    return Path(path).suffix.lower() not in (".jsonl", ".json", ".ndjson", ".csv", ".tsv") and not Path(path).is_dir()
+
+
 def quiet_libraries() -> None:
     # Environment, not imports: transformers reads these when (and only if) a
     # command imports it, so a usage error is reported in a fraction of a second.
@@ -43,6 +72,7 @@ def quiet_libraries() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    passive_waiting()  # before torch is imported: OpenMP threads sleep, not spin, when they wait (core.threads)
     logging.getLogger("opacus").setLevel(logging.ERROR)
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     # Presidio's debug lines quote the words around each detection: raw PII.
@@ -60,8 +90,9 @@ def parse_epsilons(text: str, option: str = "--epsilons") -> list[float]:
             v = float(part)
         except ValueError:
             raise UserError(f"{option} {text}: '{part}' is not a number; give a comma-separated list like 1,4,8") from None
-        if not (v > 0 and math.isfinite(v)):
-            raise UserError(f"{option} {text}: ε must be > 0 and finite, got {part}; give values like 1,4,8")
+        if not (0 < v <= MAX_EPSILON):
+            raise UserError(f"{option} {text}: ε must be in (0, {MAX_EPSILON:g}], got {part} (above {MAX_EPSILON:g} a "
+                            "DP guarantee certifies nothing); give values like 1,4,8")
         vals.append(v)
     return vals
 

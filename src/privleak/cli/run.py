@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,6 +9,7 @@ import typer
 
 from ..config import MAX_SEED
 from ..core.errors import UserError
+from ..core.limits import MAX_EPSILON
 from ..core.terminal import escape_control
 from .common import check_out_dir, err, notify, out, parse_epsilons, shown
 
@@ -38,8 +38,6 @@ def run(
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
     from ..config import build_config, read_config_file
-    from ..pipeline import run_audit
-    from ..report.console import all_tables, verdict_lines
 
     file_data = read_config_file(config) if config else {}
     over: dict[str, Any] = {}
@@ -65,6 +63,10 @@ def run(
         over.setdefault("model", {})["base"] = model
     if epsilons is not None:
         over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons)
+        if arms is None and file_data.get("arms") is not None:  # the file's arm list decides: the flag would not count
+            raise UserError(f"--epsilons {epsilons}: the config file lists the arms (arms: "
+                            f"{', '.join(map(str, file_data['arms']))}), so --epsilons would change none of them; "
+                            "name the DP arms in --arms (e.g. --arms baseline,dp-2) or remove arms from the file")
     if arms is not None:
         if epsilons is not None:
             raise UserError("--arms and --epsilons both given; name the DP arms inside --arms, e.g. --arms baseline,dp-1,dp-8")
@@ -75,14 +77,14 @@ def run(
         over.setdefault("dp", {})["delta"] = delta
     for flag, value, key in (("--dp-summary", dp_summary, "summary_epsilon"), ("--ldp-terms", ldp_terms, "ldp_terms_epsilon")):
         if value is not None:
-            if not (value > 0 and math.isfinite(value)):
-                raise UserError(f"{flag} {value:g}: ε must be a finite number > 0; try 1")
+            if not (0 < value <= MAX_EPSILON):
+                raise UserError(f"{flag} {value:g}: ε must be in (0, {MAX_EPSILON:g}]; try 1")
             over.setdefault("release", {})[key] = value
     for key, value in (("kind", executor), ("ray_address", ray_address), ("workers", workers)):
         if value is not None:
             over.setdefault("executor", {})[key] = value
     cfg = build_config(file_data, over)
-    policy = cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
+    _refuse_unused_flags(cfg, text_field, group_field, plant_canaries, delta)
     if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
         raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
     if cfg.data.public is not None and not Path(cfg.data.public).expanduser().exists():
@@ -91,11 +93,20 @@ def run(
     # run leaves no (empty) --out directory behind (run_audit preflights the
     # corpus, the model and memory before it opens the run directory).
     check_out_dir(out_dir)
-    from ..executors import make_executor
+    from ..pipeline.checks import preflight
     from ..pipeline.rundir import RunDir
 
-    # One process per run directory, from here (or where run_audit creates it) until the report is written.
+    # The corpus, the model reference and the sizes, before torch loads (run_audit checks them again, cheaply).
+    preflight(cfg)
+
+    # One process per run directory, from here (or where run_audit creates it) until the report is written;
+    # a directory another run holds is refused before torch loads.
     with RunDir.locked(out_dir):
+        policy = cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
+        from ..executors import make_executor
+        from ..pipeline import run_audit
+        from ..report.console import all_tables, verdict_lines
+
         results = run_audit(cfg, out_dir, notify=notify,
                             executor=make_executor(cfg.executor, notify=notify, device=policy.device))
         for table in all_tables(results):
@@ -108,3 +119,25 @@ def run(
         from ..report.html import write_report
 
         err.print(f"report: {shown(write_report(out_dir))}")
+
+
+def _refuse_unused_flags(cfg: Any, text_field: str | None, group_field: str | None, plant_canaries: bool,
+                         delta: float | None) -> None:
+    """Flags that would not take effect with this config are refused, not ignored (precedence: defaults <
+    profile < config file < flags; a flag always wins where it applies)."""
+    if cfg.data.path is None:
+        # --public is read with --text-field too.
+        for flag, value in (("--text-field", text_field if cfg.data.public is None else None),
+                            ("--group-field", group_field)):
+            if value is not None:
+                raise UserError(f"{flag} {value}: names a field of your corpus, but no --data (or data.path) is given "
+                                "and the synthetic corpus has its own; add --data FILE or drop the flag")
+        if plant_canaries:
+            raise UserError("--plant-canaries: the synthetic corpus always has its canaries; it applies to your corpus "
+                            "(--data FILE) — add --data or drop the flag")
+    if delta is not None:
+        specs = cfg.arm_specs()
+        if not any(s.dp_epsilon is not None or s.fed_epsilon is not None for s in specs) \
+                and cfg.release.summary_epsilon is None:
+            raise UserError(f"--delta {delta:g}: no arm of this audit is (ε, δ)-DP ({', '.join(cfg.arm_names())}) and "
+                            "no --dp-summary is released; add a DP arm (e.g. dp-8) or drop --delta")

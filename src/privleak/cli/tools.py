@@ -10,24 +10,28 @@ from typing import Optional
 import typer
 
 from ..config import MAX_SEED
+from ..core import limits as L
 from ..core.errors import UserError
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, out, parse_epsilons, shown
+from .common import check_out_dir, err, is_text_format, out, parse_epsilons, refuse_unused, shown
 
 
 def data_generate(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for public/members/non_members/population .jsonl and canaries.json."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
-    n_public: int = typer.Option(3000, "--n-public", min=0),
-    n_members: int = typer.Option(1200, "--n-members", min=0),
-    n_non_members: int = typer.Option(1200, "--n-non-members", min=0),
-    n_population: int = typer.Option(1200, "--n-population", min=0),
+    n_public: int = typer.Option(3000, "--n-public", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    n_members: int = typer.Option(1200, "--n-members", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    n_non_members: int = typer.Option(1200, "--n-non-members", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    n_population: int = typer.Option(1200, "--n-population", min=0, max=L.MAX_SYNTHETIC_RECORDS),
     phi_fraction: float = typer.Option(0.15, "--phi-fraction", min=0.0, max=1.0, help="Fraction of records that are notes about a patient (0-1)."),
 ) -> None:
     """Write the synthetic clinical corpus (with exact PII spans and canaries) as JSONL."""
     from ..data.clinical import ClinicalCorpusConfig, generate_corpus, write_corpus
 
     check_out_dir(out_dir)
+    # Generated in memory, every split at once (core.limits: ~2.6 KB per record measured).
+    L.check_fits("--n-public + --n-members + --n-non-members + --n-population",
+                 n_public + n_members + n_non_members + n_population, L.BYTES_PER_RECORD)
     cfg = ClinicalCorpusConfig(n_public=n_public, n_members=n_members, n_non_members=n_non_members,
                                n_population=n_population, phi_fraction=phi_fraction, seed=seed)
     corpus = generate_corpus(cfg)
@@ -40,8 +44,9 @@ def data_generate(
 
 
 def scrub(
+    ctx: typer.Context,
     in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
-    out_path: Path = typer.Argument(..., metavar="OUT", help="Scrubbed copy, same format (written atomically; may equal IN)."),
+    out_path: Path = typer.Argument(..., metavar="OUT", help="Scrubbed copy, same format (written atomically with mode 0600; a new name or a regular file, not IN)."),
     mode: str = typer.Option("mask", "--mode", "-m", help="mask (<NAME>), tag (<NAME_1>, consistent per value) or pseudonym (consistent fake values)."),
     types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub (default: every identifier, see README; Presidio names accepted). Opt-in: ORGANIZATION, BLOOD_PRESSURE, HEIGHT, WEIGHT."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
@@ -54,6 +59,10 @@ def scrub(
     """Scrub PII from a corpus file (Presidio + spaCy NER + regex recognizers; offline)."""
     from ..defenses.commands import scrub_file
 
+    if str(mode).strip().lower() != "pseudonym":
+        refuse_unused(ctx, ("seed",), f"seeds the pseudonyms, and --mode {mode} makes none")
+    if is_text_format(in_path, fmt):
+        refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
     report = scrub_file(in_path, out_path, mode=mode, labels=types, text_field=text_field, fmt=fmt,
                         seed=seed, ner=not no_ner, score_threshold=score_threshold)
     if as_json:
@@ -63,13 +72,14 @@ def scrub(
 
 
 def dedup(
+    ctx: typer.Context,
     in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
-    out_path: Path = typer.Argument(..., metavar="OUT", help="Deduplicated copy, same format (first occurrence kept; written atomically)."),
+    out_path: Path = typer.Argument(..., metavar="OUT", help="Deduplicated copy, same format (first occurrence kept; written atomically with mode 0600; not IN)."),
     method: str = typer.Option("both", "--method", help="exact (normalised hash), near (MinHash LSH) or both (exact, then near)."),
     threshold: float = typer.Option(0.8, "--threshold", max=1.0, help="Jaccard similarity (0-1] at or above which a record is a near duplicate."),
-    num_perm: int = typer.Option(128, "--num-perm", min=16, help="MinHash permutations (at least 16)."),
+    num_perm: int = typer.Option(128, "--num-perm", min=16, max=L.MAX_NUM_PERM, help=f"MinHash permutations (16 to {L.MAX_NUM_PERM})."),
     shingle: str = typer.Option("char", "--shingle", help="char (character n-grams) or word (word n-grams)."),
-    ngram: Optional[int] = typer.Option(None, "--ngram", min=1, help="Shingle size (default 5 for char, 3 for word)."),
+    ngram: Optional[int] = typer.Option(None, "--ngram", min=1, max=L.MAX_NGRAM, help="Shingle size (default 5 for char, 3 for word)."),
     ignore_punctuation: bool = typer.Option(False, "--ignore-punctuation", help="Treat texts differing only in punctuation as duplicates."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="MinHash seed."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
@@ -81,6 +91,11 @@ def dedup(
 
     if not threshold > 0.0:
         raise UserError(f"dedup --threshold {threshold:g}: must be in (0, 1]; try 0.8")
+    if method == "exact":
+        refuse_unused(ctx, ("threshold", "num_perm", "shingle", "ngram", "seed"),
+                      "set the near-duplicate (MinHash) pass, which --method exact does not run")
+    if is_text_format(in_path, fmt):
+        refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
     report = dedup_file(in_path, out_path, method=method, threshold=threshold, num_perm=num_perm,
                         shingle=shingle, ngram=ngram, seed=seed, ignore_punctuation=ignore_punctuation,
                         text_field=text_field, fmt=fmt)
@@ -96,9 +111,20 @@ def report(
     show_pii: bool = typer.Option(False, "--show-pii", help="Show leaked PII unmasked; the page then carries a warning banner. Do not share it."),
 ) -> None:
     """Re-render a run's self-contained HTML report from its results.json."""
-    from ..report.html import write_report
+    from ..core.io import check_output_file
+    from ..pipeline.rundir import RunDir
+    from ..report.schema import read_results_json
 
-    path = write_report(run_dir, show_pii=show_pii, out=out_path)
+    rd = Path(run_dir).expanduser()
+    base, source = (rd, rd / "results.json") if rd.is_dir() else (rd.parent, rd)
+    # A missing, malformed or over-limit results.json: its own one line, before the output is looked at and
+    # before the results model (and torch with it) is imported.
+    read_results_json(source)
+    check_output_file(out_path if out_path is not None else base / "report.html", [source], option="--out")
+    with RunDir.locked(base):  # not while a run writes that directory
+        from ..report.html import write_report
+
+        path = write_report(run_dir, show_pii=show_pii, out=out_path)
     if show_pii:
         err.print("[red]warning:[/red] the report shows PII unmasked; do not share or publish it")
     err.print(f"report: {shown(path)}")
@@ -109,10 +135,17 @@ def compare(
     out_path: Path = typer.Option(Path("compare.html"), "--out", "-o", help="HTML file to write."),
 ) -> None:
     """Compare runs side by side in one self-contained HTML page."""
-    from ..report.compare import write_compare
+    from ..core.io import check_output_file
+    from ..report.schema import read_results_json
 
     if len(run_dirs) < 2:
         raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")
+    sources = [p / "results.json" if p.is_dir() else p for p in (Path(r).expanduser() for r in run_dirs)]
+    check_output_file(out_path, sources, option="--out")
+    for source in sources:  # malformed or over-limit files: one line before torch loads with the results model
+        read_results_json(source)
+    from ..report.compare import write_compare
+
     path = write_compare(run_dirs, out_path)
     err.print(f"comparison: {shown(path)}")
 
@@ -157,12 +190,13 @@ def accountant(
 
 
 def ldp(
+    ctx: typer.Context,
     in_path: Path = typer.Argument(..., metavar="FILE", help="Corpus file: JSONL, CSV/TSV or text (one record = one user)."),
     epsilons: str = typer.Option("1,2,4,8", "--epsilons", help="Comma-separated ε per user report, e.g. 1,2,4,8."),
     methods: str = typer.Option("cms,hcms", "--methods", help="cms (Count Mean Sketch), hcms (Hadamard CMS), or both."),
-    top_k: int = typer.Option(50, "--top", min=1, help="K of the top-K terms scored (precision / recall vs exact counts)."),
-    rows: int = typer.Option(128, "--k", min=1, help="Sketch rows k (hash functions)."),
-    cols: int = typer.Option(1024, "--m", min=2, help="Sketch columns m (a power of two for hcms)."),
+    top_k: int = typer.Option(50, "--top", min=1, max=L.MAX_RECORDS, help="K of the top-K terms scored (precision / recall vs exact counts)."),
+    rows: int = typer.Option(128, "--k", min=1, max=L.MAX_SKETCH_ROWS, help="Sketch rows k (hash functions)."),
+    cols: int = typer.Option(1024, "--m", min=2, max=L.MAX_SKETCH_COLS, help="Sketch columns m (a power of two for hcms)."),
     ngram: int = typer.Option(1, "--ngram", min=1, max=5, help="Word n-grams (1 = terms)."),
     dictionary: Optional[Path] = typer.Option(None, "--dictionary", help="Candidate terms the server scores, one per line (default: every term of FILE)."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
@@ -172,6 +206,8 @@ def ldp(
 ) -> None:
     """Term frequencies under local DP (CMS / Hadamard CMS, Apple 2017): top-K precision/recall at several ε."""
     eps = parse_epsilons(epsilons, "--epsilons")
+    if is_text_format(in_path, fmt):
+        refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
     if not eps:
         raise UserError(f"ldp --epsilons {epsilons!r}: give at least one ε, e.g. 1,2,4,8")
     names = [x.strip().lower() for x in methods.split(",") if x.strip()]
@@ -195,6 +231,9 @@ def ldp(
     from ..defenses.ldp_terms import evaluate
 
     records = load_corpus(in_path, text_field=text_field, fmt=fmt)
+    # The server's k × m sketch, and k hash positions per user report and per candidate term (8 B each).
+    L.check_fits("--k × (--m + records + dictionary terms)",
+                 rows * (cols + len(records) + (len(words) if words is not None else 4 * len(records))), 8)
     ev = evaluate([r.text for r in records], eps, methods=names, top_k=top_k, k=rows, m=cols, seed=seed, ngram=ngram,
                   dictionary=words)
     if as_json:

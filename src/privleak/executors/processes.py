@@ -67,7 +67,7 @@ class ProcessExecutor:
             threads = str(self.cfg.cpus_per_task)
             # Workers print no progress bars: the driver's task board is the one view (their bars would tear it).
             env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PRIVLEAK_PROGRESS": "0",
-                   "TOKENIZERS_PARALLELISM": "false"}
+                   "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_init_worker, initargs=(env,))
             self.notify(f"executor: {self.workers} local worker process{'es' * (self.workers != 1)}")

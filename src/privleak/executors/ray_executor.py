@@ -107,6 +107,7 @@ class RayExecutor:
     def _env(self) -> dict[str, str]:
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(self.cfg.cpus_per_task)
+        env.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))  # core.threads
         return env
 
     def connect(self) -> None:

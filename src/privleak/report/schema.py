@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from ..core.errors import UserError
 from ..core.jsonlimits import JSONLimitError, loads
-from ..results import SCHEMA_VERSION, AuditResults
+
+if TYPE_CHECKING:
+    from ..results import AuditResults
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -46,6 +48,8 @@ def _loc_in_file(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
 
 def validate_results(data: Any, source: str = "results.json") -> AuditResults:
     """The typed results of ``data`` (a parsed results.json), or a one-line UserError."""
+    from ..results import SCHEMA_VERSION, AuditResults  # torch and transformers come with it: only now
+
     if not isinstance(data, dict):
         raise UserError(f"{source}: not a privleak results file (the top level is not an object); rerun `privleak run`")
     version = data.get("schema_version")
@@ -66,8 +70,9 @@ def validate_results(data: Any, source: str = "results.json") -> AuditResults:
                         "rerun `privleak run` to regenerate it") from None
 
 
-def load_results(path: str | Path) -> AuditResults:
-    """Read and validate a ``results.json`` (or the one inside a run directory)."""
+def read_results_json(path: str | Path) -> tuple[Path, Any]:
+    """``(file, parsed JSON)`` of a ``results.json`` (or the one inside a run directory), or a one-line UserError
+    for a missing, unreadable, empty, malformed or over-limit file — without importing the results model."""
     p = Path(path).expanduser()
     if p.is_dir():
         p = p / "results.json"
@@ -81,7 +86,7 @@ def load_results(path: str | Path) -> AuditResults:
     if not text.strip():
         raise UserError(f"{p}: the file is empty; rerun `privleak run` to regenerate it")
     try:
-        obj = loads(text)
+        return p, loads(text)
     except JSONLimitError as exc:
         raise UserError(f"{p}: {exc}, which no privleak results file is; rerun `privleak run` to regenerate it") from None
     except json.JSONDecodeError as exc:
@@ -89,4 +94,9 @@ def load_results(path: str | Path) -> AuditResults:
         what = "truncated (it ends in the middle of the JSON)" if at_end else "not valid JSON"
         raise UserError(f"{p}: {what} at line {exc.lineno} column {exc.colno}: {exc.msg}; rerun `privleak run` to "
                         "regenerate it") from None
+
+
+def load_results(path: str | Path) -> AuditResults:
+    """Read and validate a ``results.json`` (or the one inside a run directory)."""
+    p, obj = read_results_json(path)
     return validate_results(obj, source=str(p))
