@@ -1,7 +1,7 @@
 """A tiny audit's wall time with a CPU-bound process beside it, with and without the thread rule (issue 30).
 
-Four runs of ``privleak run`` on the same tiny config (the test suite's SMALL: baseline and dp-4, sequential
-executor), after one warm-up run that caches the embedded base model:
+Four runs of ``privleak run`` on the same tiny config (the test suite's SMALL corpus and model, the baseline arm,
+the membership and exposure attacks; sequential executor), after one warm-up run that caches the base model:
 
 * idle / busy: alone, or with ``python -c 'while 1: pass'`` running beside it (one per ``--busy`` process);
 * before / after: OpenMP's default waiting (``OMP_WAIT_POLICY`` set empty, which OpenMP ignores: its default
@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import SMALL  # noqa: E402
+
+TINY = {**SMALL, "arms": ["baseline"], "attacks": {**SMALL["attacks"], "select": ["membership", "exposure"]}}
 
 
 def run_once(config: Path, out: Path, policy: str, busy: int, cache: Path) -> float:
@@ -59,7 +61,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         config = work / "small.yaml"
-        config.write_text(yaml.safe_dump({k: v for k, v in SMALL.items()}))
+        config.write_text(yaml.safe_dump(TINY))
         cache = work / "cache"
         run_once(config, work / "warm-up", "PASSIVE", 0, cache)
         times: dict[tuple[str, str], float] = {}

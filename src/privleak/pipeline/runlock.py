@@ -167,7 +167,7 @@ def _key(root: Path) -> str:
 
 def _open(path: Path) -> tuple[int, bool]:
     """The lock file's descriptor and whether it is writable (a finished run may be read-only to us)."""
-    flags = os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    flags = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600), True
     except OSError as exc:
