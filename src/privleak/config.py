@@ -29,6 +29,7 @@ from .arms import ArmSpec, dp_arm_name, parse_arm
 from .attacks.settings import AttackSettings, PiiSizes
 from .core import limits as L
 from .core.errors import UserError
+from .core.jsonlimits import nesting_depth
 
 __all__ = ["MAX_SEED", "AuditConfig", "build_config", "dp_arm_name", "dp_recipe", "resolve_delta"]
 
@@ -643,6 +644,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(f"--config {p}: not UTF-8 text; save the config as UTF-8 YAML or TOML") from None
+    # Both parsers recurse per level (in Python: seconds before the RecursionError): deep flow nesting is refused first.
+    if text.count("[") + text.count("{") > L.MAX_CONFIG_DEPTH and nesting_depth(text, L.MAX_CONFIG_DEPTH) > L.MAX_CONFIG_DEPTH:
+        raise UserError(f"--config {p}: nested too deeply to be an audit config (over {L.MAX_CONFIG_DEPTH} levels); "
+                        "fix the file")
     try:
         data = tomllib.loads(text) if p.suffix.lower() == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:

@@ -57,6 +57,8 @@ MAX_SKETCH_ROWS = 65_536
 MAX_SKETCH_COLS = 2**24
 #: Guard windows in characters: a window longer than 10⁶ characters matches only whole books.
 MAX_GUARD_WINDOW = 1_000_000
+#: Nesting of a YAML / TOML config's lists and mappings (the config itself is 3 deep).
+MAX_CONFIG_DEPTH = 64
 #: Largest request body the guard service accepts when asked (each request is decoded and scanned in memory).
 MAX_BODY_BYTES = 64 * 1024**2
 
