@@ -4,7 +4,8 @@ A parallel executor's task runs on ``executor.cpus_per_task`` threads (1 by defa
 core this process may use (:mod:`privleak.core.threads`). Floating-point sums then differ in their order, so a
 Ray or process-executor ``results.json`` equals a sequential one bit for bit only at equal thread counts
 (``tests/test_ray_executor.py`` and ``tests/test_process_executor.py`` check that); across thread counts every
-AUC, count, verdict and string is the same and every other number agrees within ``REL_TOL`` relative.
+AUC, count, verdict and string is the same and every other number agrees within ``REL_TOL`` relative or
+``ABS_TOL`` absolute.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from conftest import SMALL, comparable_results
 
 from privleak.core.threads import cores_available
 
-#: What the README promises across thread counts (measured on the tiny audit: under 4·10⁻⁶).
-REL_TOL = 1e-5
-ABS_TOL = 1e-9  # a figure that is 0 in one run may be ±1e-12 in the other
+#: What the README promises across thread counts. Measured on this audit at 2 vs 1 threads: 452 figures differ,
+#: the largest by 7·10⁻⁵ relative and 2·10⁻⁶ absolute — the reference attack's ROC thresholds, each a difference
+#: of two float32 log-likelihoods of about 5 nats, so a 10⁻⁷ rounding of either is ~10⁻⁵ of their difference.
+#: 10⁻⁹ is out of reach for float32 models; bit-identical results need equal thread counts.
+REL_TOL = 1e-4
+ABS_TOL = 1e-5
 
 
 def leaves(obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
@@ -70,5 +74,7 @@ def test_results_at_two_threads_agree_with_one_thread(sequential_1thread_run, tm
     finally:
         torch.set_num_threads(threads)
     hard, soft = differences(comparable_results(tmp_path), comparable_results(sequential_1thread_run))
-    assert hard == [], hard[:20]
-    print(f"{len(soft)} figures differ, at most {max((abs(x - y) / max(abs(x), abs(y)) for _, x, y in soft), default=0):.1e} relative")
+    worst = max((abs(x - y) / max(abs(x), abs(y)) for _, x, y in soft), default=0.0)
+    print(f"{len(soft)} figures differ, at most {worst:.1e} relative, "
+          f"{max((abs(x - y) for _, x, y in soft), default=0.0):.1e} absolute")
+    assert hard == [], "\n".join(hard)
