@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# Before torch is imported (OpenMP reads it once): waiting threads sleep instead of spinning, so a test run that
+# shares the machine with other jobs slows down in proportion (privleak.core.threads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # `privleak run` in tests runs its tasks in this process (tests monkeypatch what the tasks call);

@@ -308,6 +308,11 @@ def _bad_inputs(world: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
                                                                       "base_model_name_or_path": "gpt2"}))
     (tmp / "adapter" / "adapter_model.safetensors").write_bytes(b"")
     (tmp / "three.txt").write_text("one record\nanother record\na third one\n")
+    (tmp / "deep.jsonl").write_text('{"text": "fine"}\n' + "[" * 200_000 + "]" * 200_000 + "\n")
+    (tmp / "bignum.jsonl").write_text('{"text": "fine", "n": ' + "7" * 100_000 + "}\n")
+    (tmp / "deep-privleak.jsonl").write_text('{"text": "fine", "pii": [], "meta": {}}\n'
+                                             + '{"text": "x", "pii": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    (tmp / "deep-canaries.json").write_text('{"canaries": ' + "[" * 200_000 + "]" * 200_000 + "}")
     m, n = str(d / "members.jsonl"), str(d / "non_members.jsonl")
     model = str(world / "model")
     base = ["attack", "--out", str(tmp / "out")]
@@ -333,11 +338,24 @@ def _bad_inputs(world: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         "too few records": (base + ["--target", model, "--members", m, "--non-members", str(tmp / "three.txt")],
                             "need ≥ 5"),
         "device": (base + ["--target", model, "--members", m, "--non-members", n, "--device", "tpu"], "--device"),
+        # issue 30: JSON past the limits is one line, not a RecursionError or ValueError
+        "deep JSONL": (base + ["--target", model, "--members", m, "--non-members", str(tmp / "deep.jsonl")],
+                       "nested more than 64 levels"),
+        "huge number": (base + ["--target", model, "--members", m, "--non-members", str(tmp / "bignum.jsonl")],
+                        "a number of 100,000 characters"),
+        "deep PrivLeak JSONL": (base + ["--target", model, "--members", str(tmp / "deep-privleak.jsonl"),
+                                        "--non-members", n], "nested more than 64 levels"),
+        "deep canaries": (base + ["--target", model, "--members", m, "--non-members", n, "--canaries",
+                                  str(tmp / "deep-canaries.json")], "nested more than 64 levels"),
+        # issue 30: a flag that cannot take effect is refused, not ignored
+        "text field on PrivLeak JSONL": (base + ["--target", model, "--members", m, "--non-members", n,
+                                                 "--text-field", "nope"], "--text-field nope"),
     }
 
 
 CASES = ["missing members", "empty members", "bad JSONL", "overlap", "not a model", "auto_map", "adapter without base",
-         "base on a full model", "hub id not cached", "missing canaries", "too few records", "device"]
+         "base on a full model", "hub id not cached", "missing canaries", "too few records", "device",
+         "deep JSONL", "huge number", "deep PrivLeak JSONL", "deep canaries", "text field on PrivLeak JSONL"]
 
 
 @pytest.mark.parametrize("case", CASES)

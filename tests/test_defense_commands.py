@@ -168,7 +168,7 @@ def test_no_partial_output_when_scrubbing_fails_midway(tmp_path, analyzer, monke
     assert len(out.read_text().splitlines()) == 100 and _listing(tmp_path) == ["in.jsonl", "out.jsonl"]
 
 
-def test_in_place_and_progress_hook(tmp_path, analyzer, monkeypatch):
+def test_in_place_refused_and_progress_hook(tmp_path, analyzer, monkeypatch):
     seen = []
 
     from contextlib import contextmanager
@@ -181,8 +181,13 @@ def test_in_place_and_progress_hook(tmp_path, analyzer, monkeypatch):
     monkeypatch.setattr(commands, "progress_bar", fake_bar)
     src = tmp_path / "notes.txt"
     src.write_text("\n".join(NOTES) + "\n")
-    scrub_file(src, src, analyzer=analyzer)  # in place is safe: read fully, then replace
-    assert "John Smith" not in src.read_text() and len(src.read_text().splitlines()) == 5
+    before = src.read_bytes()
+    with pytest.raises(UserError, match="is the input file"):  # OUT = IN is refused: the input is never replaced
+        scrub_file(src, src, analyzer=analyzer)
+    assert src.read_bytes() == before and seen == []
+    out = tmp_path / "scrubbed.txt"
+    scrub_file(src, out, analyzer=analyzer)
+    assert "John Smith" not in out.read_text() and len(out.read_text().splitlines()) == 5
     assert seen[0] == ("scrubbing", 5) and seen[1:] == [1] * 5
     dedup_file(src, tmp_path / "d.txt")
     assert ("deduplicating", 5) in seen

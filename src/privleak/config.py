@@ -1,7 +1,8 @@
 """The audit configuration: typed, validated, loadable from YAML or TOML.
 
 Precedence: built-in defaults < profile (``quick``/``full``) < config file <
-command-line flags. Every validation failure becomes one ``UserError`` line
+command-line flags. Every number has a range (:mod:`privleak.core.limits` says
+where each bound comes from). Every validation failure becomes one ``UserError`` line
 that names the field and the fix.
 """
 
@@ -25,7 +26,9 @@ from pydantic import (
 )
 
 from .attacks.settings import DERIVED, AttackSettings, PiiSizes
+from .core import limits as L
 from .core.errors import UserError
+from .core.jsonlimits import nesting_depth
 from .policy import PROFILES, default_profile
 
 __all__ = ["MAX_SEED", "AuditConfig", "build_config", "resolve_delta"]
@@ -36,27 +39,27 @@ __all__ = ["MAX_SEED", "AuditConfig", "build_config", "resolve_delta"]
 MAX_SEED = 2**32 - 1
 
 
-def _positive_finite(values: tuple[float, ...], what: str) -> tuple[float, ...]:
-    for x in values:
-        if not (x > 0 and math.isfinite(x)):
-            raise ValueError(f"every {what} must be > 0 and finite, got {x}")
-    return values
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SyntheticConfig(_Strict):
-    n_public: int = Field(3000, ge=10)
-    n_members: int = Field(1200, ge=10)
-    n_non_members: int = Field(1200, ge=10)
-    n_population: int = Field(1200, ge=10)
-    n_public_heldout: int = Field(300, ge=10)  # generic public text never trained on: forgetting is measured on it
+    n_public: int = Field(3000, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
+    n_members: int = Field(1200, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
+    n_non_members: int = Field(1200, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
+    n_population: int = Field(1200, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
+    n_public_heldout: int = Field(300, ge=10, le=L.MAX_SYNTHETIC_RECORDS)  # generic public text never trained on: forgetting is measured on it
     phi_fraction: float = Field(0.8, ge=0.0, le=1.0)  # of the private splits: house-style notes (the rest generic text)
     public_phi_fraction: float = Field(0.5, ge=0.0, le=1.0)
     repeat_fraction: float = Field(0.1, ge=0.0, le=1.0)  # patients with several notes (repeated PII)
     repeat_visits: tuple[int, ...] = (2, 4, 8)
+
+    @field_validator("repeat_visits")
+    @classmethod
+    def _visits(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(not 2 <= x <= L.MAX_REPEATS for x in v):
+            raise ValueError(f"repeat_visits must be a non-empty list of integers from 2 to {L.MAX_REPEATS}")
+        return v
 
 
 class DataConfig(_Strict):
@@ -90,25 +93,25 @@ class DataConfig(_Strict):
 
 class CanaryConfig(_Strict):
     repeats: tuple[int, ...] = (1, 2, 4, 8, 16)
-    per_repeat: int = Field(3, ge=1)
-    candidates: int = Field(10_000, ge=100)
+    per_repeat: int = Field(3, ge=1, le=L.MAX_REPEATS)
+    candidates: int = Field(10_000, ge=100, le=L.MAX_RECORDS)
 
     @field_validator("repeats")
     @classmethod
     def _positive(cls, v: tuple[int, ...]) -> tuple[int, ...]:
-        if not v or any(r < 1 for r in v):
-            raise ValueError("canary repeats must be a non-empty list of integers ≥ 1")
+        if not v or any(r < 1 or r > L.MAX_REPEATS for r in v):
+            raise ValueError(f"canary repeats must be a non-empty list of integers from 1 to {L.MAX_REPEATS}")
         return v
 
 
 class EmbeddedModelConfig(_Strict):
-    vocab_size: int = Field(2048, ge=300)
-    n_layer: int = Field(2, ge=1)
-    n_embd: int = Field(128, ge=16)
-    n_head: int = Field(4, ge=1)
-    epochs: float = Field(6.0, gt=0)
-    batch_size: int = Field(32, ge=1)
-    lr: float = Field(2e-3, gt=0)
+    vocab_size: int = Field(2048, ge=300, le=L.MAX_VOCAB)
+    n_layer: int = Field(2, ge=1, le=L.MAX_LAYERS)
+    n_embd: int = Field(128, ge=16, le=L.MAX_EMBD)
+    n_head: int = Field(4, ge=1, le=L.MAX_HEADS)
+    epochs: float = Field(6.0, gt=0, le=L.MAX_EPOCHS)
+    batch_size: int = Field(32, ge=1, le=L.MAX_BATCH)
+    lr: float = Field(2e-3, gt=0, le=L.MAX_LR)
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "EmbeddedModelConfig":
@@ -119,7 +122,7 @@ class EmbeddedModelConfig(_Strict):
 
 class ModelConfig(_Strict):
     base: str | None = None  # None: the embedded model; else a HF id or local directory
-    max_length: int = Field(160, ge=8)
+    max_length: int = Field(160, ge=8, le=L.MAX_LENGTH)
     embedded: EmbeddedModelConfig = EmbeddedModelConfig()
 
 
@@ -130,10 +133,10 @@ class TrainConfig(_Strict):
     # default corpus 10 epochs at 1e-3 and 3e-3 reach the same population loss (1.331 nats), but per-record
     # loss separates members from population records with AUC 0.82 at 1e-3 and 0.94 at 3e-3; on the audit's
     # own one-record-per-person LOSS attack, 10 epochs at 3e-3 give 0.81 and 20 epochs 0.99.
-    epochs: float = Field(20.0, gt=0)
-    batch_size: int = Field(16, ge=1)
-    lr: float = Field(3e-3, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
+    epochs: float = Field(20.0, gt=0, le=L.MAX_EPOCHS)
+    batch_size: int = Field(16, ge=1, le=L.MAX_BATCH)
+    lr: float = Field(3e-3, gt=0, le=L.MAX_LR)
+    weight_decay: float = Field(0.0, ge=0, le=L.MAX_LR)
 
 
 class DPConfig(_Strict):
@@ -144,27 +147,27 @@ class DPConfig(_Strict):
 
     epsilons: tuple[float, ...] = (1.0, 4.0, 8.0)
     delta: float | None = None  # None: 1 / (10 n), below 1/n as DP requires
-    max_grad_norm: float = Field(1.0, gt=0)
-    epochs: int | None = Field(None, ge=1)  # None: policy.dp_recipe(n, ε)
-    batch_size: int | None = Field(None, ge=1)  # None: policy.dp_recipe(n, ε)
+    max_grad_norm: float = Field(1.0, gt=0, le=1e6)
+    epochs: int | None = Field(None, ge=1, le=L.MAX_EPOCHS)  # None: policy.dp_recipe(n, ε)
+    batch_size: int | None = Field(None, ge=1, le=L.MAX_BATCH)  # None: policy.dp_recipe(n, ε)
     # 3e-3: chosen on the population split (never the members) at ε = 8 among 1e-3 / 3e-3 / 1e-2 and
     # LoRA r = 8 at 5e-3: population log-perplexity 2.84 / 2.52 / 2.73 / 2.77 nats (base 4.03); at ε = 1
     # 3e-3 gives 3.12. Adam's step is ~lr whatever the noise, so past 3e-3 the noise walk wins.
-    lr: float = Field(3e-3, gt=0)
+    lr: float = Field(3e-3, gt=0, le=L.MAX_LR)
     train_embeddings: bool = False
     # true: the output layer trains too (untied from the frozen input embedding). Off by default: on the
     # default audit it lifts dp-8's G 0.61 → 0.67 (population loss 2.41 → 2.25 nats) but lets dp-8 learn the
     # 16×-repeated exposure canaries (7.8 bits of 13.3; mean exposure 2.47 → 3.06 bits, chance 1.44).
     train_output: bool = False
-    micro_batch_tokens: int = Field(4096, ge=16)
+    micro_batch_tokens: int = Field(4096, ge=16, le=2**24)
     accountant: Literal["prv", "rdp"] = "prv"
     # Per-sample clipping: "bk" book-keeping (Bu et al. 2023; fastest here, exact),
     # "ghost" (Opacus ghost clipping), "hooks" (Opacus per-sample gradients, the reference).
     clipping: Literal["hooks", "ghost", "bk"] = "bk"
     # The +lora arms (e.g. dp-8+lora): rank-r adapters on attention and MLP, merged after training.
-    lora_rank: int = Field(8, ge=1)
-    lora_alpha: float = Field(16.0, gt=0)
-    lora_lr: float = Field(5e-3, gt=0)  # adapters start at zero: a larger step than full fine-tuning
+    lora_rank: int = Field(8, ge=1, le=L.MAX_EMBD)
+    lora_alpha: float = Field(16.0, gt=0, le=1e6)
+    lora_lr: float = Field(5e-3, gt=0, le=L.MAX_LR)  # adapters start at zero: a larger step than full fine-tuning
     # Module names, or auto: the architecture's attention and MLP projections (GPT-2 c_attn/c_proj/c_fc,
     # GPT-NeoX/Pythia query_key_value/dense/…, Llama/Mistral/Qwen2 q/k/v/o_proj and gate/up/down_proj).
     lora_targets: tuple[str, ...] | Literal["auto"] = "auto"
@@ -176,7 +179,11 @@ class DPConfig(_Strict):
     @field_validator("epsilons")
     @classmethod
     def _eps_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        return _positive_finite(v, "ε")
+        for e in v:
+            if not (0 < e <= L.MAX_EPSILON):
+                raise ValueError(f"every ε must be in (0, {L.MAX_EPSILON:g}], got {e} (above {L.MAX_EPSILON:g} a DP "
+                                 "guarantee certifies nothing)")
+        return v
 
     @field_validator("delta")
     @classmethod
@@ -195,7 +202,10 @@ class DPWeightsConfig(_Strict):
     @field_validator("sigmas")
     @classmethod
     def _sigma_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        return _positive_finite(v, "DP-Weights σ")
+        for x in v:
+            if not (0 < x <= 1e3):
+                raise ValueError(f"every DP-Weights σ must be in (0, 1000], got {x}")
+        return v
 
 
 class FederatedConfig(_Strict):
@@ -215,14 +225,14 @@ class FederatedConfig(_Strict):
     """
 
     clients: int = Field(20, ge=2, le=1000)
-    rounds: int = Field(30, ge=1)
+    rounds: int = Field(30, ge=1, le=10_000)
     sample_rate: float = Field(0.5, gt=0.0, le=1.0)
-    local_steps: int = Field(8, ge=1)
-    batch_size: int = Field(16, ge=1)
-    lr: float = Field(1e-3, gt=0)
-    clip: float = Field(0.05, gt=0)
-    parallel_clients: int = Field(1, ge=1)
-    round_timeout_s: float = Field(600.0, gt=0)
+    local_steps: int = Field(8, ge=1, le=100_000)
+    batch_size: int = Field(16, ge=1, le=L.MAX_BATCH)
+    lr: float = Field(1e-3, gt=0, le=L.MAX_LR)
+    clip: float = Field(0.05, gt=0, le=1e6)
+    parallel_clients: int = Field(1, ge=1, le=1000)
+    round_timeout_s: float = Field(600.0, gt=0, le=86_400)
     drop: tuple[tuple[int, int], ...] = ()
 
 
@@ -238,15 +248,15 @@ class ReleaseConfig(_Strict):
     bp_range: tuple[float, float] = (70.0, 200.0)
     ldp_terms_epsilon: float | None = None
     ldp_method: Literal["cms", "hcms"] = "cms"
-    ldp_top: int = Field(50, ge=1)
-    ldp_k: int = Field(128, ge=1)
-    ldp_m: int = Field(1024, ge=2)
+    ldp_top: int = Field(50, ge=1, le=L.MAX_RECORDS)
+    ldp_k: int = Field(128, ge=1, le=L.MAX_SKETCH_ROWS)
+    ldp_m: int = Field(1024, ge=2, le=L.MAX_SKETCH_COLS)
 
     @field_validator("summary_epsilon", "ldp_terms_epsilon")
     @classmethod
     def _eps(cls, v: float | None) -> float | None:
-        if v is not None and not (v > 0 and math.isfinite(v)):
-            raise ValueError(f"ε must be > 0 and finite, got {v}")
+        if v is not None and not (0 < v <= L.MAX_EPSILON):
+            raise ValueError(f"ε must be in (0, {L.MAX_EPSILON:g}], got {v}")
         return v
 
     @field_validator("bp_range")
@@ -275,7 +285,7 @@ class DedupConfig(_Strict):
 
     method: Literal["exact", "near", "both"] = "both"
     threshold: float = Field(0.8, gt=0.0, le=1.0)  # Jaccard of character 5-grams
-    num_perm: int = Field(128, ge=16)
+    num_perm: int = Field(128, ge=16, le=L.MAX_NUM_PERM)
 
 
 class DefenceConfig(_Strict):
@@ -289,7 +299,7 @@ class ShadowConfig(_Strict):
     training run); the ``full`` profile trains 4 per arm."""
 
     enabled: bool = False
-    n_shadows: int = Field(4, le=256)
+    n_shadows: int = Field(4, ge=0, le=256)
     arms: tuple[str, ...] | None = None  # None: every trained arm
     global_variance: bool = True  # the paper's advice below ~64 shadows
 
@@ -308,12 +318,12 @@ class OneRunConfig(_Strict):
     random rare-word sequences, each added to every trained model's training data with probability ½
     (0 = no one-run audit)."""
 
-    canaries: int = Field(1000, ge=0)
-    prefix_words: int = Field(4, ge=1)
+    canaries: int = Field(1000, ge=0, le=L.MAX_RECORDS)
+    prefix_words: int = Field(4, ge=1, le=64)
     # 2, not 8: shorter canaries put more of each clipped per-sample gradient on each word. dp-8 on the default
     # corpus (seed 0; 4-word prefix, tokens 2..k scored): canary AUC 0.576 → 0.606, one-run ε ≥ 0.12 → 0.37
     # (0.614 and 0.78 with dp.train_output); and a canary is 6 words of training text instead of 12.
-    secret_words: int = Field(2, ge=1)
+    secret_words: int = Field(2, ge=1, le=64)
     fdp: bool = True  # also the μ-GDP lower bound (Mahloujifar et al. 2024): a μ, not an ε
 
 
@@ -329,7 +339,7 @@ class ExecutorConfig(_Strict):
     workers: int | None = Field(None, ge=1, le=4096)  # processes or local Ray: tasks at once (default: CPUs ÷ cpus_per_task)
     cpus_per_task: int = Field(1, ge=1, le=1024)  # also each task's torch threads
     gpus_per_task: float = Field(0.0, ge=0.0, le=64.0)  # training and evaluation tasks (data tasks ask for none)
-    memory_gib: float | None = Field(None, gt=0.0)  # per model task; None: estimated from the model's size
+    memory_gib: float | None = Field(None, gt=0.0, le=1e6)  # per model task; None: estimated from the model's size
     max_retries: int = Field(3, ge=0, le=100)  # Ray re-runs a task whose worker died this many times
 
     @field_validator("ray_address")
@@ -367,11 +377,11 @@ class BestConfig(_Strict):
     loses 0.47 nats of generic text.
     """
 
-    epochs: float = Field(6.0, gt=0)
-    lr: float = Field(1e-3, gt=0)
-    replay: float = Field(1.0, ge=0)  # public records per training record; 0 = members only
-    validate_records: int = Field(300, ge=10)  # population records the early stopping validates on
-    patience: int = Field(2, ge=1)
+    epochs: float = Field(6.0, gt=0, le=L.MAX_EPOCHS)
+    lr: float = Field(1e-3, gt=0, le=L.MAX_LR)
+    replay: float = Field(1.0, ge=0, le=100)  # public records per training record; 0 = members only
+    validate_records: int = Field(300, ge=10, le=L.MAX_RECORDS)  # population records the early stopping validates on
+    patience: int = Field(2, ge=1, le=L.MAX_EPOCHS)
 
 
 class ComputeConfig(_Strict):
@@ -473,6 +483,17 @@ class AuditConfig(_Strict):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
 
+def _gpu_possible() -> bool:
+    """Whether a GPU could be visible here, without importing torch (seconds): on Linux only with a GPU driver's
+    device node (NVIDIA, WSL's dxg, ROCm's kfd); elsewhere torch must be asked."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg",
+                                          "/dev/kfd"))
+
+
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
@@ -491,12 +512,21 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(f"--config {p}: not UTF-8 text; save the config as UTF-8 YAML or TOML") from None
+    # Both parsers recurse per level (in Python: seconds before the RecursionError): deep flow nesting is refused first.
+    if text.count("[") + text.count("{") > L.MAX_CONFIG_DEPTH and nesting_depth(text, L.MAX_CONFIG_DEPTH) > L.MAX_CONFIG_DEPTH:
+        raise UserError(f"--config {p}: nested too deeply to be an audit config (over {L.MAX_CONFIG_DEPTH} levels); "
+                        "fix the file")
     try:
         data = tomllib.loads(text) if p.suffix.lower() == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""
         raise UserError(f"--config {p}:{line} cannot be parsed ({str(exc).splitlines()[0]}); fix the syntax") from None
+    except RecursionError:  # both parsers recurse per nesting level; no config nests more than a few
+        raise UserError(f"--config {p}: nested too deeply to be an audit config; fix the file") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (sys.int_info)
+        raise UserError(f"--config {p}: a value cannot be read ({type(exc).__name__}); numbers in a config have at "
+                        "most a few digits — fix the file") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -521,7 +551,7 @@ def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, A
     profile = overrides.get("profile") or file_data.get("profile")
     if profile is None:
         device = overrides.get("device") or file_data.get("device") or "auto"
-        if device == "cpu":
+        if device == "cpu" or (device == "auto" and not _gpu_possible()):
             profile = "quick"
         else:
             from .models.device import resolve_device  # imports torch: only when the device must be looked at

@@ -57,29 +57,11 @@ from .attacks.membership.selection import MembershipDesign
 from .attacks.registry import result_type, result_types
 from .core.io import finite
 from .core.stats import Comparison
-from .core.typed import Typed
+from .core.typed import DETAILS, ArmDetails, Typed, register_details
 from .defenses.arm_data import DedupArmReport, ScrubArmReport
 
 SCHEMA_VERSION = "2"
 SCHEMA_FILE = "results.schema.json"
-
-
-class ArmDetails(Typed):
-    """An arm kind's own block (``ArmResult.details``): a subclass per kind fixes ``kind`` to the kind's name.
-    Kinds register theirs (:func:`register_details`) when they are registered themselves."""
-
-    kind: str
-
-
-_DETAILS: dict[str, type[ArmDetails]] = {}
-
-
-def register_details(kind: str, cls: type[ArmDetails] | None) -> None:
-    """Make ``ArmResult.details`` blocks of ``kind`` validate as ``cls`` (None: forget the kind)."""
-    if cls is None:
-        _DETAILS.pop(kind, None)
-    else:
-        _DETAILS[kind] = cls
 
 
 def _by_kind(lookup: Any, what: str) -> Any:
@@ -98,7 +80,7 @@ def _by_kind(lookup: Any, what: str) -> Any:
 #: An attack's result, as the type its registry entry names (serialised with its own fields).
 AnyAttackResult = Annotated[SerializeAsAny[AttackResult], _by_kind(result_type, "attack result")]
 #: An arm kind's block, as the type its kind registered.
-AnyArmDetails = Annotated[SerializeAsAny[ArmDetails], _by_kind(_DETAILS.get, "arm")]
+AnyArmDetails = Annotated[SerializeAsAny[ArmDetails], _by_kind(DETAILS.get, "arm")]
 
 
 class ToolInfo(Typed):
@@ -508,7 +490,7 @@ def package_versions() -> dict[str, str]:
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of ``results.json`` as written (computed fields included), for the attacks and arm kinds
     registered now: ``attacks`` values and ``details`` are one of their registered types (by ``kind``)."""
-    attacks, details = list(result_types()), list(_DETAILS.values())
+    attacks, details = list(result_types()), list(dict.fromkeys(DETAILS.values()))
     _, top = models_json_schema([(AuditResults, "serialization"), *[(c, "serialization") for c in attacks + details]],
                                 ref_template="#/$defs/{model}")
     defs = top["$defs"]

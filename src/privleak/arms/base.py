@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from ..core.present import Block, Cell, Section, Table
-from ..results import ArmDetails
+from ..core.typed import ArmDetails
 
 if TYPE_CHECKING:
     from ..attacks.base import AttackContext
@@ -124,6 +124,8 @@ class ArmKind:
     #: Name parts that modify this kind (``lora`` for ``dp``).
     modifiers: ClassVar[tuple[str, ...]] = ()
     model: ClassVar[ModelSource] = "trained"
+    #: It makes an (ε, δ)-DP claim (its δ is the audit's --delta).
+    private: ClassVar[bool] = False
     #: derived / served kinds: the arm whose model they start from (it must be in the audit).
     source: ClassVar[str | None] = None
     #: Can be recommended for release (a guard is judged by what it stops; an external model is not a choice).

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..accountants import group_epsilon
 from ..data.splits import unit_of
-from ..models.train import EarlyStopping, TrainSettings, train
 
 if TYPE_CHECKING:
     from ..config import AuditConfig
@@ -32,6 +30,8 @@ def fit_plain(model: Any, s: dict[str, Any], ctx: FitContext,
               validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
     """Plain fine-tuning (AdamW, :func:`privleak.models.train.train`); early-stopped on ``validate`` when the
     settings ask for it (``validate_every_epochs``, ``patience``)."""
+    from ..models.train import EarlyStopping, TrainSettings, train
+
     stopping = None
     per_epoch = batches_per_epoch(len(ctx.data), s["batch_size"])
     if "validate_every_epochs" in s:
@@ -76,6 +76,8 @@ def person_privacy(records: list, *, sample_rate: float, noise_multiplier: float
     run's δ for a group of that size (:func:`privleak.accountants.group_epsilon`: the direct mixture-of-Gaussians
     accounting or the group-privacy conversion, whichever is smaller — both sound), and the records-per-person
     histogram behind it."""
+    from ..accountants import group_epsilon
+
     counts: dict[tuple[str, str], int] = {}
     for r in records:
         u = unit_of(r)

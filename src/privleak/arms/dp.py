@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import resolve_delta
-from ..accountants import epsilons as accountant_epsilons
-from ..models.dp_train import DPSettings, train_dp
 from ..policy import dp_recipe
 from .base import ArmKind, FitContext
 from .common import data_settings, person_privacy
@@ -28,6 +26,7 @@ class DP(ArmKind):
     example = "dp-8"
     summary = "DP-SGD at target ε per record (+lora: DP LoRA adapters)"
     alone = False
+    private = True
     modifiers = ("lora",)
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
@@ -61,6 +60,9 @@ class DP(ArmKind):
 
     def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """DP-SGD fine-tuning (no early stopping: looking at held-out loss to stop would need accounting too)."""
+        from ..accountants import epsilons as accountant_epsilons
+        from ..models.dp_train import DPSettings, train_dp
+
         dps = DPSettings(
             target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
             expected_batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, accountant=s["accountant"],

@@ -8,16 +8,17 @@ the baseline's recipe, then the noise.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.present import Cell, t
-from ..data.canaries import derive_seed
-from ..defenses.weight_noise import add_weight_noise
-from ..results import ArmDetails, ArmResult
+from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, DeriveContext, FitContext
 from .common import fit_plain
 from .plain import BASELINE
 from .registry import ArmSpec, register
+
+if TYPE_CHECKING:
+    from ..results import ArmResult
 
 
 class WeightNoise(ArmDetails):
@@ -49,17 +50,23 @@ class DPWeights(ArmKind):
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
         # The baseline's training, then noise on the weights: the shadows of a DP-Weights arm are made the same way.
+        from ..data.canaries import derive_seed
+
         return {"kind": "dpw", "sigma": spec.param, "noise_seed": derive_seed(cfg.seed, spec.name),
                 "trained_as": BASELINE.settings(cfg, ArmSpec("baseline"), n_members)}
 
     def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """From scratch (the shadows): plain training as the baseline, then θ + N(0, σ²I)."""
+        from ..defenses.weight_noise import add_weight_noise
+
         model, record = fit_plain(model, s["trained_as"], ctx)
         noise = add_weight_noise(model, s["sigma"], s["noise_seed"])
         return model, {**record, "kind": "dpw", "weight_noise": noise.to_dict()}
 
     def derive(self, s: dict[str, Any], ctx: DeriveContext) -> tuple[Any, dict[str, Any]]:
         """The baseline's trained model (not retrained) plus N(0, σ²I) on every weight."""
+        from ..defenses.weight_noise import add_weight_noise
+
         handle = ctx.load("baseline")
         noise = add_weight_noise(handle.model, s["sigma"], s["noise_seed"], start=ctx.base.model)
         return handle.model, {**ctx.train_record("baseline"), "kind": "dpw", "settings": s, "privacy": None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..results import ArmDetails
+from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind
 from .registry import ArmSpec, register
 

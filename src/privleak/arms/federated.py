@@ -11,16 +11,18 @@ inside a client is held to the record-level ε it implies
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import resolve_delta
 from ..core.present import Block, Cell, Note, num, t
 from ..data.clients import client_labels, partition
-from ..models.federated import FedSettings, train_federated, trainable_names
-from ..results import ArmDetails, ArmResult
+from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, FitContext
 from .common import data_settings
 from .registry import ArmSpec, register
+
+if TYPE_CHECKING:
+    from ..results import ArmResult
 
 
 class Federation(ArmDetails):
@@ -76,6 +78,8 @@ class FedAvg(ArmKind):
 
     def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """FedAvg / DP-FedAvg on Flower over the records' clients."""
+        from ..models.federated import FedSettings, train_federated, trainable_names
+
         cfg = ctx.cfg
         names, index = partition(client_labels(ctx.records, cfg.federated.clients, cfg.seed, cfg.data.client_field))
         fs = FedSettings(rounds=s["rounds"], sample_rate=s["sample_rate"], local_steps=s["local_steps"],
@@ -156,6 +160,7 @@ class FedAvg(ArmKind):
 class FedDP(FedAvg):
     name = "fed-dp"
     param = "ε"
+    private = True
     example = "fed-dp-8"
     summary = "DP-FedAvg at target client-level ε: client updates clipped, Gaussian noise on the sum"
 

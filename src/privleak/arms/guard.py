@@ -9,13 +9,15 @@ recommended: anyone with the model's scores or weights is not stopped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.present import Cell, Note, Section, Table, n, pct, t
-from ..results import ArmResult, AuditResults, Verdict
 from .base import ArmInputs, ArmKind, ExtraStage, Served
-from .guard_costs import GuardReport, Interventions, Tally, benign_false_positives, guard_target
+from .guard_report import GuardReport, Interventions
 from .registry import ArmSpec, register
+
+if TYPE_CHECKING:
+    from ..results import ArmResult, AuditResults, Verdict
 
 
 def guard_rows(results: AuditResults, name: str) -> list[tuple[str, str, int, int, float | None]]:
@@ -43,6 +45,13 @@ def _rate_row(label: str, r: Any) -> list[Cell | str]:
     return [label, t(f"{r.k}/{r.n}"), t(pct(r.rate)), t(ci)]
 
 
+def _benign_cost(handle: Any, ctx: Any) -> dict[str, Any]:
+    """The guard-cost stage: its interventions on benign output (:func:`.guard_costs.benign_false_positives`)."""
+    from .guard_costs import benign_false_positives
+
+    return benign_false_positives(handle, ctx).model_dump(mode="json")
+
+
 class Guarded(ArmKind):
     name = "guard"
     summary = "the baseline model served behind the output guard (filters outputs, changes no training)"
@@ -57,14 +66,15 @@ class Guarded(ArmKind):
         return {"kind": "guard"}
 
     def serve(self, handle: Any, ctx: Any) -> Served:
+        from .guard_costs import Tally, guard_target
+
         tally = Tally()
         return Served(target=guard_target(handle, ctx, tally),
                       finish=lambda: {"interventions": {k: v.model_dump(mode="json") for k, v in tally.counts.items()}},
                       on_start=tally.start)
 
     def extra_stages(self) -> list[ExtraStage]:
-        return [ExtraStage("guard-cost", "guard.json",
-                           lambda handle, ctx: benign_false_positives(handle, ctx).model_dump(mode="json"))]
+        return [ExtraStage("guard-cost", "guard.json", _benign_cost)]
 
     def details(self, inputs: ArmInputs) -> GuardReport | None:
         report = GuardReport.model_validate(inputs.extra["guard-cost"])
@@ -73,6 +83,8 @@ class Guarded(ArmKind):
         return report
 
     def result(self, name: str, inputs: ArmInputs, common: dict[str, Any]) -> ArmResult:
+        from ..results import ArmResult
+
         served = inputs.assembled[self.source]
         common = {**common, "utility": served.utility}
         return ArmResult(kind=self.name, serves=self.source, privacy=served.privacy, details=self.details(inputs),
@@ -80,6 +92,8 @@ class Guarded(ArmKind):
 
     def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict:
         """What the guard stopped and what it costs, in words; a guard never makes an arm "near chance"."""
+        from ..results import Verdict
+
         counts = guard_rows(results, name)
         before, after = sum(r[2] for r in counts), sum(r[3] for r in counts)
         rows = [f"{attack}: {b} → {a} {unit}" for attack, unit, b, a, _ in counts]

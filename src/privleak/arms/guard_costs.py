@@ -19,7 +19,6 @@ This module adds what only a guard has:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
 
 import numpy as np
 
@@ -28,8 +27,7 @@ from ..attacks.extraction import verbatim_indexes
 from ..attacks.phi_extraction import IDENTIFYING, phi_values
 from ..core.masking import PiiMasker
 from ..core.normalise import find_values
-from ..core.stats import Rate, rate
-from ..core.typed import Typed
+from ..core.stats import rate
 from ..core.verbatim_index import VerbatimIndex, normalise_ws
 from ..data.canaries import derive_seed
 from ..data.records import Record
@@ -38,46 +36,7 @@ from ..defenses.guard.guard import Guard, inventory_from_records
 from ..defenses.guard.verdict import REASONS, Verdict
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
-from ..results import ArmDetails
-
-
-class Interventions(Typed):
-    """What the guard did to one attack's outputs."""
-
-    outputs_checked: int
-    outputs_intervened: int
-    outputs_blocked: int
-
-
-class FalsePositives(Typed):
-    """Guard interventions on benign output (continuations with no member value or window)."""
-
-    n_generated: int
-    n_benign: int
-    excluded_member_pii: int = 0
-    excluded_member_window: int = 0
-    shared_boilerplate: dict[str, Rate] = {}
-    overall: Rate
-    blocked: Rate
-    by_reason: dict[str, Rate]
-    by_source: dict[str, Rate] = {}
-
-
-class GuardExample(Typed):
-    reasons: list[str]
-    allowed: bool
-    text: str  # masked
-
-
-class GuardReport(ArmDetails):
-    """The guard arm's block: interventions per attack, the cost on benign output, the guard's description."""
-
-    kind: Literal["guard"] = "guard"
-    interventions: dict[str, Interventions]
-    false_positives: FalsePositives
-    false_positive_examples: list[GuardExample]
-    guard: dict[str, Any]  # the guard's own description (thresholds, index sizes, policy)
-    settings: dict[str, Any]
+from .guard_report import FalsePositives, GuardExample, GuardReport, Interventions
 
 
 class Tally:

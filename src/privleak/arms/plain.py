@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from ..data.canaries import derive_seed
 from .base import ArmKind, FitContext
 from .common import data_settings, fit_plain
 from .registry import ArmSpec, register
@@ -42,6 +41,8 @@ def rehearsal_records(public: list, n: int, replay: float, seed: int) -> list:
     """``round(replay · n)`` public records (at most the whole public split), a seeded sample: what the best
     arm rehearses so it keeps what the base model knew. Public text costs no privacy; none with a base model
     of the user's own and no ``--public`` (there is no public split to rehearse)."""
+    from ..data.canaries import derive_seed
+
     k = min(len(public), int(round(replay * n)))
     order = np.random.default_rng(derive_seed(seed, "best-rehearsal")).permutation(len(public))[:k]
     return [public[i] for i in sorted(order)]

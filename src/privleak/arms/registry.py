@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..results import register_details
+from ..core.typed import register_details
 from .base import ArmKind
 
 #: Data defences an arm name may combine with a kind that is not ``alone``, in canonical order.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..core import limits as L
+
 
 class PiiSizes(BaseModel):
     """Sizes of Lukas et al.'s three PII attacks. ``quick()`` ≈ 10 s per small CPU model; ``full()`` nears the paper."""
@@ -58,16 +60,16 @@ class AttackSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # membership family
-    max_mia_records: int = Field(2000, ge=10)
-    bootstrap: int = Field(200, ge=0)
+    max_mia_records: int = Field(2000, ge=10, le=L.MAX_RECORDS)
+    bootstrap: int = Field(200, ge=0, le=L.MAX_BOOTSTRAP)
     min_k_percent: float = Field(20.0, gt=0.0, le=100.0)  # k of min-k% and min-k%++, in percent of tokens
     rmia_a: float = Field(0.3, ge=0.0, le=1.0)  # Privacy Meter's offline a
     alpha: float = Field(0.05, gt=0.0, lt=1.0)  # confidence of the empirical-ε bound
     # extraction
     extraction: bool = True  # prefix, canary, sampling and PHI-prompt extraction
-    extraction_samples: int = Field(400, ge=10)  # sampling extraction: generated samples
-    prefix_records: int = Field(250, ge=1)  # prefix extraction: records per side
-    phi_records: int = Field(40, ge=1)  # PHI prompt extraction: records per side
+    extraction_samples: int = Field(400, ge=10, le=L.MAX_RECORDS)  # sampling extraction: generated samples
+    prefix_records: int = Field(250, ge=1, le=L.MAX_RECORDS)  # prefix extraction: records per side
+    phi_records: int = Field(40, ge=1, le=L.MAX_RECORDS)  # PHI prompt extraction: records per side
     # Lukas et al. PII extraction / reconstruction / inference (sizes follow the profile: pii_sizes)
     pii: bool = True
     # Attacks by name or family (see `privleak.attacks.registry`); None = all. The two switches

@@ -6,6 +6,12 @@ or :func:`staging_dir`: the content is written under a temporary name in the
 target's own directory and renamed over the target only when complete
 (``os.replace`` is atomic on one file system). A run killed at any moment
 therefore finds either the old file or the new one, never a torso.
+
+A path the user names as an output is checked first (:func:`check_output_file`):
+only a regular file (or a new name) in an existing directory is ever replaced —
+never a device (``/dev/full``), a FIFO, a socket, a directory, a symbolic link
+or the input itself — and a file that can hold PII is written with mode 0600
+or the input's, if that is stricter (:func:`private_mode`).
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
+
+from .errors import UserError
 
 
 @contextmanager
@@ -105,3 +114,70 @@ def stable_hash(*parts: Any) -> str:
         h.update(json.dumps(p, sort_keys=True, default=str).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
+
+
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str | None:
+    for test, what in _SPECIAL:
+        if test(mode):
+            return what
+    return None
+
+
+def check_output_file(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = (),
+                      option: str | None = None) -> Path:
+    """Refuse, with one line, an output path PrivLeak must not replace; returns it.
+
+    Refused: a symbolic link (the final name is never followed: the atomic
+    rename would replace the link, and writing through it would touch a file
+    the user did not name), a directory, a device, FIFO or socket (replacing
+    ``/dev/full`` with a regular file breaks the system; writing into a FIFO
+    blocks), the same file as one of ``inputs`` (same name, or same inode
+    through a hard link: the input would be overwritten before it is fully
+    read), and a parent that is not a writable directory.
+    """
+    p = Path(path).expanduser()
+    name = f"{option} {p}" if option else str(p)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UserError(f"{name}: cannot check the output path ({exc.strerror or exc}); choose another path") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise UserError(f"{name}: is a symbolic link; privleak never writes through a link — give the path of a "
+                            "regular file (or a new name)")
+        if stat.S_ISDIR(st.st_mode):
+            raise UserError(f"{name}: is a directory; give an output file name")
+        kind = _kind(st.st_mode)
+        if kind is not None:
+            raise UserError(f"{name}: is {kind}, not a regular file; give the path of a regular file (or a new name)")
+        for inp in inputs:
+            try:
+                same = os.path.samefile(p, inp)
+            except OSError:
+                same = False
+            if same:
+                raise UserError(f"{name}: is the input file {inp} itself; write to another file (and rename it "
+                                "afterwards if you want to replace the input)")
+    parent = p.parent
+    if not parent.is_dir():
+        raise UserError(f"{name}: directory {parent} does not exist; create it or choose another output path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{name}: cannot write in {parent} (permission denied); choose a writable directory")
+    return p
+
+
+def private_mode(inputs: Iterable[str | os.PathLike[str]] = ()) -> int:
+    """The mode of an output that can hold PII: 0600, or an input's mode where that is stricter (0400 stays 0400)."""
+    mode = 0o600
+    for inp in inputs:
+        try:
+            mode &= os.stat(inp).st_mode & 0o777
+        except OSError:
+            pass
+    return mode or 0o600

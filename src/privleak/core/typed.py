@@ -26,6 +26,26 @@ class Typed(BaseModel):
         return data
 
 
+class ArmDetails(Typed):
+    """An arm kind's own block in ``results.json`` (``ArmResult.details``): a subclass per kind fixes ``kind``
+    to the kind's name. Kinds register theirs (:func:`register_details`) when they are registered themselves;
+    it lives here, below every layer, so a kind's module can declare it without importing the results."""
+
+    kind: str
+
+
+#: kind name → its details block type (what ``ArmResult.details`` is validated as).
+DETAILS: dict[str, type[ArmDetails]] = {}
+
+
+def register_details(kind: str, cls: type[ArmDetails] | None) -> None:
+    """Make ``ArmResult.details`` blocks of ``kind`` validate as ``cls`` (None: forget the kind)."""
+    if cls is None:
+        DETAILS.pop(kind, None)
+    else:
+        DETAILS[kind] = cls
+
+
 def ratio(k: float, n: float) -> float | None:
     """k / n, or None (JSON null) for an empty denominator."""
     return k / n if n else None

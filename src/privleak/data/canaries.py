@@ -22,6 +22,7 @@ import numpy as np
 from faker import Faker
 
 from privleak.core.errors import UserError
+from privleak.core.jsonlimits import loads
 from privleak.core.io import atomic_open
 from privleak.data.records import PiiSpan, Record
 
@@ -290,7 +291,7 @@ def load_canaries(path: str | os.PathLike[str]) -> list[Canary]:
     if not path.is_file():
         raise UserError(f"{path}: canary file not found; regenerate the corpus or fix the path")
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = loads(path.read_text(encoding="utf-8"))
         items = payload["canaries"]
         canaries = [
             Canary(

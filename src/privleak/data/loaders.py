@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from privleak.core.errors import UserError
+from privleak.core.jsonlimits import JSONLimitError, loads
 from privleak.data.records import Record
 
 FORMATS: tuple[str, ...] = ("jsonl", "csv", "text", "hf")
@@ -247,7 +248,9 @@ def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[
     Blank lines are skipped; for an array, "line" is the 1-based position."""
     if p.suffix.lower() == ".json" and content.lstrip().startswith("["):
         try:
-            items = json.loads(content)
+            items = loads(content)
+        except JSONLimitError as exc:
+            raise UserError(f"{p}: {exc}; no corpus record needs that — check the file") from None
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
@@ -263,7 +266,9 @@ def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
+        except JSONLimitError as exc:
+            raise UserError(f"{p}: line {i}: {exc}; no corpus record needs that — fix or remove that line") from None
         except json.JSONDecodeError as exc:
             raise UserError(
                 f"{p}: line {i}: malformed JSON ({exc.msg} at column {exc.colno}); "
@@ -319,6 +324,7 @@ def csv_rows(p: Path, content: str, text_field: str, delimiter: str) -> tuple[li
     is an error."""
     # Long documents overflow csv's default 128 KiB field limit.
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+    _check_quotes_close(p, content, delimiter)
     reader = csv.reader(io.StringIO(content, newline=""), delimiter=delimiter)
     try:
         header = next(reader)
@@ -350,6 +356,26 @@ def csv_rows(p: Path, content: str, text_field: str, delimiter: str) -> tuple[li
         out.append((start, row))
         start = reader.line_num + 1
     return header, col, out
+
+
+def _check_quotes_close(p: Path, content: str, delimiter: str) -> None:
+    """Refuse a quoted field that is never closed: the lenient reader would swallow the rest of the file into
+    that one field (a whole corpus scrubbed as one record). Only this error of the strict reader is refused;
+    its other complaints (text after a closing quote) stay the lenient reader's to accept."""
+    reader = csv.reader(io.StringIO(content, newline=""), delimiter=delimiter, strict=True)
+    start = 1
+    while True:
+        try:
+            next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                raise UserError(f"{p}: line {start}: a quoted field opened on this line is never closed, so the rest "
+                                "of the file would be one record; close the quote (a quote inside a field is "
+                                'written "")') from None
+            return
+        start = reader.line_num + 1
 
 
 def _has_cells(row: list[str]) -> bool:

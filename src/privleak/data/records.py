@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..core.io import atomic_open
+from ..core.jsonlimits import loads
 
 # The 13 PHI fields of the synthetic clinical corpus.
 PHI_LABELS: tuple[str, ...] = (
@@ -91,4 +92,4 @@ def write_jsonl(path: str | os.PathLike[str], records: Iterable[Record]) -> None
 def read_jsonl(path: str | os.PathLike[str]) -> list[Record]:
     """Read records written by :func:`write_jsonl` (trusted, our own format)."""
     with open(path, encoding="utf-8") as fh:
-        return [Record.from_json(json.loads(line)) for line in fh if line.strip()]
+        return [Record.from_json(loads(line)) for line in fh if line.strip()]

@@ -14,7 +14,9 @@ non-UTF-8 data, malformed JSON, missing field or column) is a one-line
 :class:`UserError`. Output is written to a temporary file in the output's
 directory and moved into place with ``os.replace`` only when everything
 succeeded, so a failure never leaves a partial output and never touches an
-existing one.
+existing one; the output path must be a regular file or a new name, never the
+input, a link, a device or a FIFO, and the output gets mode 0600 (or the
+input's, if stricter): it can hold PII (:mod:`privleak.core.io`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from privleak.core.errors import UserError
-from privleak.core.io import atomic_open
+from privleak.core.io import atomic_open, check_output_file, private_mode
 from privleak.core.progress import progress_bar
 from privleak.data.loaders import (  # one reader and parser, the same messages as the corpus loader
     TextFile,
@@ -161,22 +163,13 @@ def _render(table: _Table, rows: Iterable[Any]) -> Iterator[str]:
             yield line + nl
 
 
-def _check_output_path(out_path: str | os.PathLike[str]) -> None:
-    out = Path(out_path)
-    if out.is_dir():
-        raise UserError(f"{out}: is a directory; give an output file name")
-    if not out.parent.is_dir():
-        raise UserError(f"{out}: directory {out.parent} does not exist; create it or choose another output path")
-
-
-def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str], encoding: str = "utf-8") -> None:
+def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str], encoding: str = "utf-8",
+                  inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
     """Write ``chunks`` to ``out_path`` atomically (:func:`privleak.core.io.atomic_path`),
-    synced to disk and with the mode the file had; on any failure ``out_path``
-    is left exactly as it was."""
-    out = Path(out_path)
-    if out.is_dir():
-        raise UserError(f"{out}: is a directory; give an output file name")
-    mode = _target_mode(out)
+    synced to disk, with mode 0600 or the input's if stricter (the output can hold PII:
+    :func:`~privleak.core.io.private_mode`); on any failure ``out_path`` is left exactly as it was."""
+    out = check_output_file(out_path, inputs)  # again: the file may have changed while the records were read
+    mode = private_mode(inputs)
     try:
         with atomic_open(out, "w", encoding=encoding, newline="", fsync=True) as fh:
             for chunk in chunks:
@@ -184,15 +177,6 @@ def _atomic_write(out_path: str | os.PathLike[str], chunks: Iterable[str], encod
             os.chmod(fh.name, mode)
     except OSError as exc:
         raise UserError(f"{out}: cannot write ({exc.strerror or exc}); check space and permissions") from None
-
-
-def _target_mode(out: Path) -> int:
-    try:
-        return out.stat().st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
 
 
 # --------------------------------------------------------------------------
@@ -253,7 +237,7 @@ def scrub_file(
     if score_threshold is not None and not 0.0 <= float(score_threshold) <= 1.0:
         raise UserError(f"--score-threshold {score_threshold}: must be in [0, 1]; try 0.4")
     _resolve_format(Path(in_path), fmt)
-    _check_output_path(out_path)
+    check_output_file(out_path, [in_path])
     t0 = time.perf_counter()
     table = _read_table(in_path, text_field, fmt)  # bad input fails before the slow setup
     t_read = time.perf_counter() - t0
@@ -285,7 +269,7 @@ def scrub_file(
                 else:
                     yield table.rows[i]
 
-    _atomic_write(out_path, _render(table, rows()), table.encoding)
+    _atomic_write(out_path, _render(table, rows()), table.encoding, [in_path])
     return ScrubFileReport(
         in_path=str(in_path), out_path=str(out_path), format=table.fmt, mode=scrubber.mode,
         labels=list(scrubber.labels), n_rows=len(table.rows), n_records=len(idx), n_changed=n_changed,
@@ -362,7 +346,7 @@ def dedup_file(
 
         _check_near_params(threshold, num_perm, shingle, ngram if ngram is not None else 5)
     _resolve_format(Path(in_path), fmt)
-    _check_output_path(out_path)
+    check_output_file(out_path, [in_path])
     table = _read_table(in_path, text_field, fmt)
     idx = table.record_indices()
     items = [Record(text=table.texts[i] or "", meta={"row": i}) for i in idx]
@@ -374,7 +358,7 @@ def dedup_file(
     removed = sorted(set(idx) - kept_rows)
     removed_set = set(removed)
     out_rows = [row for i, row in enumerate(table.rows) if i not in removed_set]
-    _atomic_write(out_path, _render(table, out_rows), table.encoding)
+    _atomic_write(out_path, _render(table, out_rows), table.encoding, [in_path])
     return DedupFileReport(
         in_path=str(in_path), out_path=str(out_path), format=table.fmt, n_rows=len(table.rows),
         n_records=len(idx), n_kept=len(idx) - len(removed), n_removed=len(removed),

@@ -41,6 +41,13 @@ def make_executor(cfg: ExecutorConfig, notify: Callable[[str], None] = lambda s:
     when it asks for Ray and Ray is not installed."""
     kind = resolve_kind(cfg, device)
     if kind == "sequential":
+        if cfg.workers is not None:  # auto chose sequential (a GPU, one core): --workers would do nothing
+            raise UserError(f"--workers {cfg.workers}: the executor here is sequential (auto picks it on a GPU or a "
+                            "single core, or PRIVLEAK_EXECUTOR says so); name --executor processes or ray, or drop "
+                            "--workers")
+        from ..core.threads import use_thread_rule
+
+        use_thread_rule(workers=1)  # every core this process may use, OpenMP waiting passively (core.threads)
         return Sequential()
     if kind == "processes":
         from .processes import ProcessExecutor

@@ -67,7 +67,7 @@ class ProcessExecutor:
             threads = str(self.cfg.cpus_per_task)
             # Workers print no progress bars: the driver's task board is the one view (their bars would tear it).
             env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PRIVLEAK_PROGRESS": "0",
-                   "TOKENIZERS_PARALLELISM": "false"}
+                   "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_init_worker, initargs=(env,))
             self.notify(f"executor: {self.workers} local worker process{'es' * (self.workers != 1)}")
@@ -97,7 +97,8 @@ class _PoolBackend:
         self.root = str(audit.run.root.absolute())
 
     def submit(self, task: Task) -> Future:
-        return self.ex.pool().submit(execute, self.audit.cfg, self.root, task, self.ex.cfg.cpus_per_task)
+        return self.ex.pool().submit(execute, self.audit.cfg, self.root, task, self.ex.cfg.cpus_per_task,
+                                     self.audit.run.lock_token)
 
     def wait(self, handles: list[Future]) -> list[Future]:
         return list(wait(handles, timeout=0.5, return_when=FIRST_COMPLETED).done) if handles else []

@@ -107,6 +107,7 @@ class RayExecutor:
     def _env(self) -> dict[str, str]:
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(self.cfg.cpus_per_task)
+        env.setdefault("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))  # core.threads
         return env
 
     def connect(self) -> None:
@@ -177,7 +178,7 @@ class _RayBackend:
             self.checked.add(req)
         return self.ex._remote.options(**req.options(), max_retries=self.ex.cfg.max_retries,
                                        retry_exceptions=False, name=task.name).remote(
-            self.audit.cfg, str(self.root), task, self.ex.cfg.cpus_per_task)
+            self.audit.cfg, str(self.root), task, self.ex.cfg.cpus_per_task, self.audit.run.lock_token)
 
     def wait(self, handles: list[ray.ObjectRef]) -> list[ray.ObjectRef]:
         return ray.wait(handles, num_returns=1, timeout=0.5)[0] if handles else []

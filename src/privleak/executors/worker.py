@@ -4,7 +4,8 @@ A worker rebuilds the :class:`~privleak.pipeline.audit.Audit` from the
 config and the run directory and runs the task through ``Audit.stage`` —
 the same key check, the same marker after — so a task re-run after its
 worker died, or a rerun after the driver was stopped, finds whatever
-finished already.
+finished already. It writes under its driver's run lock (the token it is
+handed) and never takes the lock itself: the driver holds it for the whole run.
 """
 
 from __future__ import annotations
@@ -23,20 +24,25 @@ from . import board
 _AUDITS: dict[tuple[str, str], Audit] = {}
 
 
-def _worker_audit(cfg: AuditConfig, root: str) -> Audit:
-    key = (root, cfg.fingerprint())
+def _worker_audit(cfg: AuditConfig, root: str, lock_token: str | None) -> Audit:
+    key = (root, cfg.fingerprint(), lock_token)
     if key not in _AUDITS:
         _AUDITS.clear()
-        _AUDITS[key] = Audit(cfg=cfg, run=RunDir(root=Path(root)), notify=lambda s: None)
+        _AUDITS[key] = Audit(cfg=cfg, run=RunDir(root=Path(root), lock_token=lock_token), notify=lambda s: None)
     return _AUDITS[key]
 
 
-def execute(cfg: AuditConfig, root: str, task: Task, threads: int) -> tuple[float, list[str]]:
-    """Run one task in a worker: (seconds, warnings it raised). Done already (a retry) → returns at once."""
+def execute(cfg: AuditConfig, root: str, task: Task, threads: int,
+            lock_token: str | None = None) -> tuple[float, list[str]]:
+    """Run one task in a worker: (seconds, warnings it raised). Done already (a retry) → returns at once.
+
+    ``lock_token``: the driver's run lock; the task does not start, and is not marked done, unless the run
+    directory is still locked with it."""
     import torch
 
     torch.set_num_threads(threads)
-    audit = _worker_audit(cfg, root)
+    audit = _worker_audit(cfg, root, lock_token)
+    audit.run.check_lock()
     board.claim(Path(root), task.name)
     seen = len(audit.warnings)
     from ..models.device import use_policy

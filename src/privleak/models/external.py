@@ -14,13 +14,13 @@ attacks then see one plain causal LM.
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..core.jsonlimits import loads
 from .handle import ModelHandle, _is_hub_id, check_model_ref, load_handle
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -105,8 +105,8 @@ def check_target(ref: str, base: str | None, option: str = "--target", base_opti
         raise UserError(f"{option} {ref}: is a PEFT adapter ({ADAPTER_CONFIG}); give the model it was trained on with "
                         f"{base_option} DIR|hub-id{hint}")
     try:
-        cfg = json.loads(adapter_cfg.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        cfg = loads(adapter_cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # unreadable, undecodable, malformed or past the JSON limits
         raise UserError(f"{option} {ref}: {ADAPTER_CONFIG} is not readable JSON ({type(exc).__name__}); save the "
                         "adapter again with save_pretrained()") from None
     if not isinstance(cfg, dict) or not cfg.get("peft_type"):
@@ -129,8 +129,8 @@ def check_target(ref: str, base: str | None, option: str = "--target", base_opti
 
 def _adapter_base_name(adapter_cfg: Path) -> str | None:
     try:
-        cfg = json.loads(adapter_cfg.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        cfg = loads(adapter_cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     name = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
     return str(name) if name else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from transformers import (
 )
 
 from ..core.errors import UserError
+from ..core.jsonlimits import JSONLimitError, loads
 from .device import place
 
 
@@ -94,9 +94,9 @@ def check_model_config(ref: str, config_path: Path) -> None:
     * an architecture that is not a causal (decoder) language model.
     """
     try:
-        cfg = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = getattr(exc, "msg", None) or type(exc).__name__
+        cfg = loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # unreadable, undecodable, malformed or past the JSON limits
+        reason = getattr(exc, "msg", None) or (str(exc) if isinstance(exc, JSONLimitError) else type(exc).__name__)
         raise UserError(f"--model {ref}: config.json is not readable JSON ({reason}); save the model again with "
                         "save_pretrained()") from None
     if not isinstance(cfg, dict):

@@ -117,7 +117,14 @@ def _not_run(audit: Audit, inputs: AttackInputs) -> None:
 def run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path,
                notify: Callable[[str], None] = lambda s: None, executor: Executor | None = None) -> AuditResults:
     """Run (or resume) the attacks on an external model; returns the results also written to ``results.json``.
-    ``executor``: how the graph runs (default sequential); it is closed before returning."""
+    ``executor``: how the graph runs (default sequential); it is closed before returning. One process at a
+    time: the run directory's lock is held throughout (:mod:`.runlock`)."""
+    with RunDir.locked(out_dir):
+        return _run_attack(cfg, inputs, out_dir, notify, executor)
+
+
+def _run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path, notify: Callable[[str], None],
+                executor: Executor | None) -> AuditResults:
     run = RunDir.open(out_dir)
     notify(f"PrivLeak attack → {run.root}  (target: {inputs.target.ref})")
     audit = Audit(cfg=cfg, run=run, notify=notify)

@@ -20,6 +20,7 @@ from ..attacks.membership.selection import mia_selection
 from ..config import AuditConfig
 from ..core.errors import UserError
 from ..core.io import stable_hash
+from ..core.jsonlimits import loads
 from ..data.canaries import Canary, load_canaries
 from ..data.loaders import load_corpus
 from ..data.records import PiiSpan, Record
@@ -55,9 +56,9 @@ def _privleak_jsonl(path: Path) -> bool:
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if line.strip():
-                    obj = json.loads(line)
+                    obj = loads(line)
                     return isinstance(obj, dict) and "text" in obj and "pii" in obj
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):  # undecodable, malformed or past the JSON limits
         return False  # the generic loader says what is wrong, in its own words
     return False
 
@@ -70,9 +71,11 @@ def _read_privleak_jsonl(path: Path, option: str, group_field: str | None) -> li
                 continue
             where = f"{option} {path}: line {n}"
             try:
-                obj = json.loads(line)
+                obj = loads(line)
             except json.JSONDecodeError as exc:
                 raise UserError(f"{where} is not valid JSON ({exc.msg}); fix or remove that line") from None
+            except ValueError as exc:  # the JSON limits (core.jsonlimits)
+                raise UserError(f"{where}: {exc}; no record needs that — fix or remove that line") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 raise UserError(f"{where} has no string 'text'; every line needs {{\"text\": …, \"pii\": …}}")
             text, pii, meta = obj["text"], obj.get("pii"), obj.get("meta") or {}
@@ -112,6 +115,9 @@ def read_records(path: str, option: str, text_field: str, group_field: str | Non
     if not p.exists():
         raise UserError(f"{option} {path}: no such file; pass a JSONL, CSV or text file (one record per line)")
     if _privleak_jsonl(p):
+        if text_field != "text":  # a flag that cannot take effect is refused, not ignored
+            raise UserError(f"--text-field {text_field}: {option} {path} is PrivLeak JSONL, whose text is always in "
+                            "'text'; drop --text-field (or the config's data.text_field)")
         return _read_privleak_jsonl(p, option, group_field)
     try:
         return load_corpus(p, text_field=text_field, group_field=group_field)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 from ..config import AuditConfig
 from ..core.errors import UserError
+from ..core.limits import BYTES_PER_RECORD, available_memory, check_fits
 from ..data.loaders import load_corpus
 from ..data.splits import split_corpus
-from ..models.handle import check_model_ref
-from .data import MIN_PER_SPLIT
 
 # Rough resident bytes per unit of work, measured on the embedded model with
 # generous headroom: a generated sample (text, ids, per-token scores, index
@@ -19,10 +16,7 @@ _BYTES_PER_CANDIDATE = 2 * 1024
 
 
 def _available_memory() -> int | None:
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    return available_memory()
 
 
 def check_memory(cfg: AuditConfig, available: int | None = None) -> None:
@@ -43,18 +37,34 @@ def check_memory(cfg: AuditConfig, available: int | None = None) -> None:
             f"canaries.candidates = {cfg.canaries.candidates} needs about {need / gib:.1f} GiB but only "
             f"{available / gib:.1f} GiB is free; use at most {int(0.5 * available / _BYTES_PER_CANDIDATE)} candidates"
         )
+    if cfg.data.path is None:  # the synthetic corpus is generated in memory, every split at once
+        syn = cfg.data.synthetic
+        total = syn.n_public + syn.n_members + syn.n_non_members + syn.n_population + syn.n_public_heldout
+        check_fits("data.synthetic (all splits together)", total, BYTES_PER_RECORD, available)
+    if cfg.model.base is None:  # training holds weights, gradients and Adam's two moments (16 B/param), ×2 headroom
+        e, d = cfg.model.embedded, cfg.model.embedded.n_embd
+        params = e.vocab_size * d + cfg.model.max_length * d + e.n_layer * (12 * d * d + 13 * d)
+        check_fits("the embedded model's parameters (model.embedded)", params, 32, available)
+    if cfg.release.ldp_terms_epsilon is not None:  # the server's k × m sketch and one m-vector per report batch
+        check_fits("release.ldp_k × release.ldp_m", cfg.release.ldp_k * cfg.release.ldp_m, 16, available)
 
 
 def preflight(cfg: AuditConfig) -> None:
     """Fail on bad input before any output or work: the user's corpus must load
     and split, a ``--model`` reference must be a model directory or hub id, and
     the attack sizes must fit in memory."""
+    # The model and stage modules import torch and transformers (seconds): only when a check needs them, so the
+    # console script can run these checks before it loads anything heavy.
     check_memory(cfg)
     if cfg.data.path is not None:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
                               group_field=cfg.data.group_field, client_field=cfg.data.client_field)
+        from .data import MIN_PER_SPLIT
+
         split_corpus(records, fractions=tuple(cfg.data.split), seed=cfg.seed, min_per_split=MIN_PER_SPLIT)
     if cfg.model.base is not None:
+        from ..models.handle import check_model_ref
+
         check_model_ref(cfg.model.base)
     if cfg.data.public is not None:
         if cfg.model.base is not None:

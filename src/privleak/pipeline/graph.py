@@ -280,7 +280,7 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     (:mod:`privleak.models.device`; a Ray worker applies the same policy around each task).
     """
     cfg = resolve(cfg)  # the arms checked and named canonically, before any work
-    with use_policy(cfg.compute_policy()):
+    with use_policy(cfg.compute_policy()), RunDir.locked(out_dir, now=False):  # taken where the directory opens
         return _run_audit(cfg, out_dir, notify, executor)
 
 

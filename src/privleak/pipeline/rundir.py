@@ -6,6 +6,10 @@ the stages it reads. Outputs are written to a temporary path and renamed
 before the marker is written, so a run killed at any moment resumes by
 redoing at most the stage it was in, and a changed config redoes exactly the
 stages it affects.
+
+One process at a time writes a run directory: :meth:`RunDir.open` takes its
+lock (:mod:`.runlock`), and a worker that runs a stage for that process checks,
+before it marks the stage done, that the lock is still its driver's.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import ContextManager
 
 from ..core.errors import UserError
 from ..core.io import finite, read_json, stable_hash, staging_dir, write_json
+from . import runlock
 
 __all__ = ["RunDir", "Timer", "finite", "read_json", "stable_hash", "write_json"]
 
@@ -26,9 +31,15 @@ __all__ = ["RunDir", "Timer", "finite", "read_json", "stable_hash", "write_json"
 class RunDir:
     root: Path
     durations: dict[str, float] = field(default_factory=dict)
+    #: The run lock's token this process writes under: the driver's own (:meth:`open`), or the one a worker was
+    #: handed by its driver; ``None``: not checked (a directory only read).
+    lock_token: str | None = None
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> "RunDir":
+        """Create (or reuse) the run directory and hold its lock: a :class:`~.runlock.RunDirBusy` one-line error
+        when another process holds it. The lock lasts to the end of the enclosing :meth:`locked` block (or the
+        process)."""
         path = Path(root).expanduser()
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -38,7 +49,19 @@ class RunDir:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise UserError(f"--out {path}: cannot write there ({reason}); choose a writable directory") from None
-        return cls(root=path)
+        lock = runlock.acquire(path)
+        return cls(root=path, lock_token=lock.holder.token if lock.fd is not None else None)
+
+    @staticmethod
+    def locked(root: str | os.PathLike[str], now: bool | None = None) -> ContextManager[None]:
+        """Hold ``root``'s lock for a block: from now when the directory exists (or :meth:`open` inside the block
+        creates it) to the end of the block; openers inside the block share it."""
+        return runlock.locked(root, now=now)
+
+    def check_lock(self) -> None:
+        """Raise unless this process still writes under the run's lock (a worker's driver may have been replaced)."""
+        if self.lock_token is not None:
+            runlock.verify(self.root, self.lock_token)
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
@@ -60,6 +83,7 @@ class RunDir:
         return True
 
     def mark(self, name: str, key: str, duration: float) -> None:
+        self.check_lock()
         self.durations[name] = duration
         write_json(self._marker(name), {"key": key, "duration_s": round(duration, 3)})
 

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 
 from ..core.errors import UserError
 from ..core.io import write_text
+from ..core.terminal import escape_control
 from ..results import CONTROL, ArmResult, AuditResults
 from ..core import present as fmt
 from . import plots
@@ -98,7 +99,7 @@ def write_compare(run_dirs: Iterable[str | Path], out: str | Path) -> Path:
             names[i] = f"{n} ({seen[n]})"
     target = Path(out)
     try:
-        write_text(target, render_compare(runs, names))
+        write_text(target, escape_control(render_compare(runs, names), keep_newlines=True))  # control chars shown
     except OSError as exc:
         raise UserError(f"{target}: cannot write the comparison ({exc.strerror or exc}); choose a writable path with --out") from None
     return target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..attacks.base import FAMILIES, FAMILY_TITLES
@@ -9,7 +10,13 @@ from ..core import present as fmt
 from ..core.present import Cell
 from ..core.present import Table as Block
 from ..results import AuditResults
+from ..core.terminal import escape_control
 from .views import context, family_runs, kind_of, kinds_present, short
+
+
+def _user(text: str) -> str:
+    """A name or value from results.json in a table cell: shown, never obeyed as markup or control."""
+    return escape(escape_control(text))
 
 
 def rich_table(b: Block) -> Table:
@@ -18,7 +25,7 @@ def rich_table(b: Block) -> Table:
     for i, col in enumerate(b.columns):
         t.add_column(col, justify="left" if i == 0 else "right")
     for row in b.rows:
-        t.add_row(*[c.text if isinstance(c, Cell) else str(c) for c in row])
+        t.add_row(*[_user(c.text if isinstance(c, Cell) else str(c)) for c in row])
     return t
 
 
@@ -45,7 +52,7 @@ def privacy_table(results: AuditResults) -> Table:
         emp_s = fmt.num(emp.epsilon_lb if emp else None, ".2f")
         if emp is None and design is not None and not design.available:
             emp_s = "unavailable"
-        t.add_row(name, fmt.num(p.target_epsilon if p else None, "g"), spent,
+        t.add_row(_user(name), fmt.num(p.target_epsilon if p else None, "g"), spent,
                   fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
                   one_s, fmt.num(one.mu_gdp_lb if one and one.available else None, ".2f"),
                   emp_s, fmt.num(sigma, ".3f" if p else "g"),
@@ -65,7 +72,7 @@ def utility_table(results: AuditResults) -> Table:
         u, tr = arm.utility, arm.training
         secs = results.durations_s.get(f"train/{name}") if tr else None  # a duration, kept with the others
         change = (u.ppl_public / base_pub - 1) if (u.ppl_public is not None and base_pub) else None
-        t.add_row(name, fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
+        t.add_row(_user(name), fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
                   fmt.num(u.ppl_public, ".2f"), "—" if change is None else f"{change:+.1%}",
                   fmt.num(u.gain_recovered, ".2f"), fmt.num(tr.steps if tr else None, "d"),
                   fmt.num(tr.tokens if tr else None, ",d"), fmt.num(secs, ".0f"))
@@ -104,7 +111,7 @@ def attack_tables(results: AuditResults, family: str) -> list[Table]:
             r = m.attacks.get(a)
             f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
             cells.append("—" if f is None else fmt.figure_text(f))
-        t.add_row(name, *cells)
+        t.add_row(_user(name), *cells)
     return [*out, t]
 
 
@@ -120,7 +127,7 @@ def defence_table(results: AuditResults) -> Table | None:
         q = d.scrub.quality.overall if d.scrub and d.scrub.quality else None
         left = d.scrub.left_in_training() if d.scrub else None
         copies = (d.dedup.canary_copies or {}) if d.dedup else {}
-        t.add_row(name, "—" if q is None else f"{fmt.num(q.recall)} / {fmt.num(q.precision)}",
+        t.add_row(_user(name), "—" if q is None else f"{fmt.num(q.recall)} / {fmt.num(q.precision)}",
                   "—" if left is None else f"{left[0]} of {left[1]}",
                   "—" if d.dedup is None else f"{d.dedup.n_removed} of {d.dedup.n_in}",
                   "—" if not copies else f"{sum(c.after for c in copies.values())} of {sum(c.before for c in copies.values())}")

@@ -29,6 +29,7 @@ from ..core.errors import UserError
 from ..core.io import write_text
 from ..core.masking import PiiMasker
 from ..core.present import finite, interval, n as _n, num, t as _t
+from ..core.terminal import escape_control
 from ..data.canaries import Canary, known_pii, load_canaries
 from ..data.records import read_jsonl
 from ..results import ArmResult, AuditResults
@@ -575,6 +576,7 @@ def write_report(run_dir: str | Path, show_pii: bool = False, out: str | Path | 
     results = load_results(rd)
     base = rd if rd.is_dir() else rd.parent
     html = render_report(results, base, show_pii=show_pii, source=str(rd if rd.is_file() else rd / "results.json"))
+    html = escape_control(html, keep_newlines=True)  # names and paths from results.json: shown, never obeyed
     target = Path(out) if out is not None else base / "report.html"
     try:
         write_text(target, html)

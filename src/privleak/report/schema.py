@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .. import arms  # noqa: F401  (the built-in arm kinds: results.json holds their blocks)
 from ..core.errors import UserError
-from ..results import SCHEMA_FILE, SCHEMA_VERSION, AuditResults
-from ..results import json_schema as _json_schema
+from ..core.jsonlimits import JSONLimitError, loads
+
+if TYPE_CHECKING:
+    from ..results import AuditResults
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -47,6 +48,9 @@ def _loc_in_file(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
 
 def validate_results(data: Any, source: str = "results.json") -> AuditResults:
     """The typed results of ``data`` (a parsed results.json), or a one-line UserError."""
+    from .. import arms  # noqa: F401  (the built-in arm kinds, whose blocks results.json holds: only now, torch comes with them)
+    from ..results import SCHEMA_VERSION, AuditResults
+
     if not isinstance(data, dict):
         raise UserError(f"{source}: not a privleak results file (the top level is not an object); rerun `privleak run`")
     version = data.get("schema_version")
@@ -67,8 +71,9 @@ def validate_results(data: Any, source: str = "results.json") -> AuditResults:
                         "rerun `privleak run` to regenerate it") from None
 
 
-def load_results(path: str | Path) -> AuditResults:
-    """Read and validate a ``results.json`` (or the one inside a run directory)."""
+def read_results_json(path: str | Path) -> tuple[Path, Any]:
+    """``(file, parsed JSON)`` of a ``results.json`` (or the one inside a run directory), or a one-line UserError
+    for a missing, unreadable, empty, malformed or over-limit file — without importing the results model."""
     p = Path(path).expanduser()
     if p.is_dir():
         p = p / "results.json"
@@ -82,23 +87,35 @@ def load_results(path: str | Path) -> AuditResults:
     if not text.strip():
         raise UserError(f"{p}: the file is empty; rerun `privleak run` to regenerate it")
     try:
-        obj = json.loads(text)
+        return p, loads(text)
+    except JSONLimitError as exc:
+        raise UserError(f"{p}: {exc}, which no privleak results file is; rerun `privleak run` to regenerate it") from None
     except json.JSONDecodeError as exc:
         at_end = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith(("}", "]"))
         what = "truncated (it ends in the middle of the JSON)" if at_end else "not valid JSON"
         raise UserError(f"{p}: {what} at line {exc.lineno} column {exc.colno}: {exc.msg}; rerun `privleak run` to "
                         "regenerate it") from None
+
+
+def load_results(path: str | Path) -> AuditResults:
+    """Read and validate a ``results.json`` (or the one inside a run directory)."""
+    p, obj = read_results_json(path)
     return validate_results(obj, source=str(p))
 
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of ``results.json`` for the attacks and arm kinds registered now (the built-in ones, and
     any plug-in imported before the call)."""
-    return _json_schema()
+    from .. import arms  # noqa: F401  (the built-in kinds register themselves)
+    from ..results import json_schema as schema
+
+    return schema()
 
 
 def write_schema(path: Path | None = None) -> Path:
     """Write the schema of the built-in attacks and kinds: ``python -m privleak.report.schema``."""
+    from ..results import SCHEMA_FILE
+
     target = path or Path(__file__).resolve().parent.parent / SCHEMA_FILE
     target.write_text(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return target

@@ -9,7 +9,6 @@ a :class:`UserError` naming the fix.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from ...core.errors import UserError
 from ...core.io import atomic_path, write_json
+from ...core.jsonlimits import loads
 from ...core.verbatim_index import VerbatimIndex
 from .tripwire import Tripwire
 
@@ -56,7 +56,7 @@ def load_index(path: str | os.PathLike[str], mmap: bool = True) -> StoredIndex:
     if not p.is_dir() or not (p / META_FILE).is_file() or not (p / VERBATIM_FILE).is_file():
         raise UserError(f"--index {p}: not a guard index directory (needs {META_FILE} and {VERBATIM_FILE}); {fix}")
     try:
-        meta = json.loads((p / META_FILE).read_text(encoding="utf-8"))
+        meta = loads((p / META_FILE).read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT or int(meta.get("version", -1)) != VERSION:
             raise ValueError(f"format {meta.get('format')!r} version {meta.get('version')!r}")
         tripwire = Tripwire.from_json(meta.pop("tripwire"))

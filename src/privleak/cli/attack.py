@@ -7,8 +7,11 @@ from typing import Any, Optional
 
 import typer
 
-from .config import MAX_SEED
-from .core.errors import UserError
+from ..config import MAX_SEED
+from ..core.limits import MAX_LENGTH
+from ..core.terminal import escape_control
+from .common import check_out_dir, err, notify, out, shown
+
 
 def attack(
     target: str = typer.Option(..., "--target", help="The model to audit: a directory saved with save_pretrained, a Hugging Face id in the local cache, or a PEFT adapter directory (with --base)."),
@@ -24,18 +27,17 @@ def attack(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for the attacks (default 0)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML config: its attacks, canaries and model.max_length sections apply."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default) or full (attack sizes as `run`'s profiles)."),
-    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, help="Tokens per record scored (default 160, as `run`)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, max=MAX_LENGTH, help="Tokens per record scored (default 160, as `run`)."),
     device: str = typer.Option("auto", "--device", help="Where the models run: auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps."),
 ) -> None:
     """Audit a model you already trained: every attack that needs no training, the same results.json and report."""
-    from .cli import _check_out_dir, err, out
-    from .config import build_config, read_config_file
-    from .models.external import check_full_model, check_target
-    from .pipeline.attack import run_attack
-    from .pipeline.attack_inputs import check_inputs
-    from .report.console import all_tables, verdict_lines
+    from ..config import build_config, read_config_file
+    from ..models.external import check_full_model, check_target
+    from ..pipeline.attack import run_attack
+    from ..pipeline.attack_inputs import check_inputs
+    from ..report.console import all_tables, verdict_lines
 
-    from .models.device import resolve_device, use_policy
+    from ..models.device import resolve_device, use_policy
 
     resolve_device(device)  # a device that is not here: one line, exit 2, before the files are read
     file_data = read_config_file(config) if config else {}
@@ -56,19 +58,21 @@ def attack(
     tgt = check_target(target, base)
     ref = check_full_model(reference, "--reference") if reference is not None else None
     inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
-    _check_out_dir(out_dir)
-    from .executors import make_executor
+    check_out_dir(out_dir)
+    from ..executors import make_executor
+    from ..pipeline.rundir import RunDir
 
-    with use_policy(policy):  # every model call on --device, bf16 autocast on CUDA (models.device)
-        results = run_attack(cfg, inputs, out_dir, notify=err.print,
-                             executor=make_executor(cfg.executor, notify=err.print, device=policy.device))
-    for table in all_tables(results):
-        out.print(table)
-    for line in verdict_lines(results):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
-    for w in results.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
-    err.print(f"results: {Path(out_dir) / 'results.json'}")
-    from .report.html import write_report
+    # One process per run directory, from here (or where run_attack creates it) until the report is written.
+    with RunDir.locked(out_dir), use_policy(policy):  # every model call on --device, bf16 autocast on CUDA
+        results = run_attack(cfg, inputs, out_dir, notify=notify,
+                             executor=make_executor(cfg.executor, notify=notify, device=policy.device))
+        for table in all_tables(results):
+            out.print(table)
+        for line in verdict_lines(results):
+            out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
+        for w in results.warnings:
+            err.print(f"[yellow]warning:[/yellow] {shown(w)}", soft_wrap=True)
+        err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
+        from ..report.html import write_report
 
-    err.print(f"report: {write_report(out_dir)}")
+        err.print(f"report: {shown(write_report(out_dir))}")

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import typer
 
-from .core.errors import UserError
+from ..core import limits as L
+from ..core.errors import UserError
+from ..core.terminal import escape_control
+from .common import is_text_format, refuse_unused
 
-guard_app = typer.Typer(add_completion=False, no_args_is_help=True,
+guard_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                         help="Output guard: block verbatim training text, canaries and PII in model outputs.")
 
 _TYPES_HELP = "Comma-separated PII types to scan for (default: every identifier, see README; Presidio names accepted)."
@@ -18,13 +21,13 @@ _POLICY_HELP = "REASON=ACTION list, reasons pii/verbatim/canary, actions block/r
 
 
 def _err(msg: str) -> None:
-    print(msg, file=sys.stderr)
+    print(escape_control(msg), file=sys.stderr)  # paths and hosts the user typed: shown, never obeyed
 
 
 def _scan(types: str | None, score_threshold: float, no_ner: bool):
     """The PII scan settings, checked without loading Presidio or spaCy."""
-    from .defenses.guard.guard import ScanSettings
-    from .defenses.pii import DEFAULT_SCRUB_LABELS, parse_labels
+    from ..defenses.guard.guard import ScanSettings
+    from ..defenses.pii import DEFAULT_SCRUB_LABELS, parse_labels
 
     try:
         labels = parse_labels(types) if types else DEFAULT_SCRUB_LABELS
@@ -35,15 +38,41 @@ def _scan(types: str | None, score_threshold: float, no_ner: bool):
     return ScanSettings(pii_labels=labels, score_threshold=score_threshold, ner=not no_ner)
 
 
-def _load(index: Path, policy: str | None, types: str | None, score_threshold: float, no_ner: bool):
-    from .defenses.guard.guard import Guard
-    from .defenses.guard.verdict import GuardPolicy
+def check_index_dir(path: Path) -> None:
+    """The index is written into ``path``: a new directory, an empty one or an index to replace — never a link,
+    a file or a directory holding something else (its files would sit beside the user's)."""
+    import stat
 
-    return Guard.load(index, policy=GuardPolicy.parse(policy), scan=_scan(types, score_threshold, no_ner))
+    from ..defenses.guard.index_store import META_FILE
+
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UserError(f"--out {path}: is a symbolic link; privleak never writes through a link — give a directory path")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"--out {path}: is a file; choose a directory for the index")
+    if any(path.iterdir()) and not (path / META_FILE).is_file():
+        raise UserError(f"--out {path}: is a directory that holds other files, not a guard index; choose a new or "
+                        "empty directory")
+
+
+def _load(ctx: typer.Context, index: Path, policy: str | None, types: str | None, score_threshold: float,
+          no_ner: bool):
+    from ..defenses.guard.guard import Guard
+    from ..defenses.guard.verdict import GuardPolicy
+
+    parsed = GuardPolicy.parse(policy)
+    scan = _scan(types, score_threshold, no_ner)
+    if parsed.pii == "off":
+        refuse_unused(ctx, ("types", "score_threshold", "no_ner"), "set the PII scan, which --policy pii=off turns off")
+    return Guard.load(index, policy=parsed, scan=scan)
 
 
 @guard_app.command("build")
 def build(
+    ctx: typer.Context,
     train: Path = typer.Option(..., "--train", help="Training corpus: JSONL, CSV, text (one record per line) or a saved HF dataset dir."),
     out_path: Path = typer.Option(..., "--out", "-o", help="Index directory to write."),
     text_field: str = typer.Option("text", "--text-field", help="Field/column holding the text in JSONL/CSV."),
@@ -58,28 +87,32 @@ def build(
     """Build a guard index from the training corpus (hashed windows + canary tripwire; no pickle)."""
     import time
 
-    from .data.loaders import load_corpus
-    from .defenses.guard.guard import Guard, inventory_from_records
-
-    # What needs no work first: nothing is read or built for a bad option.
+    # What needs no work first (before the guard's modules load): nothing is read or built for a bad option.
     if threshold < 8:
         raise UserError(f"--threshold {threshold}: must be at least 8 characters (default 50); shorter spans match "
                         "ordinary phrases")
-    if out_path.exists() and not out_path.is_dir():
-        raise UserError(f"--out {out_path}: is a file; choose a directory for the index")
+    if threshold > L.MAX_GUARD_WINDOW:
+        raise UserError(f"--threshold {threshold}: at most {L.MAX_GUARD_WINDOW:,} characters (default 50); a window "
+                        "that long matches only whole books")
+    if is_text_format(train, fmt) and (allow is None or is_text_format(allow, fmt)):
+        refuse_unused(ctx, ("text_field",), f"{train} is read as plain text (one record per line, no fields)")
+    check_index_dir(out_path)
     for flag, path in (("--train", train), ("--canaries", canaries), ("--allow", allow)):
         if path is not None and not path.exists():
             raise UserError(f"{flag} {path}: no such file or directory; check the path")
+    from ..data.loaders import load_corpus
+    from ..defenses.guard.guard import Guard, inventory_from_records
+
     t0 = time.perf_counter()
     records = load_corpus(train, text_field=text_field, fmt=fmt)
     secrets = []
     if canaries is not None:
-        from .data.canaries import load_canaries
+        from ..data.canaries import load_canaries
 
         secrets = load_canaries(canaries)
     inventory: list[tuple[str, str]] = []
     if pii_inventory:
-        from .data.records import read_jsonl
+        from ..data.records import read_jsonl
 
         try:
             tagged = read_jsonl(train)
@@ -92,6 +125,10 @@ def build(
     allow_texts = [r.text for r in load_corpus(allow, text_field=text_field, fmt=fmt)] if allow is not None else []
     guard = Guard.build([r.text for r in records], canaries=secrets, inventory=inventory, threshold=threshold,
                         normalise_ws=not exact_ws, casefold=casefold, allow_texts=allow_texts)
+    if guard.meta["n_windows"] == 0:  # verbatim blocking would be silently off
+        longest = max(len(" ".join(t.split()) if not exact_ws else t) for t in (r.text for r in records))
+        raise UserError(f"--threshold {threshold}: no training text is that long (the longest has {longest:,} "
+                        f"characters), so the index would block no verbatim text; use at most {longest:,}")
     path = guard.save(out_path)
     m = guard.meta
     _err(f"wrote {path}: {m['n_texts']} texts, {m['n_windows']} windows of {m['threshold']} chars, "
@@ -100,6 +137,7 @@ def build(
 
 @guard_app.command("check")
 def check(
+    ctx: typer.Context,
     in_path: str = typer.Argument("-", metavar="[FILE|-]", help="Model output to check (default: stdin)."),
     index: Path = typer.Option(..., "--index", help="Index directory from `privleak guard build`."),
     policy: str | None = typer.Option(None, "--policy", help=_POLICY_HELP),
@@ -109,9 +147,9 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as one JSON object."),
 ) -> None:
     """Check one output: print it redacted (or the verdict as JSON); exit code 1 when blocked."""
-    from .data.loaders import decode_text, read_text_file
+    from ..data.loaders import decode_text, read_text_file
 
-    guard = _load(index, policy, types, score_threshold, no_ner)
+    guard = _load(ctx, index, policy, types, score_threshold, no_ner)
     # The same reader as every corpus command: BOM-marked UTF-16/32 decoded,
     # NUL bytes and other encodings refused with the fix.
     if in_path == "-":
@@ -125,7 +163,8 @@ def check(
     if as_json:
         print(json.dumps(v.to_json(), ensure_ascii=False))
     else:
-        sys.stdout.write(v.text)
+        # The checked text goes to a pipe as it is; on a terminal its control characters are shown, not obeyed.
+        sys.stdout.write(escape_control(v.text, keep_newlines=True) if sys.stdout.isatty() else v.text)
         if v.text and not v.text.endswith("\n"):
             sys.stdout.write("\n")
     counts: dict[str, int] = {}
@@ -140,22 +179,30 @@ def check(
 
 @guard_app.command("serve")
 def serve(
+    ctx: typer.Context,
     index: Path = typer.Option(..., "--index", help="Index directory from `privleak guard build`."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default loopback only)."),
     port: int = typer.Option(8080, "--port", help="TCP port (1-65535)."),
-    max_bytes: int = typer.Option(65536, "--max-bytes", help="Largest request body accepted (at least 64); larger ones get 413."),
+    max_bytes: int = typer.Option(65536, "--max-bytes", help="Largest request body accepted (64 to 67108864); larger ones get 413."),
     policy: str | None = typer.Option(None, "--policy", help=_POLICY_HELP),
     types: str | None = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
     score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
 ) -> None:
     """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn)."""
-    from .defenses.guard.service import serve as run_service
+    from ..defenses.guard.service import open_socket
+    from ..defenses.guard.service import serve as run_service
 
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: must be 1-65535; e.g. 8080")
     if max_bytes < 64:
         raise UserError(f"--max-bytes {max_bytes}: too small for any request; try 65536")
-    guard = _load(index, policy, types, score_threshold, no_ner)
-    _err(f"serving the guard on http://{host}:{port} (POST /v1/check, GET /healthz)")
-    run_service(guard, host=host, port=port, max_body_bytes=max_bytes)
+    if max_bytes > L.MAX_BODY_BYTES:
+        raise UserError(f"--max-bytes {max_bytes}: at most {L.MAX_BODY_BYTES} (each request is held and scanned in "
+                        "memory); try 65536")
+    guard = _load(ctx, index, policy, types, score_threshold, no_ner)  # the index only: the PII models load later
+    # Start-up errors (a bad host, the port in use): one line, before the PII models load (seconds).
+    sock = open_socket(host, port)
+    where = f"[{host}]" if ":" in host else host
+    _err(f"serving the guard on http://{where}:{port} (POST /v1/check, GET /healthz)")
+    run_service(guard, host=host, port=port, max_body_bytes=max_bytes, sock=sock)

@@ -1,0 +1,115 @@
+"""What every sub-command shares: the two consoles and the checks that need no work."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape
+
+from ..core.errors import UserError
+from ..core.limits import MAX_EPSILON
+from ..core.terminal import escape_control
+from ..core.threads import passive_waiting
+
+# Tables are wide: when output is a file or pipe, do not squeeze them into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def shown(text: object) -> str:
+    """User text (a path, a field, a warning quoting them) inside a rich markup line: control characters shown
+    as escapes (:func:`~privleak.core.terminal.escape_control`), markup brackets as themselves."""
+    return escape(escape_control(text))
+
+
+def notify(line: str) -> None:
+    """A progress line from the library (with its own markup) on stderr: control characters in the arm names and
+    file names it quotes are shown, never obeyed; a line whose quoted text breaks the markup is printed plain."""
+    safe = escape_control(line)
+    try:
+        err.print(safe)
+    except MarkupError:
+        err.print(safe, markup=False, highlight=False)
+
+
+def given(ctx: Any, *names: str) -> list[str]:
+    """Which of the parameters ``names`` (Python names) the user set on the command line (or by environment),
+    as their option flags: a flag that cannot take effect is refused, not silently ignored."""
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if getattr(source, "name", "") in ("COMMANDLINE", "ENVIRONMENT"):
+            param = next((p for p in ctx.command.params if p.name == name), None)
+            flags = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+            out.append(max(flags, key=len) if flags else name)
+    return out
+
+
+def refuse_unused(ctx: Any, names: tuple[str, ...], why: str) -> None:
+    """One line naming the flags in ``names`` that were given although ``why`` says they cannot take effect."""
+    flags = given(ctx, *names)
+    if flags:
+        raise UserError(f"{' '.join(flags)}: {why}; drop {'it' if len(flags) == 1 else 'them'}")
+
+
+def is_text_format(path: Path, fmt: str | None) -> bool:
+    """Whether a corpus file is read as plain text (one record per line, no fields): ``--format`` or the extension."""
+    if fmt is not None:
+        return fmt.strip().lower() in ("text", "txt")
+    return Path(path).suffix.lower() not in (".jsonl", ".json", ".ndjson", ".csv", ".tsv") and not Path(path).is_dir()
+
+
+def quiet_libraries() -> None:
+    # Environment, not imports: transformers reads these when (and only if) a
+    # command imports it, so a usage error is reported in a fraction of a second.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    passive_waiting()  # before torch is imported: OpenMP threads sleep, not spin, when they wait (core.threads)
+    logging.getLogger("opacus").setLevel(logging.ERROR)
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    # Presidio's debug lines quote the words around each detection: raw PII.
+    logging.getLogger("presidio-analyzer").setLevel(logging.WARNING)
+    logging.getLogger("presidio-anonymizer").setLevel(logging.WARNING)
+
+
+def parse_epsilons(text: str, option: str = "--epsilons") -> list[float]:
+    vals = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            raise UserError(f"{option} {text}: '{part}' is not a number; give a comma-separated list like 1,4,8") from None
+        if not (0 < v <= MAX_EPSILON):
+            raise UserError(f"{option} {text}: ε must be in (0, {MAX_EPSILON:g}], got {part} (above {MAX_EPSILON:g} a "
+                            "DP guarantee certifies nothing); give values like 1,4,8")
+        vals.append(v)
+    return vals
+
+
+def check_out_dir(path: Path, option: str = "--out") -> None:
+    """Refuse an output directory that cannot be created or written, without creating it."""
+    p = Path(path).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{option} {p}: is a file, not a directory; choose a directory")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {p}: cannot write there (permission denied); choose a writable directory")
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{option} {p}: cannot write there ({parent} is not a directory); choose a writable directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {p}: cannot write there (permission denied in {parent}); choose a writable directory")

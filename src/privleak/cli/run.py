@@ -1,0 +1,146 @@
+"""``privleak run``: run (or resume) a whole audit (parse, check at the door, call the pipeline, print)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..config import MAX_SEED
+from ..core.errors import UserError
+from ..core.limits import MAX_EPSILON
+from ..core.terminal import escape_control
+from .common import check_out_dir, err, notify, out, parse_epsilons, shown
+
+
+def run(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML audit config (see README)."),
+    out_dir: Path = typer.Option(Path("runs/default"), "--out", "-o", help="Run directory (created; reused to resume)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Your corpus: JSONL, CSV, text (one record per line) or a saved HF dataset dir. Default: synthetic clinical notes."),
+    text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text in JSONL/CSV/HF data (default 'text')."),
+    group_field: Optional[str] = typer.Option(None, "--group-field", help="Field/column naming the person or group of each record (e.g. patient_id, author): a group stays in one split and membership is evaluated one record per group."),
+    client_field: Optional[str] = typer.Option(None, "--client-field", help="Field/column naming the federated client (clinic, site) of each record, for the fedavg / fed-dp-ε arms (default for the synthetic corpus: federated.clients clinics)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id or local directory. Default: the embedded model pre-trained on public synthetic text."),
+    epsilons: Optional[str] = typer.Option(None, "--epsilons", help="Comma-separated ε for the DP-SGD arms, e.g. 1,4,8 (empty: no DP arms)."),
+    arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard (default: baseline, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard)."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms, 0 < δ < 1 (default 1/(10·n))."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for data, training and attacks (default 0)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default on CPU; about 21 min on 2 cores), full, or gpu (default on CUDA: GPT-2-small-sized base, every arm, 8 shadows)."),
+    plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
+    dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
+    ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
+    public: Optional[str] = typer.Option(None, "--public", help="Public text of your domain (no privacy cost): the embedded base model is pre-trained on it instead of generic clinical text."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="auto (default: processes on a CPU machine with ≥ 2 cores, else sequential), sequential (one task after another here), processes (tasks in parallel on local worker processes) or ray (on Ray; pip install 'privleak[ray]')."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: auto (the cluster this machine is in) or ray://host:port. Default: a local Ray started here."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tasks at once on local worker processes or a local Ray (default: the CPU count; for processes at most 8 and what memory holds)."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps. With CUDA and no --profile, the gpu profile runs."),
+) -> None:
+    """Run (or resume) a privacy audit and write results.json."""
+    from ..config import build_config, read_config_file
+
+    file_data = read_config_file(config) if config else {}
+    over: dict[str, Any] = {}
+    if profile is not None:
+        over["profile"] = profile
+    if device is not None:
+        over["device"] = device
+    if seed is not None:
+        over["seed"] = seed
+    if data is not None:
+        over.setdefault("data", {})["path"] = data
+    if text_field is not None:
+        over.setdefault("data", {})["text_field"] = text_field
+    if group_field is not None:
+        over.setdefault("data", {})["group_field"] = group_field
+    if client_field is not None:
+        over.setdefault("data", {})["client_field"] = client_field
+    if plant_canaries:
+        over.setdefault("data", {})["plant_canaries"] = True
+    if public is not None:
+        over.setdefault("data", {})["public"] = public
+    if model is not None:
+        over.setdefault("model", {})["base"] = model
+    if epsilons is not None:
+        over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons)
+        if arms is None and file_data.get("arms") is not None:  # the file's arm list decides: the flag would not count
+            raise UserError(f"--epsilons {epsilons}: the config file lists the arms (arms: "
+                            f"{', '.join(map(str, file_data['arms']))}), so --epsilons would change none of them; "
+                            "name the DP arms in --arms (e.g. --arms baseline,dp-2) or remove arms from the file")
+    if arms is not None:
+        if epsilons is not None:
+            raise UserError("--arms and --epsilons both given; name the DP arms inside --arms, e.g. --arms baseline,dp-1,dp-8")
+        over["arms"] = [a.strip() for a in arms.split(",") if a.strip()]
+    if delta is not None:
+        if not 0.0 < delta < 1.0:
+            raise UserError(f"--delta {delta}: δ must satisfy 0 < δ < 1 (and should be well below 1/n); try 1e-5")
+        over.setdefault("dp", {})["delta"] = delta
+    for flag, value, key in (("--dp-summary", dp_summary, "summary_epsilon"), ("--ldp-terms", ldp_terms, "ldp_terms_epsilon")):
+        if value is not None:
+            if not (0 < value <= MAX_EPSILON):
+                raise UserError(f"{flag} {value:g}: ε must be in (0, {MAX_EPSILON:g}]; try 1")
+            over.setdefault("release", {})[key] = value
+    for key, value in (("kind", executor), ("ray_address", ray_address), ("workers", workers)):
+        if value is not None:
+            over.setdefault("executor", {})[key] = value
+    from ..arms import resolve
+
+    cfg = resolve(build_config(file_data, over))  # the arms checked and named canonically (the kinds need no torch)
+    _refuse_unused_flags(cfg, text_field, group_field, plant_canaries, delta)
+    if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
+        raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
+    if cfg.data.public is not None and not Path(cfg.data.public).expanduser().exists():
+        raise UserError(f"--public {cfg.data.public}: file does not exist; pass a JSONL, CSV or text file of public text")
+    # Every check that needs no work, before anything is created: a refused
+    # run leaves no (empty) --out directory behind (run_audit preflights the
+    # corpus, the model and memory before it opens the run directory).
+    check_out_dir(out_dir)
+    from ..pipeline.checks import preflight
+    from ..pipeline.rundir import RunDir
+
+    # The corpus, the model reference and the sizes, before torch loads (run_audit checks them again, cheaply).
+    preflight(cfg)
+
+    # One process per run directory, from here (or where run_audit creates it) until the report is written;
+    # a directory another run holds is refused before torch loads.
+    with RunDir.locked(out_dir):
+        policy = cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
+        from ..executors import make_executor
+        from ..pipeline import run_audit
+        from ..report.console import all_tables, verdict_lines
+
+        results = run_audit(cfg, out_dir, notify=notify,
+                            executor=make_executor(cfg.executor, notify=notify, device=policy.device))
+        for table in all_tables(results):
+            out.print(table)
+        for line in verdict_lines(results):
+            out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
+        for w in results.warnings:
+            err.print(f"[yellow]warning:[/yellow] {shown(w)}")
+        err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
+        from ..report.html import write_report
+
+        err.print(f"report: {shown(write_report(out_dir))}")
+
+
+def _refuse_unused_flags(cfg: Any, text_field: str | None, group_field: str | None, plant_canaries: bool,
+                         delta: float | None) -> None:
+    """Flags that would not take effect with this config are refused, not ignored (precedence: defaults <
+    profile < config file < flags; a flag always wins where it applies)."""
+    if cfg.data.path is None:
+        # --public is read with --text-field too.
+        for flag, value in (("--text-field", text_field if cfg.data.public is None else None),
+                            ("--group-field", group_field)):
+            if value is not None:
+                raise UserError(f"{flag} {value}: names a field of your corpus, but no --data (or data.path) is given "
+                                "and the synthetic corpus has its own; add --data FILE or drop the flag")
+        if plant_canaries:
+            raise UserError("--plant-canaries: the synthetic corpus always has its canaries; it applies to your corpus "
+                            "(--data FILE) — add --data or drop the flag")
+    if delta is not None:
+        from ..arms import specs as arm_specs
+
+        found = arm_specs(cfg)
+        if not any(s.kind_obj.private for s in found) and cfg.release.summary_epsilon is None:
+            raise UserError(f"--delta {delta:g}: no arm of this audit is (ε, δ)-DP ({', '.join(s.name for s in found)}) and "
+                            "no --dp-summary is released; add a DP arm (e.g. dp-8) or drop --delta")

@@ -1,0 +1,264 @@
+"""The single-purpose commands: synthetic data, scrub, dedup, report, compare, accountant, local DP."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..config import MAX_SEED
+from ..core import limits as L
+from ..core.errors import UserError
+from ..core.terminal import escape_control
+from .common import check_out_dir, err, is_text_format, out, parse_epsilons, refuse_unused, shown
+
+
+def data_generate(
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for public/members/non_members/population .jsonl and canaries.json."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
+    n_public: int = typer.Option(3000, "--n-public", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    n_members: int = typer.Option(1200, "--n-members", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    n_non_members: int = typer.Option(1200, "--n-non-members", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    n_population: int = typer.Option(1200, "--n-population", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    phi_fraction: float = typer.Option(0.15, "--phi-fraction", min=0.0, max=1.0, help="Fraction of records that are notes about a patient (0-1)."),
+) -> None:
+    """Write the synthetic clinical corpus (with exact PII spans and canaries) as JSONL."""
+    from ..data.clinical import ClinicalCorpusConfig, generate_corpus, write_corpus
+
+    check_out_dir(out_dir)
+    # Generated in memory, every split at once (core.limits: ~2.6 KB per record measured).
+    L.check_fits("--n-public + --n-members + --n-non-members + --n-population",
+                 n_public + n_members + n_non_members + n_population, L.BYTES_PER_RECORD)
+    cfg = ClinicalCorpusConfig(n_public=n_public, n_members=n_members, n_non_members=n_non_members,
+                               n_population=n_population, phi_fraction=phi_fraction, seed=seed)
+    corpus = generate_corpus(cfg)
+    try:
+        write_corpus(corpus, out_dir)
+    except OSError as exc:
+        raise UserError(f"--out {out_dir}: cannot write there ({exc.strerror or exc}); choose a writable directory") from None
+    sizes = ", ".join(f"{k}={len(v)}" for k, v in corpus.splits.items())
+    err.print(f"wrote {shown(out_dir)}: {sizes}, canaries={len(corpus.canaries)}")
+
+
+def scrub(
+    ctx: typer.Context,
+    in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
+    out_path: Path = typer.Argument(..., metavar="OUT", help="Scrubbed copy, same format (written atomically with mode 0600; a new name or a regular file, not IN)."),
+    mode: str = typer.Option("mask", "--mode", "-m", help="mask (<NAME>), tag (<NAME_1>, consistent per value) or pseudonym (consistent fake values)."),
+    types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub (default: every identifier, see README; Presidio names accepted). Opt-in: ORGANIZATION, BLOOD_PRESSURE, HEIGHT, WEIGHT."),
+    text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed for pseudonyms."),
+    no_ner: bool = typer.Option(False, "--no-ner", help="No spaCy NER: faster; names only next to cue words or from the given-name list."),
+    score_threshold: float = typer.Option(0.4, "--score-threshold", min=0.0, max=1.0, help="Drop detections below this Presidio confidence (0-1)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Scrub PII from a corpus file (Presidio + spaCy NER + regex recognizers; offline)."""
+    from ..defenses.commands import scrub_file
+
+    if str(mode).strip().lower() in ("mask", "tag"):  # an unknown mode gets its own message from scrub_file
+        refuse_unused(ctx, ("seed",), f"seeds the pseudonyms, and --mode {mode} makes none")
+    if is_text_format(in_path, fmt):
+        refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
+    report = scrub_file(in_path, out_path, mode=mode, labels=types, text_field=text_field, fmt=fmt,
+                        seed=seed, ner=not no_ner, score_threshold=score_threshold)
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        err.print(escape_control(report.summary()), markup=False, highlight=False, soft_wrap=True)
+
+
+def dedup(
+    ctx: typer.Context,
+    in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
+    out_path: Path = typer.Argument(..., metavar="OUT", help="Deduplicated copy, same format (first occurrence kept; written atomically with mode 0600; not IN)."),
+    method: str = typer.Option("both", "--method", help="exact (normalised hash), near (MinHash LSH) or both (exact, then near)."),
+    threshold: float = typer.Option(0.8, "--threshold", max=1.0, help="Jaccard similarity (0-1] at or above which a record is a near duplicate."),
+    num_perm: int = typer.Option(128, "--num-perm", min=16, max=L.MAX_NUM_PERM, help=f"MinHash permutations (16 to {L.MAX_NUM_PERM})."),
+    shingle: str = typer.Option("char", "--shingle", help="char (character n-grams) or word (word n-grams)."),
+    ngram: Optional[int] = typer.Option(None, "--ngram", min=1, max=L.MAX_NGRAM, help="Shingle size (default 5 for char, 3 for word)."),
+    ignore_punctuation: bool = typer.Option(False, "--ignore-punctuation", help="Treat texts differing only in punctuation as duplicates."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="MinHash seed."),
+    text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Remove exact and near-duplicate records (canary repeats are exactly such duplicates)."""
+    from ..defenses.commands import dedup_file
+
+    if not threshold > 0.0:
+        raise UserError(f"dedup --threshold {threshold:g}: must be in (0, 1]; try 0.8")
+    if method == "exact":
+        refuse_unused(ctx, ("threshold", "num_perm", "shingle", "ngram", "seed"),
+                      "set the near-duplicate (MinHash) pass, which --method exact does not run")
+    if is_text_format(in_path, fmt):
+        refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
+    report = dedup_file(in_path, out_path, method=method, threshold=threshold, num_perm=num_perm,
+                        shingle=shingle, ngram=ngram, seed=seed, ignore_punctuation=ignore_punctuation,
+                        text_field=text_field, fmt=fmt)
+    if as_json:
+        out.print_json(json.dumps(report.to_dict()))
+    else:
+        err.print(escape_control(report.summary()), markup=False, highlight=False, soft_wrap=True)
+
+
+def report(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="Run directory (or its results.json) written by `privleak run`."),
+    out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default: RUN_DIR/report.html)."),
+    show_pii: bool = typer.Option(False, "--show-pii", help="Show leaked PII unmasked; the page then carries a warning banner. Do not share it."),
+) -> None:
+    """Re-render a run's self-contained HTML report from its results.json."""
+    from ..core.io import check_output_file
+    from ..pipeline.rundir import RunDir
+    from ..report.schema import read_results_json
+
+    rd = Path(run_dir).expanduser()
+    base, source = (rd, rd / "results.json") if rd.is_dir() else (rd.parent, rd)
+    # A missing, malformed or over-limit results.json: its own one line, before the output is looked at and
+    # before the results model (and torch with it) is imported.
+    read_results_json(source)
+    check_output_file(out_path if out_path is not None else base / "report.html", [source], option="--out")
+    with RunDir.locked(base):  # not while a run writes that directory
+        from ..report.html import write_report
+
+        path = write_report(run_dir, show_pii=show_pii, out=out_path)
+    if show_pii:
+        err.print("[red]warning:[/red] the report shows PII unmasked; do not share or publish it")
+    err.print(f"report: {shown(path)}")
+
+
+def compare(
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Two or more run directories (or results.json files)."),
+    out_path: Path = typer.Option(Path("compare.html"), "--out", "-o", help="HTML file to write."),
+) -> None:
+    """Compare runs side by side in one self-contained HTML page."""
+    from ..core.io import check_output_file
+    from ..report.schema import read_results_json
+
+    if len(run_dirs) < 2:
+        raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")
+    sources = [p / "results.json" if p.is_dir() else p for p in (Path(r).expanduser() for r in run_dirs)]
+    check_output_file(out_path, sources, option="--out")
+    for source in sources:  # malformed or over-limit files: one line before torch loads with the results model
+        read_results_json(source)
+    from ..report.compare import write_compare
+
+    path = write_compare(run_dirs, out_path)
+    err.print(f"comparison: {shown(path)}")
+
+
+def accountant(
+    sample_rate: float = typer.Option(..., "--sample-rate", "-q", max=1.0, help="Poisson sampling rate q = expected batch / n, 0 < q ≤ 1."),
+    steps: int = typer.Option(..., "--steps", "-T", min=1, help="Number of DP-SGD steps."),
+    delta: float = typer.Option(..., "--delta", help="Target δ, 0 < δ < 1."),
+    sigma: Optional[float] = typer.Option(None, "--sigma", help="Noise multiplier (> 0): report ε."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Target ε (> 0): report the σ each accountant needs."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """ε for (q, σ, T, δ) — or σ for a target ε — by RDP, PLD and PRV side by side."""
+    from ..accountants import epsilons, sigmas
+
+    if (sigma is None) == (epsilon is None):
+        raise UserError("accountant: give exactly one of --sigma (to get ε) or --epsilon (to get σ)")
+    if not 0.0 < sample_rate <= 1.0:
+        raise UserError(f"accountant --sample-rate {sample_rate:g}: q must satisfy 0 < q ≤ 1 (expected batch / n); try 0.01")
+    if not 0.0 < delta < 1.0:
+        raise UserError(f"accountant --delta {delta:g}: δ must satisfy 0 < δ < 1; try 1e-5")
+    for flag, value in (("--sigma", sigma), ("--epsilon", epsilon)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise UserError(f"accountant {flag} {value:g}: must be a finite number > 0; try 1.0")
+    flags = {"noise_multiplier": "--sigma", "sample_rate": "--sample-rate", "steps": "--steps", "delta": "--delta",
+             "target_epsilon": "--epsilon"}
+    try:
+        r = (epsilons(sample_rate=sample_rate, noise_multiplier=sigma, steps=steps, delta=delta) if sigma is not None
+             else sigmas(target_epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps))
+    except UserError as exc:  # the library names its keywords; the user typed flags
+        msg = str(exc)
+        for kw, flag in flags.items():
+            msg = msg.replace(f"{kw}=", f"{flag} ").replace(f"{kw} ", f"{flag} ")
+        raise UserError(f"accountant: {msg}") from None
+    if sigma is not None:
+        payload = {"sample_rate": sample_rate, "sigma": sigma, "steps": steps, "delta": delta,
+                   "epsilon_rdp": r.epsilon_rdp, "epsilon_pld": r.epsilon_pld, "epsilon_prv": r.epsilon_prv}
+        label = "ε"
+    else:
+        payload = {"sample_rate": sample_rate, "epsilon": epsilon, "steps": steps, "delta": delta,
+                   "sigma_rdp": r.noise_multiplier_rdp, "sigma_pld": r.noise_multiplier_pld,
+                   "sigma_prv": r.noise_multiplier_prv}
+        label = "σ"
+    if as_json:
+        out.print_json(json.dumps(payload))
+        return
+    out.print(f"q={sample_rate:g} T={steps} δ={delta:g} " + (f"σ={sigma:g}" if sigma is not None else f"target ε={epsilon:g}"))
+    for k, v in payload.items():
+        if k.startswith(("epsilon_", "sigma_")):
+            out.print(f"  {label} {k.split('_', 1)[1].upper():4s} {v:.4f}")
+
+
+def ldp(
+    ctx: typer.Context,
+    in_path: Path = typer.Argument(..., metavar="FILE", help="Corpus file: JSONL, CSV/TSV or text (one record = one user)."),
+    epsilons: str = typer.Option("1,2,4,8", "--epsilons", help="Comma-separated ε per user report, e.g. 1,2,4,8."),
+    methods: str = typer.Option("cms,hcms", "--methods", help="cms (Count Mean Sketch), hcms (Hadamard CMS), or both."),
+    top_k: int = typer.Option(50, "--top", min=1, max=L.MAX_RECORDS, help="K of the top-K terms scored (precision / recall vs exact counts)."),
+    rows: int = typer.Option(128, "--k", min=1, max=L.MAX_SKETCH_ROWS, help="Sketch rows k (hash functions)."),
+    cols: int = typer.Option(1024, "--m", min=2, max=L.MAX_SKETCH_COLS, help="Sketch columns m (a power of two for hcms)."),
+    ngram: int = typer.Option(1, "--ngram", min=1, max=5, help="Word n-grams (1 = terms)."),
+    dictionary: Optional[Path] = typer.Option(None, "--dictionary", help="Candidate terms the server scores, one per line (default: every term of FILE)."),
+    text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Term frequencies under local DP (CMS / Hadamard CMS, Apple 2017): top-K precision/recall at several ε."""
+    eps = parse_epsilons(epsilons, "--epsilons")
+    if is_text_format(in_path, fmt):
+        refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
+    if not eps:
+        raise UserError(f"ldp --epsilons {epsilons!r}: give at least one ε, e.g. 1,2,4,8")
+    names = [x.strip().lower() for x in methods.split(",") if x.strip()]
+    bad = [x for x in names if x not in ("cms", "hcms")]
+    if bad or not names:
+        raise UserError(f"ldp --methods {methods}: unknown method {bad[0] if bad else '(none)'}; use cms, hcms or cms,hcms")
+    if "hcms" in names and cols & (cols - 1):
+        raise UserError(f"ldp --m {cols}: HCMS needs a power of two (the Hadamard size); try 1024")
+    if fmt is not None and fmt not in ("jsonl", "csv", "text"):
+        raise UserError(f"ldp --format {fmt}: use jsonl, csv or text")
+    words = None
+    if dictionary is not None:
+        from ..data.loaders import read_text_file
+
+        if not dictionary.is_file():
+            raise UserError(f"ldp --dictionary {dictionary}: no such file; give a text file with one term per line")
+        words = [w.strip().lower() for w in read_text_file(dictionary).text.splitlines() if w.strip()]
+        if not words:
+            raise UserError(f"ldp --dictionary {dictionary}: no terms in it; give one term per line")
+    from ..data.loaders import load_corpus
+    from ..defenses.ldp_terms import evaluate
+
+    records = load_corpus(in_path, text_field=text_field, fmt=fmt)
+    # The server's k × m sketch, and k hash positions per user report and per candidate term (8 B each).
+    L.check_fits("--k × (--m + records + dictionary terms)",
+                 rows * (cols + len(records) + (len(words) if words is not None else 4 * len(records))), 8)
+    ev = evaluate([r.text for r in records], eps, methods=names, top_k=top_k, k=rows, m=cols, seed=seed, ngram=ngram,
+                  dictionary=words)
+    if as_json:
+        out.print_json(json.dumps(ev.to_dict()))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"Top-{top_k} {'terms' if ngram == 1 else f'{ngram}-grams'} under local DP: {ev.n_users_reporting:,} "
+                    f"users reporting of {ev.n_records:,} records, {ev.dictionary_size:,} candidates ({ev.dictionary}), "
+                    f"k={rows}, m={cols}")
+    for col in ("method", "ε per user", "precision", "recall", "noise sd (users)", "bits sent / user"):
+        t.add_column(col, justify="left" if col == "method" else "right")
+    for s in ev.scores:
+        t.add_row(s.method.upper(), f"{s.epsilon:g}", f"{s.precision:.2f}", f"{s.recall:.2f}", f"{s.noise_sd:.1f}",
+                  f"{s.total_bits:g} ({s.payload_bits:g} + {s.index_bits:g} index)")
+    t.add_row("none (counting the samples exactly)", "∞", f"{ev.sampling_only_precision:.2f}",
+              f"{ev.sampling_only_recall:.2f}", "0", "—")
+    out.print(t)
+    err.print(f"rule: {ev.rule}", markup=False, highlight=False, soft_wrap=True)
