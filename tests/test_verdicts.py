@@ -50,7 +50,9 @@ def test_dp_violation_is_loud_and_never_recommended(results):
     one = arm.one_run_epsilon
     if one is None or not one.available or not one.candidates:
         pytest.skip("the verdicts fixture has no one-run audit canaries")
-    # Every guess right: no (ε = 8)-DP training makes that likely with this many canaries.
+    # Every guess right, on an arm claiming ε = 1: no (1, δ)-DP training makes that likely with this many
+    # canaries (at ε = 8 a hundred canaries cannot refute the claim: e^8/(1 + e^8) ≈ 0.9997 per guess).
+    arm.privacy.epsilon, arm.privacy.epsilon_record = 1.0, None
     for c in one.candidates:
         c.correct = c.guesses
     judged = judge(results)
