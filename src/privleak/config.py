@@ -129,10 +129,9 @@ class ModelConfig(_Strict):
 class TrainConfig(_Strict):
     """Non-private fine-tuning (the baseline arm)."""
 
-    # The baseline must memorise as small-data fine-tuning does (its job is to show what leaks). On the
-    # default corpus 10 epochs at 1e-3 and 3e-3 reach the same population loss (1.331 nats), but per-record
-    # loss separates members from population records with AUC 0.82 at 1e-3 and 0.94 at 3e-3; on the audit's
-    # own one-record-per-person LOSS attack, 10 epochs at 3e-3 give 0.81 and 20 epochs 0.99.
+    # The baseline must memorise as small-data fine-tuning does (its job is to show what leaks): the larger
+    # step and 20 epochs separate members from population records by per-record loss where 10 epochs or 1e-3
+    # reach the same population loss but separate far less (docs/results/2026-11-25-figures-from-code.md).
     epochs: float = Field(20.0, gt=0, le=L.MAX_EPOCHS)
     batch_size: int = Field(16, ge=1, le=L.MAX_BATCH)
     lr: float = Field(3e-3, gt=0, le=L.MAX_LR)
@@ -150,14 +149,12 @@ class DPConfig(_Strict):
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
     epochs: int | None = Field(None, ge=1, le=L.MAX_EPOCHS)  # None: policy.dp_recipe(n, ε)
     batch_size: int | None = Field(None, ge=1, le=L.MAX_BATCH)  # None: policy.dp_recipe(n, ε)
-    # 3e-3: chosen on the population split (never the members) at ε = 8 among 1e-3 / 3e-3 / 1e-2 and
-    # LoRA r = 8 at 5e-3: population log-perplexity 2.84 / 2.52 / 2.73 / 2.77 nats (base 4.03); at ε = 1
-    # 3e-3 gives 3.12. Adam's step is ~lr whatever the noise, so past 3e-3 the noise walk wins.
+    # 3e-3: chosen on the population split (never the members) among 1e-3 / 3e-3 / 1e-2 and LoRA at 5e-3
+    # (docs/results/2026-11-25-figures-from-code.md). Adam's step is ~lr whatever the noise, so past 3e-3 the noise walk wins.
     lr: float = Field(3e-3, gt=0, le=L.MAX_LR)
     train_embeddings: bool = False
-    # true: the output layer trains too (untied from the frozen input embedding). Off by default: on the
-    # default audit it lifts dp-8's G 0.61 → 0.67 (population loss 2.41 → 2.25 nats) but lets dp-8 learn the
-    # 16×-repeated exposure canaries (7.8 bits of 13.3; mean exposure 2.47 → 3.06 bits, chance 1.44).
+    # true: the output layer trains too (untied from the frozen input embedding). Off by default: it buys
+    # utility but lets a record-level DP arm learn the 16×-repeated exposure canaries (docs/results/2026-11-25-figures-from-code.md).
     train_output: bool = False
     micro_batch_tokens: int = Field(4096, ge=16, le=2**24)
     accountant: Literal["prv", "rdp"] = "prv"
@@ -216,11 +213,11 @@ class FederatedConfig(_Strict):
     round a ``sample_rate`` share of the clients trains ``local_steps`` AdamW steps of ``batch_size`` records
     from the global model (FedAvg: that fraction, a fixed number, without replacement; DP-FedAvg: each client
     independently with probability ``sample_rate``, Poisson, which is what its accountant assumes). ``clip``:
-    C, the bound on one client's update norm (DP-FedAvg), chosen a priori, never on the members. With K = 20
-    clinics no C learns: the summed signal has norm ≤ C·(clients in the round) while the noise has norm
-    σC√d ≈ 1.7·630·C at ε = 8 (d ≈ 400k trained weights) — the ratio does not depend on C. C only sets how far
-    the noise walks the weights, √T·σC/(qK) per weight (0.046 at the defaults: measured G = −0.41, see README
-    "Measured"); a smaller C keeps the model nearer the base (G → 0), never above it. ``drop``:
+    C, the bound on one client's update norm (DP-FedAvg), chosen a priori, never on the members. With tens of
+    clinics no C learns: the summed signal has norm ≤ C·(clients in the round) while the noise has norm σC√d —
+    the ratio does not depend on C (the fed-dp arms warn, :meth:`privleak.arms.federated.FedAvg.warnings`).
+    C only sets how far the noise walks the weights, √T·σC/(qK) per weight; a smaller C keeps the model
+    nearer the base (G → 0), never above it (docs/results/2026-11-25-figures-from-code.md). ``drop``:
     fault injection for tests, [round, client index] pairs whose client fails halfway through its local steps.
     """
 
@@ -320,9 +317,8 @@ class OneRunConfig(_Strict):
 
     canaries: int = Field(1000, ge=0, le=L.MAX_RECORDS)
     prefix_words: int = Field(4, ge=1, le=64)
-    # 2, not 8: shorter canaries put more of each clipped per-sample gradient on each word. dp-8 on the default
-    # corpus (seed 0; 4-word prefix, tokens 2..k scored): canary AUC 0.576 → 0.606, one-run ε ≥ 0.12 → 0.37
-    # (0.614 and 0.78 with dp.train_output); and a canary is 6 words of training text instead of 12.
+    # 2, not 8: shorter canaries put more of each clipped per-sample gradient on each word, and cost half the
+    # training text (docs/results/2026-11-25-figures-from-code.md).
     secret_words: int = Field(2, ge=1, le=64)
     fdp: bool = True  # also the μ-GDP lower bound (Mahloujifar et al. 2024): a μ, not an ε
 
@@ -367,14 +363,11 @@ class BestConfig(_Strict):
     ``replay`` public records per training record, drawn from the public split
     the base model learned from), early-stopped on ``validate_records``
     population records. Without rehearsal a small model fine-tuned on one
-    institution's notes forgets the public formats it knew (on the default
-    corpus generic loss +0.70 nats, perplexity ×2, after one epoch; +247 %
-    perplexity after the baseline's 10 epochs), and G would measure against
-    a model no one should deploy. Chosen on the population and public splits
-    only: 6 epochs at 10⁻³ with 1:1 rehearsal reach the baseline's population
-    loss (1.326 vs 1.331 nats) with generic text better than the base
-    model's (1.49 vs 1.77 nats), where plain fine-tuning at 2·10⁻⁴ still
-    loses 0.47 nats of generic text.
+    institution's notes forgets the public formats it knew, and G would
+    measure against a model no one should deploy. Chosen on the population
+    and public splits only: 6 epochs at 10⁻³ with 1:1 rehearsal reach the
+    baseline's population loss with generic text better than the base
+    model's (figures: docs/results/2026-11-25-figures-from-code.md).
     """
 
     epochs: float = Field(6.0, gt=0, le=L.MAX_EPOCHS)

@@ -19,11 +19,9 @@ def dp_recipe(n: int, epsilon: float) -> tuple[int, int]:
     with the batch, and at fixed ε the σ that many steps need grows more
     slowly than the steps. B ≈ n/5 (q ≈ 0.2, capped at 256 so a step stays
     cheap). Epochs: 30 at ε ≥ 4, 15 below. Over a whole run the noise added
-    per unit of signal is σ·√T / (E·n); with the accountant's σ, doubling
-    15 → 30 epochs lowers it by 11 % at ε = 8 (σ 1.08 → 1.36 at B = 256,
-    n ≈ 1,800) but by 2 % at ε = 1 (σ 4.93 → 6.85): extra epochs buy utility
-    only where σ is small. Measured on population data at ε = 8: 2.522 →
-    2.378 nats; at ε = 1 the compute is not worth it. Chosen on public and
+    per unit of signal is σ·√T / (E·n), and the accountant's σ grows more
+    slowly than √T where σ is small: extra epochs buy utility at large ε
+    only (measured: docs/results/2026-11-25-figures-from-code.md). Chosen on public and
     population data only, so choosing it costs no privacy; never tuned on
     the members.
     """

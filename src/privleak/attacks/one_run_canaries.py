@@ -8,11 +8,9 @@ of a record: its loss measures how often canaries start with that pool word
 (shared by ~m / |pool| canaries), not whether this one was trained on.
 Score (higher = "included"): −mean NLL of tokens 2..k under the target.
 
-Measured on the default audit's own models (the choice is the auditor's,
-not the data's: the canaries are ours and public), 8-word secrets: dp-8's
-canary AUC 0.525 on the secret tokens → 0.576 on tokens 2..k, one-run
-ε ≥ 0 → 0.12; the baseline 1.000 either way; dp-1 0.511, ε ≥ 0 either way
-(2-word secrets, the default since: 0.552 → 0.606, ε ≥ 0.01 → 0.37). A reference
+Scoring every token after the first raised dp-8's canary AUC and one-run
+bound on the default audit's own models (the choice is the auditor's, not
+the data's: the canaries are ours and public; figures: docs/results/2026-11-25-figures-from-code.md). A reference
 model's calibration, NLL_ref − NLL_target, was no better on these random
 words, which every model of the vocabulary finds equally surprising; nor was
 the secret's probability normalised over the pool words or its rank among

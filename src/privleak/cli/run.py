@@ -26,7 +26,7 @@ def run(
     arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard (default: baseline, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard)."),
     delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms, 0 < δ < 1 (default 1/(10·n))."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for data, training and attacks (default 0)."),
-    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default on CPU; about 21 min on 2 cores), full, or gpu (default on CUDA: GPT-2-small-sized base, every arm, 8 shadows)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default on CPU), full, or gpu (default on CUDA: GPT-2-small-sized base, every arm, 8 shadows)."),
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
     dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
     ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),

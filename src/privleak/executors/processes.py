@@ -2,10 +2,9 @@
 
 The default on a CPU machine with two or more cores (``--executor auto``).
 What it buys depends on the cores: training one small model uses a second
-thread well (dp-8 on the default audit: 236 s at two threads, ≈ 500 s at
-one), evaluation does not, so on 2 cores the default audit gains only
-≈ 10 % (estimated from per-stage timings; 20.7 min measured); with more
-cores than one 128-wide model can use, several arms train at once. Each worker is a fresh
+thread well, evaluation does not, so on 2 cores it gains little over one
+two-thread process; with more cores than one 128-wide model can use,
+several arms train at once (measured: docs/results/2026-11-25-figures-from-code.md). Each worker is a fresh
 ``spawn``-ed Python that rebuilds the audit from the config and the run
 directory (:mod:`.worker`), exactly as a Ray worker does, so the results
 are those of a sequential run and a stopped run resumes either way.

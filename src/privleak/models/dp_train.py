@@ -410,9 +410,8 @@ def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTraine
     ``train_output`` with frozen embeddings trains GPT-2's tied output layer as
     its own matrix (d·V more weights under noise): the private domain's word
     frequencies live there, and the transformer blocks alone cannot move
-    them. Measured at ε = 8 on the default corpus's population records
-    (never the members): 2.41 → 2.25 nats, at the same step cost with
-    book-keeping clipping; off by default (``DPConfig.train_output`` says why)."""
+    them, at the same step cost with book-keeping clipping; off by default
+    (``DPConfig.train_output`` says why; measured: docs/results/2026-11-25-figures-from-code.md)."""
     check_settings(settings)
     if settings.lora_rank is not None:
         return add_lora(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
