@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..config import AuditConfig
 from ..core.errors import UserError
 from ..policy import default_arms
-from . import dp, dpw, external, federated, guard, plain  # noqa: F401  (the built-in kinds register themselves)
+from . import plain, dp, dpw, federated, guard, external  # noqa: F401, I001  (the built-in kinds register themselves, in this order)
 from .base import ArmInputs, ArmKind, DeriveContext, ExtraStage, FitContext, Served
 from .registry import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmSpec, get, parse_arm, register, unregister
 

@@ -98,6 +98,8 @@ def _kind_of(part: str) -> ArmKind | None:
     """The kind a name part belongs to: its exact name, or ``name-<number>`` for a kind with a parameter. Longer
     names are tried first, so ``fed-dp-8`` is not read as ``fed…`` nor ``dpw-0.1`` as ``dp-…``."""
     for kind in sorted(KINDS.values(), key=lambda k: -len(k.name)):
+        if kind.model == "provided":  # the model `privleak attack` audits: never an arm to build
+            continue
         if part == kind.name if kind.param is None else part.startswith(kind.name + "-"):
             return kind
     return None
@@ -129,7 +131,8 @@ def parse_arm(name: str) -> ArmSpec:
         elif p in all_modifiers:
             modifiers.add(p)
         else:
-            known = ", ".join(k.name if k.param is None else f"{k.name}-<{k.param}>" for k in KINDS.values())
+            known = ", ".join(k.name if k.param is None else f"{k.name}-<{k.param}>" for k in KINDS.values()
+                              if k.model != "provided")
             raise ValueError(f"arm {name!r}: unknown part '{p}'; use {known}, "
                              f"{', '.join(sorted(all_modifiers | set(DATA_DEFENCES)))}")
     if kind is None:

@@ -10,7 +10,7 @@ import typer
 from ..config import MAX_SEED
 from ..core.limits import MAX_LENGTH
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, notify, out, shown
+from .common import check_out_dir, err, notify, out, put, shown
 
 
 def attack(
@@ -44,14 +44,9 @@ def attack(
     over: dict[str, Any] = {"one_run": {"canaries": 0}, "device": device}  # audit canaries: only in PrivLeak's models
     # The attack sizes are the quick profile's unless named: a GPU speeds the audit up, it does not resize it.
     over["profile"] = profile or file_data.get("profile") or "quick"
-    if seed is not None:
-        over["seed"] = seed
-    if text_field is not None:
-        over.setdefault("data", {})["text_field"] = text_field
-    if group_field is not None:
-        over.setdefault("data", {})["group_field"] = group_field
-    if max_length is not None:
-        over.setdefault("model", {})["max_length"] = max_length
+    for path, value in (("seed", seed), ("data.text_field", text_field), ("data.group_field", group_field),
+                        ("model.max_length", max_length)):
+        put(over, path, value)
     cfg = build_config(file_data, over)
     policy = cfg.compute_policy()
     # Every check that needs no work, cheapest first, before anything is created.

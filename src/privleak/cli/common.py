@@ -113,3 +113,15 @@ def check_out_dir(path: Path, option: str = "--out") -> None:
         raise UserError(f"{option} {p}: cannot write there ({parent} is not a directory); choose a writable directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"{option} {p}: cannot write there (permission denied in {parent}); choose a writable directory")
+
+
+def put(over: dict[str, Any], path: str, value: Any) -> None:
+    """Set a flag's value at a dotted config path (``data.text_field``) in the overrides; a flag not given
+    (None) sets nothing, so the file and the profile keep theirs (precedence: defaults < profile < file < flags)."""
+    if value is None:
+        return
+    *sections, key = path.split(".")
+    node = over
+    for sec in sections:
+        node = node.setdefault(sec, {})
+    node[key] = value

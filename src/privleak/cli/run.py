@@ -11,7 +11,7 @@ from ..config import MAX_SEED
 from ..core.errors import UserError
 from ..core.limits import MAX_EPSILON
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, notify, out, parse_epsilons, shown
+from .common import check_out_dir, err, notify, out, parse_epsilons, put, shown
 
 
 def run(
@@ -41,26 +41,11 @@ def run(
 
     file_data = read_config_file(config) if config else {}
     over: dict[str, Any] = {}
-    if profile is not None:
-        over["profile"] = profile
-    if device is not None:
-        over["device"] = device
-    if seed is not None:
-        over["seed"] = seed
-    if data is not None:
-        over.setdefault("data", {})["path"] = data
-    if text_field is not None:
-        over.setdefault("data", {})["text_field"] = text_field
-    if group_field is not None:
-        over.setdefault("data", {})["group_field"] = group_field
-    if client_field is not None:
-        over.setdefault("data", {})["client_field"] = client_field
-    if plant_canaries:
-        over.setdefault("data", {})["plant_canaries"] = True
-    if public is not None:
-        over.setdefault("data", {})["public"] = public
-    if model is not None:
-        over.setdefault("model", {})["base"] = model
+    for path, value in (("profile", profile), ("device", device), ("seed", seed), ("data.path", data),
+                        ("data.text_field", text_field), ("data.group_field", group_field),
+                        ("data.client_field", client_field), ("data.plant_canaries", True if plant_canaries else None),
+                        ("data.public", public), ("model.base", model)):
+        put(over, path, value)
     if epsilons is not None:
         over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons)
         if arms is None and file_data.get("arms") is not None:  # the file's arm list decides: the flag would not count

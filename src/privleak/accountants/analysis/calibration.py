@@ -13,15 +13,8 @@ from .grid import GridTooLarge
 from .pld import REL_ERR, SEARCH_REL_ERR, pld_epsilon
 from .prv import eps_error_for, prv_upper
 from .rdp import QUICK_RDP_ORDERS, RDP_ORDERS, rdp_epsilon
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_sample_rate,
-    check_steps,
-    check_target_epsilon,
-    real,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_sample_rate, check_steps,
+    check_target_epsilon, real)
 
 AccountantName = Literal["rdp", "pld", "prv"]
 

@@ -30,14 +30,8 @@ from .grid import VDI_MAX, GridTooLarge, describe
 from .pld import REL_ERR, PldEvent, adaptive_epsilon, estimate_grid
 from .prv import eps_error_for, prv_sizing_estimate, prv_upper
 from .rdp import QUICK_RDP_ORDERS, RDP_ORDERS, rdp_epsilon_composed
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_noise_multiplier,
-    check_sample_rate,
-    check_steps,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_noise_multiplier, check_sample_rate,
+    check_steps)
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,8 @@ import math
 from .grid import VDI_MAX, GridTooLarge, describe
 from .pld import REL_ERR, PldEvent, adaptive_epsilon, estimate_grid
 from .summary import EpsilonReport, epsilons
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_noise_multiplier,
-    check_sample_rate,
-    check_steps,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_noise_multiplier, check_sample_rate,
+    check_steps)
 
 
 def client_epsilons(*, sample_rate: float, noise_multiplier: float, rounds: int, delta: float) -> EpsilonReport:

@@ -42,15 +42,8 @@ from scipy.stats import binom
 from .grid import GridTooLarge, describe, largest_fitting
 from .pld import REL_ERR, PldEvent, adaptive_epsilon, check_pld_feasible, estimate_grid, gaussian_event, pld_epsilon
 from .rdp import opacus_rdp_curve
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_group_size,
-    check_noise_multiplier,
-    check_sample_rate,
-    check_steps,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_group_size, check_noise_multiplier,
+    check_sample_rate, check_steps)
 
 _LOG_PLD_DELTA_MIN = math.log(PLD_DELTA_MIN)
 

@@ -49,28 +49,11 @@ from scipy import fft
 
 from privleak.core.errors import UserError
 
-from .grid import (
-    COMPOSED_POINTS_MAX,
-    MIXTURE_POINT_COST,
-    MIXTURE_VDI_MAX,
-    SINGLE_POINTS_MAX,
-    VDI_MAX,
-    VDI_MIN,
-    GridSize,
-    GridTooLarge,
-    _COARSE_POINTS,
-    describe,
-)
+from .grid import (COMPOSED_POINTS_MAX, MIXTURE_POINT_COST, MIXTURE_VDI_MAX, SINGLE_POINTS_MAX, VDI_MAX, VDI_MIN,
+    GridSize, GridTooLarge, _COARSE_POINTS, describe)
 from .rdp import QUICK_RDP_ORDERS, rdp_epsilon
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_noise_multiplier,
-    check_sample_rate,
-    check_steps,
-    real,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_noise_multiplier, check_sample_rate,
+    check_steps, real)
 
 REL_ERR = 1e-4  # target relative excess of epsilon_pld over the exact ε
 SEARCH_REL_ERR = 1e-3  # coarser grid used inside calibrate_sigma's search

@@ -34,15 +34,8 @@ from privleak.core.errors import UserError
 from .grid import GridTooLarge
 from .pld import SEARCH_REL_ERR, PldEvent, adaptive_epsilon, check_pld_feasible, pld_epsilon
 from .rdp import QUICK_RDP_ORDERS, quiet_rdp, rdp_epsilon_composed
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_noise_multiplier,
-    check_sample_rate,
-    check_steps,
-    real,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_noise_multiplier, check_sample_rate,
+    check_steps, real)
 
 EPS_ERROR_MAX = 1e-2  # Opacus's default
 EPS_ERROR_MIN = 1e-3  # below this the PRV mesh gets too large to be fast

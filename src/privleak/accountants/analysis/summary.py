@@ -9,14 +9,8 @@ from privleak.core.errors import UserError
 from .pld import REL_ERR, check_pld_feasible, pld_epsilon
 from .prv import EPS_ERROR_MAX, check_prv_feasible, eps_error_for, prv_sizing_estimate, prv_upper
 from .rdp import RDP_ORDERS, rdp_epsilon
-from .validation import (
-    PLD_DELTA_MIN,
-    PLD_DELTA_REASON,
-    check_delta,
-    check_noise_multiplier,
-    check_sample_rate,
-    check_steps,
-)
+from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_noise_multiplier, check_sample_rate,
+    check_steps)
 
 
 @dataclass(frozen=True)
