@@ -156,7 +156,7 @@ def test_exposure_verdict_is_a_test_against_chance_and_the_control():
 def test_exposure_against_a_control_whose_ranks_are_not_uniform():
     """If the control itself ranks the secrets high (candidates not exchangeable with the secret), beating
     chance is not enough: the arm must also beat the control, paired by canary."""
-    from privleak.attacks.exposure import exposure_test
+    from privleak.attacks.exposure_stats import exposure_test
 
     biased = _exposure_result([10, 12, 8, 9, 11, 10, 12, 9])
     same, better = _exposure_result([10, 12, 8, 9, 11, 10, 12, 9]), _exposure_result([2, 3, 1, 2, 2, 3, 1, 2])
@@ -172,7 +172,7 @@ def test_exposure_test_false_leak_rate_on_uniform_ranks():
     """A model that never saw its canaries ranks each secret uniformly: 15 canaries of 10,000
     candidates, 600 simulated arms (against chance and against an independent control): leaks in
     ≤ 5 % (one-sided 99 % CP lower bound of the rate not above 5 %)."""
-    from privleak.attacks.exposure import exposure_test
+    from privleak.attacks.exposure_stats import exposure_test
     from privleak.core.stats import clopper_pearson
 
     rng = np.random.default_rng(26)

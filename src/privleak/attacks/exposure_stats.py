@@ -1,0 +1,99 @@
+"""Does an arm know its planted secrets? The exposure verdict as a test with a stated error rate.
+
+A canary's secret is ranked among |R| − 1 candidates drawn from the same space; for a model that never saw
+it the rank is uniform, so rank/|R| is an exact p-value per canary (:func:`rank_p_values`). The verdict
+combines them (:func:`chance_p_value`) and, when the control's own ranks are not uniform, also asks for a
+paired sign-flip test over the control's exposures (:func:`exposure_test`) — replacing a fixed "+1 bit over
+the floor" line on a dozen canaries, which flipped with noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from ..core.stats import bootstrap_mean_ci, fisher_combined_p, min_p_combined, sign_flip_p
+
+if TYPE_CHECKING:
+    from .exposure import CanaryExposure, ExposureResult
+
+
+@dataclass(frozen=True)
+class ExposureTest:
+    """:func:`exposure_test`'s answer.
+
+    ``p_chance``: the arm's canary ranks against uniform; ``control_p_chance``: the control's, on the
+    same canaries (None without a control); ``p_control``: the paired sign-flip test of the arm's
+    exposures over the control's (None without a control); ``mean_diff`` and ``mean_diff_ci``: the
+    mean exposure minus the control's on the same canaries (``versus`` "control") or minus the
+    uniform rank's expected exposure (``versus`` "chance"), with a 95 % percentile bootstrap interval
+    over canaries."""
+
+    n: int
+    alpha: float
+    p_chance: float
+    control_p_chance: float | None
+    p_control: float | None
+    versus: Literal["control", "chance"]
+    mean_diff: float
+    mean_diff_ci: tuple[float, float]
+    leaks: bool
+
+
+def rank_p_values(canaries: list[CanaryExposure]) -> np.ndarray:
+    """Per canary, P[a secret the model knows nothing about ranks this high] = rank / |R|.
+
+    The true secret and its |R| − 1 candidates are distinct uniform draws from one space, so for a
+    model that never saw the secret its rank is uniform on 1..|R|: P[rank ≤ r] = r/|R|, i.e.
+    P[exposure ≥ x] = 2^{−x}. (Mid-ranks split exact ties of log-likelihoods, which continuous
+    scores make vanishingly rare.)"""
+    return np.array([min(1.0, max(c.rank, 1.0) / c.n_candidates) for c in canaries], dtype=np.float64)
+
+
+def chance_p_value(canaries: list[CanaryExposure]) -> float:
+    """One-sided p-value of "these canaries' ranks are uniform": 2 · min(Fisher, Tippett), capped at 1.
+
+    Fisher's combination (−2 Σ ln p_i ~ χ²_{2n}, i.e. the sum of exposures) catches many canaries a
+    little above chance; Tippett's (1 − (1 − min p_i)^n) one canary ranked first of 10,000, which
+    Fisher dilutes among a dozen. The factor 2 is the Bonferroni price of using both. Given the
+    model, canaries' candidates are drawn independently, so the ranks are independent under the null."""
+    p = rank_p_values(canaries)
+    return min(1.0, 2.0 * min(fisher_combined_p(p), min_p_combined(p)))
+
+
+def exposure_test(arm: ExposureResult, control: ExposureResult | None, alpha: float = 0.05,
+                  seed: int = 0) -> ExposureTest:
+    """Does the arm know its planted secrets? A test with a stated error rate.
+
+    leaks ⇔ p_chance ≤ α, and, when the control's own ranks are *not* uniform (its p_chance ≤ α:
+    the candidates are not exchangeable with the secret, e.g. a format artefact), also the paired
+    sign-flip test of the arm's exposures over the control's (matched by canary) at α. False leak
+    rate: ≤ α exactly when the control's ranks are uniform (the chance test is exact), ≤ α as far
+    as the paired test is valid otherwise (both must reject). The mean difference and its bootstrap
+    interval are reported against the control when there is one, else against chance."""
+    if not arm.canaries:
+        raise ValueError("no canaries to test")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    p_chance = chance_p_value(arm.canaries)
+    exp = np.array([c.exposure for c in arm.canaries])
+    by_id = {c.canary_id: c for c in control.canaries} if control is not None else {}
+    pairs = [(c, by_id[c.canary_id]) for c in arm.canaries if c.canary_id in by_id]
+    if pairs:
+        ctrl = [b for _, b in pairs]
+        control_p = chance_p_value(ctrl)
+        d = np.array([a.exposure - b.exposure for a, b in pairs])
+        p_control = sign_flip_p(d, "greater", seed=seed)
+        versus: Literal["control", "chance"] = "control"
+        diff, ci = float(d.mean()), bootstrap_mean_ci(d, 0.05, seed=seed)
+        leaks = p_chance <= alpha and (control_p > alpha or p_control <= alpha)
+    else:
+        control_p = p_control = None
+        versus = "chance"
+        x = exp - arm.chance_exposure
+        diff, ci = float(x.mean()), bootstrap_mean_ci(x, 0.05, seed=seed)
+        leaks = p_chance <= alpha
+    return ExposureTest(n=len(arm.canaries), alpha=alpha, p_chance=p_chance, control_p_chance=control_p,
+                        p_control=p_control, versus=versus, mean_diff=diff, mean_diff_ci=ci, leaks=bool(leaks))
