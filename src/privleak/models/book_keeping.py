@@ -12,6 +12,13 @@ output gradients ``B_i`` — and forms the clipped sum directly::
     Σ_i c_i ∇W_i = Σ_i c_i A_iᵀ B_i = (diag(c) A)ᵀ B      one matrix product per layer
     Σ_i c_i ∇b_i = Σ_{i,t} c_i B_i,t
 
+Where the explicit norm is the cheaper one (``ghost_norms.use_ghost_form``:
+long sequences through narrow layers, the embedded model's case) the norm
+has every ``G_i = A_iᵀ B_i`` in hand, and the clipped sum is ``Σ_i c_i G_i``
+(n·in·out) rather than a second n·T·in·out product; biases likewise reuse
+their per-sample ``Σ_t B_i,t``. Same sums, added in another order: equal to
+float tolerance (``tests/test_dp_fast.py``).
+
 The backward pass itself computes no weight gradients at all: the trainable
 weights are switched to ``requires_grad=False`` for the forward and the graph
 is rooted at the (frozen) embedding output instead, so autograd propagates
@@ -33,7 +40,7 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from .ghost_norms import weight_grad_norms
+from .ghost_norms import use_ghost_form, weight_grad_norms
 
 _SUPPORTED = (Conv1D, nn.Linear, nn.LayerNorm)
 
@@ -140,19 +147,31 @@ class BookKeeping:
 
             return sq, clipped
         # Conv1D (W: in × out) and Linear (W: out × in): the same A_iᵀ B_i up to a transpose.
+        grads = None  # the per-sample weight gradients, where the norm is the explicit one
         if module.weight in self._trainable:
-            sq += weight_grad_norms(a, b).pow(2)
+            if use_ghost_form(a.shape[1], a.shape[-1], b.shape[-1]):
+                sq += weight_grad_norms(a, b).pow(2)
+            else:
+                # The explicit norm has every G_i = A_iᵀ B_i in hand: the clipped sum Σ_i c_i G_i then costs
+                # n·in·out instead of a second n·T·in·out product, and G holds no more floats than A and B.
+                grads = torch.bmm(a.transpose(1, 2), b)  # (n, in, out)
+                sq += grads.reshape(grads.shape[0], -1).norm(2, dim=1).pow(2)  # as weight_grad_norms: same bits
+        bias_grads = None  # per-sample bias gradients Σ_t B_i,t, (n, out)
         if module.bias is not None and module.bias in self._trainable:
-            sq += b.sum(1).pow(2).sum(1)
+            bias_grads = b.sum(1)
+            sq += bias_grads.pow(2).sum(1)
 
         def clipped(c: torch.Tensor) -> dict:
             out = {}
             if module.weight in self._trainable:
-                ac = (a * c.view(-1, 1, 1)).reshape(-1, a.shape[-1])
-                w = ac.t() @ b.reshape(-1, b.shape[-1])  # (in, out)
+                if grads is not None:
+                    w = (c @ grads.reshape(grads.shape[0], -1)).view(grads.shape[1:])  # (in, out)
+                else:
+                    ac = (a * c.view(-1, 1, 1)).reshape(-1, a.shape[-1])
+                    w = ac.t() @ b.reshape(-1, b.shape[-1])  # (in, out)
                 out[module.weight] = w if isinstance(module, Conv1D) else w.t()
-            if module.bias is not None and module.bias in self._trainable:
-                out[module.bias] = torch.einsum("n,ntd->d", c, b)
+            if bias_grads is not None:
+                out[module.bias] = c @ bias_grads
             return out
 
         return sq, clipped
