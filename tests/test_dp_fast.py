@@ -98,9 +98,14 @@ def test_ghost_per_sample_norms_equal_hooks_reference(train_embeddings):
     torch.testing.assert_close(ghost, reference, rtol=1e-5, atol=1e-6)
 
 
-def _bk_norms(model) -> torch.Tensor:
+# Padded to T = 3: every layer of the tiny model takes book-keeping's ghost branch (G_i would hold more than twice
+# the floats of A_i and B_i); at T = 14 every layer keeps its explicit per-sample gradients.
+SHORT_SEQS = [[0, 5, 0], [0, 4], [0, 9, 8]]
+
+
+def _bk_norms(model, seqs=SEQS) -> torch.Tensor:
     bk = BookKeeping(model, max_grad_norm=1.0)
-    ids, mask = pad_batch(SEQS, 0)
+    ids, mask = pad_batch(seqs, 0)
     with bk.capture():
         out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
         per_sequence_nll(out, ids, mask).sum().backward()
@@ -109,23 +114,29 @@ def _bk_norms(model) -> torch.Tensor:
     return norms
 
 
+@pytest.mark.parametrize("seqs", [SEQS, SHORT_SEQS], ids=["explicit-grads", "ghost-norms"])
 @pytest.mark.parametrize("train_output", [False, True], ids=["frozen-tied-head", "trained-untied-head"])
-def test_book_keeping_per_sample_norms_and_clipped_sum_equal_hooks_reference(train_output):
+def test_book_keeping_per_sample_norms_and_clipped_sum_equal_hooks_reference(train_output, seqs):
     """One backward pass without weight gradients: same norms as the materialised
     per-sample gradients, and p.grad is exactly Σ_i min(1, C/‖g_i‖)·g_i — also with
-    the output layer trained as its own Linear (the DP arms' default)."""
+    the output layer trained as its own Linear (the DP arms' default), by either of
+    book-keeping's two ways (kept per-sample gradients, ghost norms)."""
+    from privleak.models.book_keeping import keeps_grads
+
+    assert all(keeps_grads(14, i, o) for i, o in ((24, 72), (24, 24), (24, 96), (96, 24)))
+    assert not any(keeps_grads(3, i, o) for i, o in ((24, 72), (24, 24), (24, 96), (96, 24)))
     model = _tiny(train_embeddings=False, train_output=train_output)
     assert model.lm_head.weight.requires_grad == train_output
     gsm = GradSampleModule(model, loss_reduction="sum")
-    ids, mask = pad_batch(SEQS, 0)
+    ids, mask = pad_batch(seqs, 0)
     out = gsm(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
     per_sequence_nll(out, ids, mask).sum().backward()
     params = [p for p in model.parameters() if p.requires_grad]
     samples = [p.grad_sample.clone() for p in params]
     gsm._close()
     model.zero_grad(set_to_none=True)
-    reference = torch.cat([g.reshape(len(SEQS), -1) for g in samples], 1).norm(2, dim=1)
-    norms = _bk_norms(model)
+    reference = torch.cat([g.reshape(len(seqs), -1) for g in samples], 1).norm(2, dim=1)
+    norms = _bk_norms(model, seqs)
     torch.testing.assert_close(norms, reference, rtol=1e-5, atol=1e-6)
     c = (1.0 / (reference + 1e-6)).clamp(max=1.0)
     for p, g in zip(params, samples):

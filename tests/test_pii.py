@@ -332,3 +332,18 @@ def test_a_bad_pii_type_is_refused_before_presidio_or_spacy_is_imported():
     assert out.returncode == 0, out.stderr
     assert "refused: unknown PII type 'BOGUS'" in out.stdout
     assert out.stdout.rstrip().endswith("[]"), out.stdout
+
+
+def test_stop_words_loaded_without_their_language_packages_are_spacys():
+    """The name lists' stop words come from spaCy's word-list files loaded alone (importing
+    ``spacy.lang.fr`` compiles its tokenizer exceptions for seconds): the very same words."""
+    import importlib
+
+    from privleak.defenses.pii import names
+
+    langs = ("en", "fr", "pt")
+    fast = names._stop_words(langs)
+    reference = set()
+    for lang in langs:
+        reference |= importlib.import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
+    assert fast == frozenset(w.casefold() for w in reference) and len(fast) > 500

@@ -71,3 +71,21 @@ def test_gpt2_head_chunks_equal_the_full_logits_path(tiny_handle):
     for a, b in zip(fast, full):
         # σ² = E[(log p)²] − μ² cancels in float32: the same 5e-5 as the hand test.
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=5e-5)
+
+
+def test_token_ids_fast_path_gives_the_tokenizers_own_ids(tiny_handle):
+    """``token_ids`` asks the Rust backend directly: the very ids ``tokenizer(texts, add_special_tokens=False)``
+    gives, special-token strings, empty texts and unicode included; and a tokenizer with truncation set goes
+    the usual way (which truncates)."""
+    from privleak.models.batching import token_ids
+
+    tok = tiny_handle.tokenizer
+    texts = ["Patient Ann Lee, phone 555-0101.", "", " leading space", "<|endoftext|> inside", "naïve café — ünï"]
+    assert token_ids(tok, texts) == tok(texts, add_special_tokens=False)["input_ids"]
+    assert token_ids(tok, []) == []
+    long = ["word " * 50]
+    tok.backend_tokenizer.enable_truncation(max_length=5)
+    try:
+        assert token_ids(tok, long) == tok(long, add_special_tokens=False)["input_ids"]
+    finally:
+        tok.backend_tokenizer.no_truncation()

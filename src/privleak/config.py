@@ -1,6 +1,6 @@
 """The audit configuration: typed, validated, loadable from YAML or TOML.
 
-Precedence: built-in defaults < profile (``quick``/``full``) < config file <
+Precedence: built-in defaults < profile (``quick``/``full``/``gpu``/``smoke``) < config file <
 command-line flags. Every number has a range (:mod:`privleak.core.limits` says
 where each bound comes from). Every validation failure becomes one ``UserError`` line
 that names the field and the fix.
@@ -387,7 +387,7 @@ class ComputeConfig(_Strict):
 
 class AuditConfig(_Strict):
     seed: int = 0
-    profile: Literal["quick", "full", "gpu"] = "quick"
+    profile: Literal["quick", "full", "gpu", "smoke"] = "quick"
     # auto: the first CUDA GPU when one is visible, else the CPU; or cpu, cuda, cuda:N, mps.
     device: str = "auto"
     compute: ComputeConfig = ComputeConfig()
@@ -452,7 +452,7 @@ class AuditConfig(_Strict):
             global_variance=self.shadows.global_variance, clients=(self.federated.clients, self.data.client_field),
             canary_candidates=self.canaries.candidates,
             one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words, self.one_run.secret_words),
-            pii_sizes=PiiSizes.full() if self.profile in ("full", "gpu") else PiiSizes.quick()))
+            pii_sizes=PiiSizes.for_profile(self.profile)))
 
     def selected_attacks(self) -> list[str]:
         """Names of the attacks this audit runs: ``attacks.select`` minus the families switched off."""
@@ -553,7 +553,7 @@ def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, A
         if profile != "quick":  # recorded, so the config a run writes names its profile
             overrides = {**overrides, "profile": profile}
     if profile not in PROFILES:
-        raise UserError(f"--profile {profile}: unknown profile; use 'quick', 'full' or 'gpu'")
+        raise UserError(f"--profile {profile}: unknown profile; use {', '.join(repr(p) for p in PROFILES)}")
     layered = _merge(layered, PROFILES[profile])
     layered = _merge(layered, file_data)
     layered = _merge(layered, overrides)

@@ -57,6 +57,21 @@ PROFILES: dict[str, dict[str, Any]] = {
         "attacks": {"bootstrap": 1000},
         "shadows": {"enabled": True, "n_shadows": 8},
     },
+    # A first look and a developer's inner loop: every stage, every attack family and the report, on a small
+    # corpus and a tiny model, in about a minute on 2 cores from a fresh cache. Its figures are not evidence of
+    # anything (a 1-layer, 32-wide model trained for seconds); `quick` is the smallest audit that is.
+    "smoke": {
+        "data": {"synthetic": {"n_public": 300, "n_members": 150, "n_non_members": 150, "n_population": 60,
+                               "n_public_heldout": 30}},
+        "model": {"max_length": 128,
+                  "embedded": {"vocab_size": 512, "n_layer": 1, "n_embd": 32, "n_head": 2, "epochs": 2.0}},
+        "train": {"epochs": 8.0},
+        "best": {"epochs": 2.0, "validate_records": 30},
+        "dp": {"epsilons": [8.0], "epochs": 2},
+        "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
+        "one_run": {"canaries": 64},
+        "attacks": {"bootstrap": 20, "extraction_samples": 40, "prefix_records": 30, "phi_records": 8},
+    },
 }
 
 

@@ -31,6 +31,7 @@ from transformers import GPT2LMHeadModel, PreTrainedModel
 from ..core.progress import progress_bar
 from ..core.stats import bootstrap_mean_ci
 from ..data.canaries import Canary, sample_candidates
+from ..models.batching import token_ids
 from ..models.device import model_device, oom_as_error
 from ..models.handle import ModelHandle
 from ..core.present import Block, Example, Plot, Table, n, num, t
@@ -195,7 +196,7 @@ def _continuation_ids(handle: ModelHandle, prefix: str, continuations: list[str]
     tok = handle.tokenizer
     start = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
     p_ids = ([start] if start is not None else []) + tok(prefix, add_special_tokens=False)["input_ids"]
-    conts = tok(continuations, add_special_tokens=False)["input_ids"]
+    conts = token_ids(tok, continuations)
     longest = len(p_ids) + max((len(c) for c in conts), default=0)
     if longest > handle.max_length:
         raise ValueError(f"canary of {longest} tokens exceeds the model's context of {handle.max_length}; shorten the frame")

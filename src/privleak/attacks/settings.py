@@ -42,6 +42,18 @@ class PiiSizes(BaseModel):
         return cls()
 
     @classmethod
+    def smoke(cls) -> PiiSizes:
+        """The ``smoke`` profile's: every attack runs, on a tenth of the work (a first look, not a measurement)."""
+        return cls(extraction_samples=24, extraction_max_new_tokens=32, reconstruction_slots=7,
+                   reconstruction_candidates=4, reconstruction_max_new_tokens=8, inference_slots=14,
+                   inference_sizes=(10,))
+
+    @classmethod
+    def for_profile(cls, profile: str) -> PiiSizes:
+        """``full()`` for the ``full`` and ``gpu`` profiles, ``smoke()`` for ``smoke``, else ``quick()``."""
+        return {"full": cls.full, "gpu": cls.full, "smoke": cls.smoke}.get(profile, cls.quick)()
+
+    @classmethod
     def full(cls) -> PiiSizes:
         return cls(extraction_samples=1000, extraction_max_new_tokens=96, reconstruction_slots=140,
                    reconstruction_candidates=64, reconstruction_max_new_tokens=24, inference_slots=140,

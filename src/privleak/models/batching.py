@@ -23,11 +23,26 @@ class Encoded:
         return len(self.ids)
 
 
+def token_ids(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=False)["input_ids"]``, the same ids, faster.
+
+    A fast (Rust) tokenizer with neither truncation nor padding set on its
+    backend is asked directly: the same ``encode_batch`` call, without a
+    Python ``BatchEncoding`` built per text (a third of exposure's time with
+    10,000 candidate secrets per canary). Any other tokenizer goes the usual way.
+    """
+    texts = list(texts)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if texts and backend is not None and backend.truncation is None and backend.padding is None:
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+
 def encode(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> Encoded:
     eos = tokenizer.eos_token_id
     if eos is None:
         eos = tokenizer.bos_token_id
-    body = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    body = token_ids(tokenizer, texts)
     out = []
     for ids in body:
         seq = ([eos] if eos is not None else []) + list(ids) + ([eos] if eos is not None else [])

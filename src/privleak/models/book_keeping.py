@@ -12,6 +12,16 @@ output gradients ``B_i`` — and forms the clipped sum directly::
     Σ_i c_i ∇W_i = Σ_i c_i A_iᵀ B_i = (diag(c) A)ᵀ B      one matrix product per layer
     Σ_i c_i ∇b_i = Σ_{i,t} c_i B_i,t
 
+Per layer, the norm comes one of two ways (:func:`keeps_grads`). Either the
+explicit per-sample gradients ``G_i = A_iᵀ B_i`` (T·in·out per sample), kept,
+so the clipped sum is ``Σ_i c_i G_i`` (in·out more); or the ghost norm
+(T²·(in + out)) and then ``(diag(c) A)ᵀ B`` (T·in·out). The explicit way
+costs less whenever in·out < T²·(in + out) — every layer of the embedded
+model past a dozen tokens — so it is taken unless ``G`` would hold more than
+twice the floats of ``A`` and ``B`` (wide layers on short sequences, GPT-2
+small's case on a GPU). Biases reuse their per-sample ``Σ_t B_i,t``. Same
+sums, added in another order: equal to float tolerance (``tests/test_dp_fast.py``).
+
 The backward pass itself computes no weight gradients at all: the trainable
 weights are switched to ``requires_grad=False`` for the forward and the graph
 is rooted at the (frozen) embedding output instead, so autograd propagates
@@ -45,6 +55,13 @@ def unsupported_layers(model: nn.Module) -> list[str]:
         for name, m in model.named_modules()
         if any(p.requires_grad for p in m.parameters(recurse=False)) and not isinstance(m, _SUPPORTED)
     ]
+
+
+def keeps_grads(seq_len: int, fan_in: int, fan_out: int) -> bool:
+    """Whether a layer's clipped sum comes from its explicit per-sample gradients (see the module docstring):
+    they hold at most twice the floats of the layer's activations and output gradients, in·out ≤ 2T·(in + out),
+    which for T ≥ 2 also makes them the cheaper way (T·in·out + in·out ≤ T²·(in + out) + T·in·out)."""
+    return fan_in * fan_out <= 2 * seq_len * (fan_in + fan_out)
 
 
 class BookKeeping:
@@ -140,19 +157,29 @@ class BookKeeping:
 
             return sq, clipped
         # Conv1D (W: in × out) and Linear (W: out × in): the same A_iᵀ B_i up to a transpose.
+        grads = None  # the per-sample weight gradients, where the norm is the explicit one
         if module.weight in self._trainable:
-            sq += weight_grad_norms(a, b).pow(2)
+            if keeps_grads(a.shape[1], a.shape[-1], b.shape[-1]):
+                grads = torch.bmm(a.transpose(1, 2), b)  # (n, in, out): G_i, reused for the clipped sum
+                sq += grads.reshape(grads.shape[0], -1).norm(2, dim=1).pow(2)
+            else:
+                sq += weight_grad_norms(a, b).pow(2)
+        bias_grads = None  # per-sample bias gradients Σ_t B_i,t, (n, out)
         if module.bias is not None and module.bias in self._trainable:
-            sq += b.sum(1).pow(2).sum(1)
+            bias_grads = b.sum(1)
+            sq += bias_grads.pow(2).sum(1)
 
         def clipped(c: torch.Tensor) -> dict:
             out = {}
             if module.weight in self._trainable:
-                ac = (a * c.view(-1, 1, 1)).reshape(-1, a.shape[-1])
-                w = ac.t() @ b.reshape(-1, b.shape[-1])  # (in, out)
+                if grads is not None:
+                    w = (c @ grads.reshape(grads.shape[0], -1)).view(grads.shape[1:])  # (in, out)
+                else:
+                    ac = (a * c.view(-1, 1, 1)).reshape(-1, a.shape[-1])
+                    w = ac.t() @ b.reshape(-1, b.shape[-1])  # (in, out)
                 out[module.weight] = w if isinstance(module, Conv1D) else w.t()
-            if module.bias is not None and module.bias in self._trainable:
-                out[module.bias] = torch.einsum("n,ntd->d", c, b)
+            if bias_grads is not None:
+                out[module.bias] = c @ bias_grads
             return out
 
         return sq, clipped

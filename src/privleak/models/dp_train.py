@@ -53,8 +53,10 @@ reference and the fast paths agree to float tolerance (``tests/test_dp_fast.py``
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -285,6 +287,40 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     return total_loss / len(lengths)
 
 
+def _calibrated_sigma(target_epsilon: float, delta: float, q: float, steps: int, accountant: str) -> float:
+    """:func:`calibrate_sigma`, remembered in the model cache: the same (ε, δ, q, T, accountant) always give the
+    same σ, and the PRV search costs seconds (dp-8 and dp-8+scrub ask the same question). The key holds the
+    accounting code itself, so an edit to it never reads a stale σ."""
+    import hashlib
+    import json
+
+    from .. import accountants
+    from .base import cache_root
+
+    args = [float(target_epsilon), float(delta), float(q), int(steps), str(accountant)]
+    source = hashlib.sha256()
+    for file in sorted(Path(accountants.__file__).parent.rglob("*.py")):
+        source.update(file.read_bytes())
+    code = source.hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([args, code, calibrate_sigma.__module__, calibrate_sigma.__qualname__]).encode())
+    path = cache_root() / "sigma" / f"{key.hexdigest()[:24]}.json"
+    try:
+        saved = json.loads(path.read_text())
+        if saved.get("args") == args:
+            return float(saved["sigma"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    sigma = calibrate_sigma(target_epsilon=target_epsilon, delta=delta, sample_rate=q, steps=steps, accountant=accountant)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"args": args, "sigma": sigma}))
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
+    except OSError:
+        pass  # a read-only cache only costs the search next time
+    return float(sigma)
+
+
 def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id: int, max_length: int, desc: str = "dp-train") -> tuple[PreTrainedModel, DPTrainLog]:
     """Fine-tune ``model`` with DP-SGD; returns the trained (unwrapped) model and its privacy log."""
     check_settings(settings)
@@ -299,8 +335,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     # q exactly as Opacus's DPDataLoader derives it from the plain loader.
     sample_rate = 1 / len(loader)
     planned_steps = steps_for(sample_rate=sample_rate, epochs=settings.epochs)
-    sigma = calibrate_sigma(target_epsilon=settings.target_epsilon, delta=settings.delta, sample_rate=sample_rate,
-                            steps=planned_steps, accountant=settings.accountant)
+    sigma = _calibrated_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, settings.accountant)
     full_model = None
     if settings.qlora:
         check_qlora(model_device(model))

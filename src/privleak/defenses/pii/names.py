@@ -265,9 +265,28 @@ def _common_words() -> frozenset[str]:
 def _stop_words(langs: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl", "pt")) -> frozenset[str]:
     """spaCy's stop words of English and the EU languages above ("Sie", "das",
     "con" are given names somewhere, and pronouns or articles here)."""
-    import importlib
-
     words: set[str] = set()
     for lang in langs:
-        words |= importlib.import_module(f"spacy.lang.{lang}.stop_words").STOP_WORDS
+        words |= _stop_word_module(lang).STOP_WORDS
     return frozenset(w.casefold() for w in words)
+
+
+def _stop_word_module(lang: str):
+    """``spacy.lang.<lang>.stop_words`` — without importing ``spacy.lang.<lang>`` itself.
+
+    The module is a plain word list with no imports, but importing it the usual way first runs its language
+    package, whose tokenizer exceptions compile regular expressions for seconds (French: ~10 CPU-s, most of
+    what building the PII analyser cost). Loading the file alone gives the same words."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = f"spacy.lang.{lang}.stop_words"
+    if name in sys.modules:
+        return sys.modules[name]
+    package = importlib.util.find_spec("spacy.lang")
+    path = Path(next(iter(package.submodule_search_locations)), lang, "stop_words.py")
+    spec = importlib.util.spec_from_file_location(f"_privleak_stop_words_{lang}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
