@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UserError
+from ..core.present import Cell, Table
 from ..core.io import stable_hash
 from ..core.typed import Typed
 from ..data.records import Record
@@ -200,4 +201,18 @@ def privacy_budget(members: str, arms: dict[str, ArmResult]) -> list[PrivacyBudg
         releases = [BudgetRelease(what="alone" if len(x.arms) == 1 else "all together", arms=x.arms,
                                   epsilon=x.epsilon, delta=x.delta) for x in g.lines]
         out.append(PrivacyBudget(members=members, unit=g.unit, accountant=ACCOUNTANT, releases=releases))
+    return out
+
+
+def budget_tables(groups: Sequence[BudgetGroup]) -> list[Table]:
+    """``privleak budget``'s tables: per (members, unit), the trainings and what each release costs."""
+    out = []
+    for g in groups:
+        rows: list[list[Cell | str]] = [[e.arm, Path(e.run).name or "—", f"{e.sample_rate:.4g}", f"{e.sigma:.4g}",
+                                         str(e.steps), f"{e.delta:.1e}", f"{e.epsilon:.3f}"] for e in g.trainings]
+        out.append(Table(["arm", "run", "q", "σ", "steps", "δ", "ε alone"], rows,
+                         console_title=f"DP trainings on members {g.members[:12]}… (unit: {g.unit})"))
+        out.append(Table(["release", "arms", "ε", "δ"],
+                         [[x.what, ", ".join(x.arms), f"{x.epsilon:.3f}", f"{x.delta:.1e}"] for x in g.lines],
+                         console_title=f"The ε a release carries — {ACCOUNTANT}"))
     return out
