@@ -23,7 +23,8 @@ def _pld(trainings, delta: float) -> float:
 
 
 def test_three_trainings_compose_as_dp_accounting_says():
-    from privleak.models.accounting import composed_epsilon, epsilon_prv
+    from privleak.models.accounting import epsilon_prv
+    from privleak.models.composition import composed_epsilon
 
     eps = composed_epsilon(TRAININGS, DELTA)
     assert eps == pytest.approx(_pld(TRAININGS, DELTA), rel=0.01)

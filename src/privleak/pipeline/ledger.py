@@ -18,7 +18,7 @@ whichever run or seed drew them in that order):
 A training is identified by its settings (the same settings on the same
 members give the same model: counted once, however often a stage is redone).
 :func:`budget` composes a ledger's trainings with
-:func:`privleak.models.accounting.composed_epsilon` (PRV), per privacy unit
+:func:`privleak.models.composition.composed_epsilon` (PRV), per privacy unit
 (record-level DP-SGD and client-level DP-FedAvg are not one mechanism).
 Appends are one ``write`` of one line, so worker processes may record at once.
 """
@@ -37,7 +37,7 @@ from ..core.present import Cell, Table
 from ..core.io import stable_hash
 from ..core.typed import Typed
 from ..data.records import Record
-from ..models.accounting import composed_epsilon
+from ..models.composition import composed_epsilon
 from ..models.base import cache_root
 from ..results import ArmResult, BudgetRelease, PrivacyBudget
 
