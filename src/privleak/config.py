@@ -377,6 +377,46 @@ class BestConfig(_Strict):
     patience: int = Field(2, ge=1, le=L.MAX_EPOCHS)
 
 
+class UnlearnGAConfig(_Strict):
+    """The ``unlearn-ga`` arm: the baseline's model with the forget set unlearned by NPO (or gradient difference)
+    and a retain term (:mod:`privleak.models.unlearn`), stopped when the forget set's mean NLL reaches the
+    population's (records never trained on). None: the choice in :func:`privleak.policy.unlearn_recipe`."""
+
+    method: Literal["npo", "gd"] = "npo"
+    lr: float | None = Field(None, gt=0)
+    max_epochs: float | None = Field(None, gt=0)  # passes over the forget set, at most
+    beta: float = Field(0.1, gt=0)  # NPO's β (Zhang et al. 2024 use 0.1)
+    retain_weight: float = Field(1.0, ge=0)  # λ on the retain set's NLL
+    batch_size: int = Field(8, ge=1)  # forget records per step, and as many retain records
+
+
+class SisaConfig(_Strict):
+    """The ``unlearn-sisa`` arm (Bourtoule et al. 2021): ``shards`` person-shards, one baseline-recipe model each,
+    weights averaged. None: :func:`privleak.policy.sisa_shards`."""
+
+    shards: int | None = Field(None, ge=2, le=256)
+
+
+class UnlearningConfig(_Strict):
+    """The forget set of the unlearning arms (``retrain``, ``unlearn-ga``, ``unlearn-sisa``): a seeded sample of
+    the members' persons (``forget_fraction`` of them, or ``forget_count``) and ``canary_fraction`` of the planted
+    canaries (:func:`privleak.data.unlearning.draw_forget_set`). None: the choice in
+    :func:`privleak.policy.forget_plan`; ``seed`` None: the audit's seed."""
+
+    forget_fraction: float | None = Field(None, gt=0, lt=1)
+    forget_count: int | None = Field(None, ge=1)
+    canary_fraction: float | None = Field(None, ge=0, le=1)
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    ga: UnlearnGAConfig = UnlearnGAConfig()
+    sisa: SisaConfig = SisaConfig()
+
+    @model_validator(mode="after")
+    def _one_size(self) -> "UnlearningConfig":
+        if self.forget_fraction is not None and self.forget_count is not None:
+            raise ValueError("give forget_fraction or forget_count, not both")
+        return self
+
+
 class ComputeConfig(_Strict):
     """How the models compute on the chosen ``device`` (see :mod:`privleak.models.device`)."""
 
@@ -409,6 +449,7 @@ class AuditConfig(_Strict):
     release: ReleaseConfig = ReleaseConfig()
     one_run: OneRunConfig = OneRunConfig()
     federated: FederatedConfig = FederatedConfig()
+    unlearning: UnlearningConfig = UnlearningConfig()
     # excluded from every dump: config.json, results.json and the cache keys never depend on it
     executor: ExecutorConfig = Field(ExecutorConfig(), exclude=True)
 

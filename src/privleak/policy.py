@@ -97,3 +97,56 @@ def default_arms(profile: str, epsilons: tuple[float, ...], sigmas: tuple[float,
         names += ["fedavg", "fed-dp-8"]
     names.append("guard")
     return names
+
+
+#: Share of the members' persons an audit's forget set holds, and of the planted canaries.
+FORGET_FRACTION = 0.1
+CANARY_FORGET_FRACTION = 0.5
+
+
+def forget_plan(fraction: float | None, count: int | None, canary_fraction: float | None, seed: int | None,
+                audit_seed: int) -> dict[str, Any]:
+    """The forget set's settings: the user's, or 10 % of the member persons and half the planted canaries.
+
+    10 % is TOFU's largest forget split (Maini et al. 2024, "forget10"). The
+    verification needs persons, not records: the forget set's membership test
+    compares one record per forgotten person with as many held-out
+    non-members, and DeLong's standard error of an AUC near 0.5 with n per
+    side is about √(1/(6n)) — 0.04 at the default corpus's ~100 forgotten
+    persons, enough to tell a forget-set AUC of 0.6 from retrain's 0.5; a
+    single person (one erasure request) supports no test. Half the canaries,
+    spread over the repetition counts (the most repeated always forgotten),
+    so forgotten and retained canaries of one repetition count can be read
+    side by side. Not tuned on anything.
+    """
+    if count is None and fraction is None:
+        fraction = FORGET_FRACTION
+    return {"fraction": fraction, "count": count,
+            "canary_fraction": CANARY_FORGET_FRACTION if canary_fraction is None else canary_fraction,
+            "seed": audit_seed if seed is None else seed}
+
+
+def unlearn_recipe(method: str, lr: float | None, max_epochs: float | None) -> tuple[float, float]:
+    """(learning rate, at most this many passes over the forget set) of the ``unlearn-ga`` arm.
+
+    Chosen on population data only (``bench/bench_unlearn_settings.py``): the
+    default corpus's population split as pseudo-members, a held-out quarter
+    and a validation quarter; the baseline recipe trained on the
+    pseudo-members, 10 % of their persons unlearned, and each candidate
+    compared with a model retrained without them (LOSS AUC of the forget set
+    against the held-out records, and held-out NLL). See the README's
+    unlearning section for the table.
+    """
+    default_lr = 3e-4 if method == "npo" else 1e-4
+    return (default_lr if lr is None else lr), (10.0 if max_epochs is None else max_epochs)
+
+
+def sisa_shards(shards: int | None) -> int:
+    """SISA's shard count: the user's, or 4.
+
+    Fewer shards retrain more data per request; more shards give each model
+    fewer records (each sees 1/S of the members) and average more models.
+    Chosen on population data with the unlearning recipe's bench
+    (``bench/bench_unlearn_settings.py``).
+    """
+    return 4 if shards is None else shards

@@ -35,6 +35,7 @@ Schema version 2::
     recommendation   the arm to release, and why
     blind_baseline   a model-free member/non-member classifier on the same sets, and whether it rivals the attacks
     statistical_tests  "baseline vs <arm>: …" → two-proportion comparison
+    budget           per privacy unit: each DP arm's ε alone and all of them released together (composed)
     warnings         strings
     durations_s      stage → seconds (the only field that differs between identical runs)
     versions         python and package versions
@@ -108,6 +109,19 @@ class BlindBaseline(Typed):
     rivalled: list[str] = []
 
 
+class ForgetSummary(Typed):
+    """The unlearning arms' forget set (:func:`privleak.data.unlearning.draw_forget_set`), counted: persons
+    forgotten of the eligible member persons, the forgotten canaries by id, records on each side."""
+
+    n_persons: int
+    n_member_persons: int
+    canary_ids: list[str]
+    n_canaries: int
+    n_forget_records: int
+    n_retain_records: int
+    settings: dict[str, Any] = {}
+
+
 class DataSummary(Typed):
     source: str
     n_public: int
@@ -119,6 +133,7 @@ class DataSummary(Typed):
     membership_design: MembershipDesign | None = None
     n_canaries: int
     canary_chance_exposure: float | None
+    forget: ForgetSummary | None = None  # audits with unlearning arms
 
 
 class ReleasedQuery(Typed):
@@ -363,7 +378,8 @@ class Defences(Typed):
 class Verdict(Typed):
     """Plain-language verdict of one arm (audit/verdicts.py)."""
 
-    level: Literal["control", "guard", "chance", "some", "leaks", "none"]
+    #: forgotten / not_forgotten / over_forgotten: an unlearning arm, judged on its forget set (arms/forgetting.py)
+    level: Literal["control", "guard", "chance", "some", "leaks", "none", "forgotten", "not_forgotten", "over_forgotten"]
     label: str
     text: str
     findings: list[str]  # what leaks, in words
@@ -447,6 +463,27 @@ class Recommendation(Typed):
     rule: str = ""  # the tie rule, in words
 
 
+class BudgetRelease(Typed):
+    """Some of the audit's DP models released together, and the ε that costs (their trainings composed)."""
+
+    what: str
+    arms: list[str]
+    epsilon: float
+    delta: float
+
+
+class PrivacyBudget(Typed):
+    """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.ledger`): each arm alone, and
+    every one of them together — the composition of their trainings on the same members (``members``: their
+    content hash), one privacy ``unit`` per block. Other trainings on these members (tuning, earlier runs) are in
+    the ledgers ``privleak budget`` reads, not here."""
+
+    members: str
+    unit: str
+    accountant: str
+    releases: list[BudgetRelease]
+
+
 class AuditResults(Typed):
     schema_version: Literal["2"] = SCHEMA_VERSION
     tool: ToolInfo
@@ -459,6 +496,7 @@ class AuditResults(Typed):
     alarms: Alarms | None = None
     blind_baseline: BlindBaseline | None = None
     statistical_tests: dict[str, Comparison] = {}
+    budget: list[PrivacyBudget] = []  # what releasing several DP arms together costs
     warnings: list[str] = []
     durations_s: dict[str, float | None] = {}
     versions: dict[str, str | None] = {}

@@ -2,7 +2,7 @@
 
 ``privleak.arms`` imports the built-in kinds (:mod:`.plain`: baseline, best;
 :mod:`.dp`; :mod:`.dpw`; :mod:`.federated`: fedavg, fed-dp; :mod:`.guard`;
-:mod:`.external`), so importing it is what makes them known. A plug-in kind
+:mod:`.external`; the unlearning kinds :mod:`.retrain`, :mod:`.unlearn_ga`, :mod:`.unlearn_sisa`), so importing it is what makes them known. A plug-in kind
 (a user's, or a test's toy kind) subclasses :class:`ArmKind` and calls
 :func:`register`; the pipeline, ``results.json``, the verdicts and the
 report then handle it like the built-in ones. :func:`resolve` checks an
@@ -15,6 +15,7 @@ from ..config import AuditConfig
 from ..core.errors import UserError
 from ..policy import default_arms
 from . import plain, dp, dpw, federated, guard, external  # noqa: F401, I001  (the built-in kinds register themselves, in this order)
+from . import retrain, unlearn_ga, unlearn_sisa  # noqa: F401, I001  (unlearning: forget on request, judged by the audit)
 from .base import ArmInputs, ArmKind, DeriveContext, ExtraStage, FitContext, Served
 from .registry import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmSpec, get, parse_arm, register, unregister
 

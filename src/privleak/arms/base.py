@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..attacks.base import AttackContext
     from ..config import AuditConfig
     from ..data.records import Record
+    from ..data.unlearning import ForgetSet
     from ..models.batching import Encoded
     from ..models.handle import ModelHandle
     from ..results import ArmResult, AuditResults, Privacy, Verdict
@@ -58,6 +59,8 @@ class FitContext:
     population: Callable[[], list[Record]]
     #: Mean token NLL of a model on the first n population records (early stopping; never members).
     validation: Callable[[int], Callable[[Any], float]]
+    #: The audit's forget set (kinds that :attr:`ArmKind.forgets`; the forget-set stage's artefact).
+    forget: Callable[[], ForgetSet] | None = None
 
     @property
     def seed(self) -> int:
@@ -76,6 +79,12 @@ class DeriveContext:
     base: ModelHandle
     load: Callable[[str], ModelHandle]  # arm name → its trained model (a fresh copy)
     train_record: Callable[[str], dict[str, Any]]  # arm name → its train.json
+    #: arm name → the records its model was trained on (data defences and audit canaries applied)
+    records: Callable[[str], list[Record]] | None = None
+    #: as :attr:`FitContext.validation`: mean token NLL on the first n population records
+    validation: Callable[[int], Callable[[Any], float]] | None = None
+    #: as :attr:`FitContext.forget`
+    forget: Callable[[], ForgetSet] | None = None
 
 
 @dataclass
@@ -101,11 +110,13 @@ class ExtraStage:
 @dataclass
 class ArmInputs:
     """What assembling one arm's results reads: its train.json (trained and derived kinds), its extra stages'
-    outputs, the data-defence reports, and the results of the arms assembled before it."""
+    outputs, the data-defence reports, the results of the arms assembled before it (its :attr:`ArmKind.source` and
+    :attr:`ArmKind.after` arms among them) and the control's."""
 
     record: dict[str, Any] | None
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     assembled: dict[str, ArmResult] = field(default_factory=dict)
+    control: ArmResult | None = None  # the base model's results (None: no control)
 
 
 class ArmKind:
@@ -149,6 +160,11 @@ class ArmKind:
     Details: ClassVar[type[ArmDetails] | None] = None
     #: Settings a plug-in kind reads from the config's ``arm_options.<name>`` (built-in kinds read their own section).
     Options: ClassVar[type[BaseModel] | None] = None
+    #: Its arms read the audit's forget set (the unlearning kinds): the audit then draws one, and the forget-set
+    #: attacks run on every model.
+    forgets: ClassVar[bool] = False
+    #: Arms (by name) whose results its :meth:`result` reads besides its source: they are assembled first.
+    after: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ building the model
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..data.audit_canaries import AuditCanary
     from ..data.canaries import Canary
     from ..data.records import Record
+    from ..data.unlearning import ForgetSet
     from ..models.handle import ModelHandle
     from .scoring import TokenScores
     from .settings import AttackSettings
@@ -303,6 +304,7 @@ class AttackContext:
     shadows: ShadowData | None = None
     audit_canaries: list[AuditCanary] = field(default_factory=list)  # the one-run audit's, all m (in and out)
     clients: bool = False  # the data has clients (the synthetic clinics, a --client-field, federated arms)
+    forget: ForgetSet | None = None  # the unlearning arms' forget set (None: the audit forgets no one)
     shared: dict[str, Any] = field(default_factory=dict)
     local: dict[str, Any] = field(default_factory=dict)
 
@@ -334,10 +336,12 @@ class AttackContext:
             return bool(self.audit_canaries)
         if need == "clients":
             return self.clients
+        if need == "forget":
+            return self.forget is not None
         raise ValueError(f"unknown attack input {need!r}")
 
 
-Needs = Literal["reference", "canaries", "shadows", "population", "pii", "audit_canaries", "clients"]
+Needs = Literal["reference", "canaries", "shadows", "population", "pii", "audit_canaries", "clients", "forget"]
 
 
 @dataclass(frozen=True)

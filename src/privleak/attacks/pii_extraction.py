@@ -388,12 +388,31 @@ def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
     return ctx.shared_memo("base_pii_emissions", build)
 
 
-def run(target: ModelHandle, ctx: AttackContext) -> PiiExtractionResult:
+def target_emissions(target: ModelHandle, ctx: AttackContext) -> TaggedSamples:
+    """What the target emits when sampled as Lukas et al. do, tagged: once per target and stage (the forget-set
+    PII attack counts the same samples)."""
     s = ctx.settings.pii_sizes
+
+    def build() -> TaggedSamples:
+        analyzer = pii_analyzer(ctx)
+        texts = sample_texts(target, s.extraction_samples, s.extraction_prompts, s.extraction_max_new_tokens,
+                             s.top_k, ctx.seed, s.batch_size)
+        return tag_texts(analyzer, texts, usable_labels(analyzer, IDENTIFYING))
+    return ctx.memo("pii_emissions", build)
+
+
+def run(target: ModelHandle, ctx: AttackContext) -> PiiExtractionResult:
+    """:func:`pii_extraction` on the target's memoised samples (the same samples, tags and counts)."""
+    s = ctx.settings.pii_sizes
+    labels = usable_labels(pii_analyzer(ctx), IDENTIFYING)
     # Planted canaries are not the members' PII: their secrets come from another generator, and the
     # non-member floor has none; they have their own measures (exposure, canary extraction).
     members = [r for r in ctx.members if r.kind != "canary"]
-    return pii_extraction(target, members, ctx.non_members, pii_analyzer(ctx), base=base_emissions(ctx),
-                          n_samples=s.extraction_samples, prompts=s.extraction_prompts,
-                          max_new_tokens=s.extraction_max_new_tokens, top_k=s.top_k, seed=ctx.seed,
-                          batch_size=s.batch_size, labels=IDENTIFYING)
+    tagged = target_emissions(target, ctx)
+    res = count_extraction(build_inventory(members, "member", labels), build_inventory(ctx.non_members, "non_member",
+                                                                                      labels),
+                           tagged, base_emissions(ctx), labels)
+    res.settings = {"n_samples": tagged.n_samples, "prompts": list(s.extraction_prompts),
+                    "max_new_tokens": s.extraction_max_new_tokens, "top_k": s.top_k, "seed": ctx.seed,
+                    "samples_given": False, "labels": list(labels)}
+    return res

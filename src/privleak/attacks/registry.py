@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from . import (
     exposure,
     extraction,
+    forget,
     one_run_canaries,
     phi_extraction,
     pii_extraction,
@@ -48,6 +49,9 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
     AttackSpec("client_membership", "membership", client_mia.run, client_mia.ClientMembershipResult, "client MIA",
                "per-client mean reference score; McMahan et al. 2018's unit", ("clients", "bootstrap"),
                needs=("clients",)),
+    AttackSpec("forget_membership", "membership", forget.forget_membership, forget.ForgetMembershipResult,
+               "forget-set MIA", "the forgotten persons vs held-out non-members; Shi et al. 2024 (MUSE)",
+               _MIA + ("min_k_percent", "rmia_a"), needs=("forget",)),
     AttackSpec("exposure", "canaries", exposure.exposure, exposure.ExposureResult, "exposure", "Carlini et al. 2019",
                ("canary_candidates",), needs=("canaries",)),
     AttackSpec("one_run_canaries", "canaries", one_run_canaries.run, one_run_canaries.OneRunCanaryResult,
@@ -67,6 +71,9 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
                "PII reconstruction", "Lukas et al. 2023", ("pii_sizes",), needs=("pii",)),
     AttackSpec("pii_inference", "pii", pii_inference.run, pii_inference.PiiInferenceResult, "PII inference",
                "Lukas et al. 2023", ("pii_sizes",), needs=("pii", "population")),
+    AttackSpec("forget_pii_extraction", "pii", forget.forget_pii, forget.ForgetPiiResult, "forget-set PII",
+               "Lukas et al. 2023 on the forgotten persons' own values", ("pii_sizes",), needs=("pii", "forget"),
+               text_only=True),
 )}
 
 

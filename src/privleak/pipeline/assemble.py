@@ -32,12 +32,15 @@ from ..results import (
     DataSummary,
     Defences,
     ExposedPerson,
+    ForgetSummary,
     ToolInfo,
     Utility,
     package_versions,
 )
 from .audit import Audit
 from .evaluate import read_stage, selection
+from .forget import forgets
+from .ledger import members_hash, privacy_budget
 
 
 @dataclass
@@ -132,12 +135,17 @@ def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, Arm
 
 
 def arm_result(audit: Audit, spec: ArmSpec, assembled: dict[str, ArmResult], durations: dict[str, float],
-               extra: dict[str, dict[str, Any]] | None = None) -> ArmResult:
-    """One arm's results through its kind: its stages, train.json, extra stages and data-defence reports."""
+               extra: dict[str, dict[str, Any]] | None = None, control: ArmResult | None = None) -> ArmResult:
+    """One arm's results through its kind: its stages, train.json, extra stages and data-defence reports.
+    The seconds of the phases a kind times itself (``phases_s`` in its train.json: e.g. SISA's fit and its
+    unlearning) join the durations as ``train/<arm>/<phase>`` (``derive/…`` for a derived kind), inside the
+    stage's own figure."""
     kind, name, run = spec.kind_obj, spec.name, audit.run
     stages = model_stages(audit, name, durations)
     record = read_json(run.path("arms", name, "train.json")) if kind.model in ("trained", "derived") else None
-    inputs = ArmInputs(record=record, extra={**(extra or {}), **stages.wrapper}, assembled=assembled)
+    for phase, secs in ((record or {}).get("phases_s") or {}).items():
+        durations[f"{'derive' if kind.model == 'derived' else 'train'}/{name}/{phase}"] = secs
+    inputs = ArmInputs(record=record, extra={**(extra or {}), **stages.wrapper}, assembled=assembled, control=control)
     for x in kind.extra_stages():
         if run.path("arms", name, x.file).exists():
             inputs.extra[x.name] = read_json(run.path("arms", name, x.file))
@@ -174,6 +182,37 @@ def _blind(audit: Audit, arms: dict[str, ArmResult], user_split: bool) -> BlindB
     return blind
 
 
+def _forget_summary(audit: Audit) -> ForgetSummary | None:
+    if not forgets(audit.cfg):
+        return None
+    f = audit.forget_set()
+    return ForgetSummary(n_persons=f.n_persons, n_member_persons=f.n_member_persons, canary_ids=list(f.canary_ids),
+                         n_canaries=f.n_canaries, n_forget_records=f.n_forget_records,
+                         n_retain_records=f.n_retain_records, settings=f.settings)
+
+
+def assembly_order(arm_specs: list[ArmSpec]) -> list[ArmSpec]:
+    """The arms in an order where every arm comes after the arms its kind's :meth:`~privleak.arms.ArmKind.result`
+    reads (its ``source``, its ``after`` arms), the audit's order otherwise."""
+    names = {s.name for s in arm_specs}
+    done: set[str] = set()
+    out: list[ArmSpec] = []
+    pending = list(arm_specs)
+    while pending:
+        for spec in pending:
+            k = spec.kind_obj
+            needs = {a for a in (k.source, *k.after) if a in names and a != spec.name}
+            if needs <= done:
+                out.append(spec)
+                done.add(spec.name)
+                pending.remove(spec)
+                break
+        else:  # a cycle cannot come from the built-in kinds; keep the audit's order for what is left
+            out += pending
+            break
+    return out
+
+
 def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, source: str | None = None,
              extra: dict[str, dict[str, dict[str, Any]]] | None = None) -> AuditResults:
     """The typed, judged results of a run. ``control``: the base (or reference) model was evaluated as the
@@ -188,8 +227,10 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
         base = ArmResult(kind="control", utility=_utility(audit, "base"), **stages.common(),
                          source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
     arms: dict[str, ArmResult] = {}
+    for spec in assembly_order(arm_specs):
+        arms[spec.name] = arm_result(audit, spec, arms, durations, (extra or {}).get(spec.name), base)
+    arms = {s.name: arms[s.name] for s in arm_specs}
     for spec in arm_specs:
-        arms[spec.name] = arm_result(audit, spec, arms, durations, (extra or {}).get(spec.name))
         for w in spec.kind_obj.warnings(spec.name, arms[spec.name]):
             audit.warn(w)
     # The reference is the recipe on the members as they are (``best``), not one of its defended variants.
@@ -204,15 +245,17 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
         n_canary_records=sum(r.kind == "canary" for r in members), n_non_members=len(splits["non_members"]),
         n_population=len(splits["population"]), mia_records_per_side=int(len(sel.members)),
         membership_design=sel.design, n_canaries=len(canaries),
-        canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None)
+        canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None,
+        forget=_forget_summary(audit))
     release = None
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
         release = DataRelease.model_validate(read_json(run.path("release.json")))
     blind = _blind(audit, arms, audit.user_split())
+    budget = privacy_budget(audit.memo("members_hash", lambda: members_hash(members)), arms)
     results = AuditResults(
         blind_baseline=blind, tool=ToolInfo(name="privleak", version=__version__),
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,
-        warnings=audit.warnings,
+        budget=budget, warnings=audit.warnings,
         durations_s={**{k: round(v, 2) for k, v in run.durations.items()}, **durations}, versions=package_versions())
     results = judge(results)
     _alarm_warnings(audit, results)

@@ -10,6 +10,7 @@ from ..core.io import read_json
 from ..data.audit_canaries import AuditCanary, load_audit_canaries
 from ..data.canaries import Canary, load_canaries
 from ..data.records import Record, read_jsonl
+from ..data.unlearning import ForgetSet, load_forget_set
 from ..models.handle import ModelHandle, load_handle
 from .rundir import RunDir, Timer
 
@@ -44,6 +45,10 @@ class Audit:
         if not self.cfg.one_run.canaries:
             return []
         return self.memo("audit_canaries", lambda: load_audit_canaries(self.run.path("audit_canaries.json")))
+
+    def forget_set(self) -> ForgetSet:
+        """The unlearning arms' forget set (``splits/forget.json``, the forget-set stage's)."""
+        return self.memo("forget_set", lambda: load_forget_set(self.run.path("splits", "forget.json")))
 
     def user_split(self) -> bool:
         """Whether the user drew the members and non-members (``privleak attack``: ``splits/origin.json``) rather

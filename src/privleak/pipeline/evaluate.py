@@ -35,6 +35,8 @@ from ..models.external import load_model
 from ..models.handle import ModelHandle
 from ..results import Utility
 from .audit import Audit
+from .data import data_key
+from .forget import forget_key, forgets
 from .training import load_shadows
 
 SCORED_SPLITS = ("members", "non_members", "population")
@@ -146,7 +148,7 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
         canaries=audit.canaries(), settings=audit.cfg.attack_settings(), seed=audit.cfg.seed, masker=masker(audit),
         scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
         reference=audit.base() if target.reference else None, shadows=shadow, audit_canaries=audit.audit_canaries(),
-        clients=has_clients(audit),
+        clients=has_clients(audit), forget=audit.forget_set() if forgets(audit.cfg) else None,
         shared=audit.memo("attack_shared", dict))
 
 
@@ -162,6 +164,8 @@ def has_clients(audit: Audit) -> bool:
 def family_specs(audit: Audit, family: str, target: Target) -> list[AttackSpec]:
     """The selected attacks of ``family`` for ``target`` (a served arm: those that read text only)."""
     specs = [s for s in select(audit.cfg.selected_attacks()) if s.family == family]
+    if not forgets(audit.cfg):  # an audit that forgets no one never runs the forget-set attacks (nor keys them)
+        specs = [s for s in specs if "forget" not in s.needs]
     return [s for s in specs if s.text_only] if target.serves else specs
 
 
@@ -170,8 +174,11 @@ def attack_key(audit: Audit, family: str, target: Target, base_key: str, shadow_
     used = {s.name: {u: getattr(settings, u) for u in s.uses} for s in family_specs(audit, family, target)}
     alpha = audit.cfg.attacks.alpha if family in ("membership", "canaries") else None
     fdp = audit.cfg.one_run.fdp if family == "canaries" else None
+    # The forget set joins the key of the families that read it (only in audits that have one: other keys unchanged).
+    forget = [audit.memo("forget_key", lambda: forget_key(audit.cfg, data_key(audit.cfg)))] if any(
+        "forget" in s.needs for s in family_specs(audit, family, target)) else []
     return stable_hash("attacks", family, target.key, base_key if target.reference else None, used, audit.cfg.seed,
-                       alpha, shadow_key, target.serves, fdp)
+                       alpha, shadow_key, target.serves, fdp, *forget)
 
 
 def _privacy(audit: Audit, target: Target) -> dict | None:

@@ -41,6 +41,7 @@ from .assemble import assemble
 from .audit import Audit
 from .checks import preflight
 from .data import audit_canaries_key, base_key, data_key, make_audit_canaries_stage, make_data, resolve_base
+from .forget import FORGET_TASK, forget_key, forget_stage, forgets
 from .evaluate import (
     Target,
     blind_stage,
@@ -178,6 +179,10 @@ def audit_graph(audit: Audit) -> Graph:
         g.add(Task("audit-canaries", audit_canaries_key(cfg, bkey), make_audit_canaries_stage, trained_from,
                    ("audit_canaries.json",)))
         trained_from += ("audit-canaries",)
+    if forgets(cfg):
+        # Who the unlearning arms forget; the forget-set attacks read it on every model, so it comes first.
+        g.add(Task(FORGET_TASK, forget_key(cfg, dkey), forget_stage, (DATA,), ("splits/forget.json",)))
+        trained_from += (FORGET_TASK,)
     g.add(Task("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
                blind_stage, (DATA,), ("blind_baseline.json",)))
 
@@ -209,8 +214,8 @@ def audit_graph(audit: Audit) -> Graph:
             arm_keys[name] = stable_hash(f"arm-{kind.name}", arm_keys[kind.source], settings)
             producer[name] = f"derive/{name}"
             g.add(Task(producer[name], arm_keys[name], partial(derive_arm, spec=spec, settings=settings),
-                       ("base-model", producer[kind.source]), (f"arms/{name}/model/", f"arms/{name}/train.json"),
-                       kind="train"))
+                       ("base-model", producer[kind.source]) + ((FORGET_TASK,) if kind.forgets else ()),
+                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train"))
         else:
             arm_keys[name] = stable_hash(kind.name, arm_keys[kind.source], dkey)
             producer[name] = producer[kind.source]

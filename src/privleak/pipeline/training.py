@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..arms import ArmSpec, DeriveContext, FitContext, specs
+from ..arms import ArmSpec, DeriveContext, FitContext, parse_arm, specs
 from ..attacks.membership.lira import shadow_splits
 from ..attacks.scoring import score_texts
 from ..attacks.membership.selection import mia_subsets
@@ -31,6 +31,7 @@ from ..models.batching import encode
 from ..models.device import current as current_policy
 from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
 from .audit import Audit
+from .ledger import entry_for, members_hash, record_training
 
 # ---------------------------------------------------------------- settings
 
@@ -110,14 +111,15 @@ def fit(audit: Audit, spec: ArmSpec, label: str, settings: dict[str, Any], recor
     cfg, base, kind = audit.cfg, audit.base(), spec.kind_obj
     ctx = FitContext(cfg=cfg, data=None, records=records, pad=base.pad_id, label=label,  # type: ignore[arg-type]
                      public=lambda: audit.splits()["public"], population=lambda: audit.splits()["population"],
-                     validation=_validation(audit))
+                     validation=_validation(audit), forget=audit.forget_set)
     prepared = kind.prepare(records, settings, ctx)
     ctx.records, ctx.data = prepared, encode(base.tokenizer, [r.text for r in prepared], cfg.model.max_length)
     start = time.perf_counter()
     model, record = kind.fit(clone_model(base.model), settings, ctx)
     tokens = sum(min(len(s), cfg.model.max_length) for s in ctx.data.ids)
-    return model, {**record, "settings": settings, "n_train_records": len(records),
-                   "rehearsal_records": len(prepared) - len(records),
+    # prepare() may add records (public rehearsal) or leave some out (retrain: the forget set).
+    return model, {**record, "settings": settings, "n_train_records": min(len(records), len(prepared)),
+                   "rehearsal_records": max(0, len(prepared) - len(records)),
                    "tokens": int(round(record.pop("epochs_run") * tokens)),
                    "seconds": round(time.perf_counter() - start, 2)}
 
@@ -130,19 +132,28 @@ def _save(audit: Audit, arm: str, model: Any, record: dict[str, Any]) -> None:
 
 
 def train_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
-    """Train one arm: ``arms/<arm>/model`` (safetensors) and ``arms/<arm>/train.json``."""
+    """Train one arm: ``arms/<arm>/model`` (safetensors) and ``arms/<arm>/train.json``; a DP training joins the
+    privacy-budget ledger (:mod:`.ledger`) once it is saved."""
     model, record = fit(audit, spec, spec.name, settings, training_records(audit, spec))
     _save(audit, spec.name, model, record)
+    members = audit.memo("members_hash", lambda: members_hash(audit.splits()["members"]))
+    entry = entry_for(members, spec.name, audit.run.root, settings, record.get("privacy") or {})
+    if entry is not None:
+        record_training(audit.run.root, entry)
 
 
 def derive_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
-    """A derived arm: its kind makes its model from its source arm's trained model."""
+    """A derived arm: its kind makes its model from its source arm's trained model. ``seconds`` in its
+    train.json is what deriving took (not its source's training)."""
     run, max_length = audit.run, audit.cfg.model.max_length
     ctx = DeriveContext(cfg=audit.cfg, base=audit.base(),
                         load=lambda arm: load_handle(run.path("arms", arm, "model"), max_length),
-                        train_record=lambda arm: read_json(run.path("arms", arm, "train.json")))
+                        train_record=lambda arm: read_json(run.path("arms", arm, "train.json")),
+                        records=lambda arm: training_records(audit, parse_arm(arm)),
+                        validation=_validation(audit), forget=audit.forget_set)
+    start = time.perf_counter()
     model, record = spec.kind_obj.derive(settings, ctx)
-    _save(audit, spec.name, model, record)
+    _save(audit, spec.name, model, {**record, "seconds": round(time.perf_counter() - start, 2)})
 
 
 # ---------------------------------------------------------------- shadows

@@ -163,6 +163,20 @@ def release_table(results: AuditResults) -> Table | None:
     return t
 
 
+def budget_table(results: AuditResults) -> Table | None:
+    """Which ε a release of the audit's DP arms carries: each alone, all together (composed)."""
+    if not results.budget or not any(len(r.arms) > 1 for b in results.budget for r in b.releases):
+        return None
+    t = Table(title="Privacy budget — the ε a release carries (DP trainings on the same members compose)")
+    for col in ("released", "unit", "ε", "δ"):
+        t.add_column(col, justify="left" if col in ("released", "unit") else "right")
+    for b in results.budget:
+        for r in b.releases:
+            t.add_row(", ".join(r.arms) + ("" if len(r.arms) == 1 else " (together)"), b.unit, fmt.num(r.epsilon),
+                      fmt.num(r.delta, ".1e"))
+    return t
+
+
 def verdict_lines(results: AuditResults) -> list[str]:
     out = [f"{name}: {arm.verdict.label}" for name, arm in results.arms.items() if arm.verdict]
     if results.recommendation is not None:
@@ -175,5 +189,5 @@ def all_tables(results: AuditResults) -> list[Table]:
     tables += [t for f in FAMILIES for t in attack_tables(results, f)]
     tables += [defence_table(results)]
     tables += [rich_table(b) for k in kinds_present(results) for b in k.console_tables(results)]
-    tables += [release_table(results)]
+    tables += [release_table(results), budget_table(results)]
     return [t for t in tables if t is not None]

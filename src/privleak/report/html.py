@@ -386,6 +386,22 @@ def section_release(results: AuditResults) -> Section | None:
     return {"id": "release", "title": "Released under differential privacy", "blocks": blocks}
 
 
+def section_budget(results: AuditResults) -> Section | None:
+    """Which ε a release carries: each DP arm alone, and all of the audit's DP arms released together."""
+    if not results.budget:
+        return None
+    blocks: list[Block] = []
+    for b in results.budget:
+        rows = [[", ".join(r.arms), r.what, _n(r.epsilon), _n(r.delta, ".1e")] for r in b.releases]
+        blocks.append(table(["released", "", "ε", "δ"], rows,
+                            caption=f"Privacy unit: {b.unit}; members {b.members[:12]}…; {b.accountant}."))
+    blocks.append(note("Every DP training on the same members spends budget: releasing several of these models costs "
+                       "the composition of their trainings, not the largest ε alone. Other trainings on these members "
+                       "(tuning runs, earlier audits) are not in this run's figure: `privleak budget RUN_DIR…` composes "
+                       "everything recorded in the run directories' and this machine's ledgers."))
+    return {"id": "budget", "title": "Privacy budget: the ε a release carries", "blocks": blocks}
+
+
 def section_one_run(results: AuditResults) -> Section | None:
     rows, plot_rows = [], []
     for name, m in results.models():
@@ -558,7 +574,7 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     sections = [section_summary(results), section_arms(results),
                 *[section_family(results, f, ctx) for f in FAMILIES],
                 section_defences(results), *kind_sections(results), section_one_run(results), section_people(results),
-                section_empirical(results), section_release(results), section_tests(results),
+                section_empirical(results), section_budget(results), section_release(results), section_tests(results),
                 section_examples(results, ctx, show_pii), section_repro(results, src, digest)]
     sections = [s for s in sections if s]
     title = f"PrivLeak audit — {rd.name if rd is not None else 'run'}"

@@ -1,0 +1,196 @@
+"""What the unlearning kinds share: the forget set in their settings, their details, verdict, section and tables.
+
+The kinds (:mod:`.retrain`, :mod:`.unlearn_ga`, :mod:`.unlearn_sisa`) each
+answer one erasure request — the audit's forget set
+(:mod:`privleak.data.unlearning`) — and are judged on it
+(:mod:`.forgetting`): ``retrain`` against the control, every other one
+against ``retrain``. The retained members are not what they are judged on:
+their leakage is the attacks' (the same verdict figures), and none of them is
+a release recommendation — they answer "was this person removed", not "which
+model to deploy".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..attacks.registry import select
+from ..core.present import Cell, Note, Section, Table, interval, n, t
+from ..policy import forget_plan
+from ..results import ArmDetails, ArmResult, AuditResults, Verdict
+from .base import ArmInputs, ArmKind
+from .forgetting import ForgettingAssessment, assess_forgetting
+from .registry import KINDS, ArmSpec
+
+RETRAIN = "retrain"
+
+LABELS = {"forgotten": "FORGOTTEN", "not_forgotten": "NOT FORGOTTEN", "over_forgotten": "OVER-FORGOTTEN",
+          "untested": "NOT TESTED"}
+
+
+def forget_settings(cfg: Any) -> dict[str, Any]:
+    """The forget set's settings (policy defaults filled in): part of every unlearning arm's key."""
+    u = cfg.unlearning
+    return forget_plan(u.forget_fraction, u.forget_count, u.canary_fraction, u.seed, cfg.seed)
+
+
+class UnlearningDetails(ArmDetails):
+    """What every unlearning arm reports: what it was made from, and its forget set against its reference."""
+
+    made_from: str  # "the base model", or the arm it unlearns from
+    assessment: ForgettingAssessment
+
+
+class UnlearningKind(ArmKind):
+    """The shared behaviour of the unlearning kinds; a subclass sets ``name``, its model and its ``Details``."""
+
+    alone = True
+    forgets = True
+    recommendable = False
+    shadows = False
+    after: tuple[str, ...] = (RETRAIN,)
+    #: Who the arm is judged against: ``retrain`` (or "control" for retrain itself).
+    versus = RETRAIN
+
+    def check(self, cfg: Any, spec: ArmSpec, names: list[str]) -> None:
+        if self.versus == RETRAIN and RETRAIN not in names:
+            raise ValueError(f"arm '{spec.name}' is judged against retrain (the model trained without the forget "
+                             "set); list retrain too")
+        if "forget_membership" not in {s.name for s in select(cfg.selected_attacks())}:
+            raise ValueError(f"arm '{spec.name}' is judged by the forget_membership attack; add it (or the membership "
+                             "family) to attacks.select")
+
+    # ------------------------------------------------------------------ results
+
+    def own_details(self, inputs: ArmInputs) -> dict[str, Any]:
+        """The kind's own fields of its :attr:`Details` (besides ``made_from`` and ``assessment``)."""
+        return {}
+
+    def made_from(self) -> str:
+        return f"the {self.source} arm's model" if self.source else "the base model"
+
+    def result(self, name: str, inputs: ArmInputs, common: dict[str, Any]) -> ArmResult:
+        arm = super().result(name, inputs, common)
+        ref = inputs.control if self.versus == "control" else inputs.assembled.get(self.versus)
+        canaries = list(((inputs.record or {}).get("forget") or {}).get("canary_ids", []))
+        assessment = assess_forgetting(arm.attacks, ref.attacks if ref is not None else {}, self.versus, canaries)
+        arm.details = self.Details(made_from=self.made_from(), assessment=assessment,  # type: ignore[misc]
+                                   **self.own_details(inputs))
+        return arm
+
+    # ------------------------------------------------------------------ verdict and report
+
+    def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict | None:
+        a = arm.details.assessment if isinstance(arm.details, UnlearningDetails) else None
+        if a is None:
+            return None
+        level = a.outcome if a.outcome != "untested" else "none"
+        head = a.headline()
+        versus = "the control (base model)" if a.versus == "control" else a.versus
+        if a.outcome == "forgotten":
+            w = a.widest()
+            text = (f"No test tells its forget set from {versus}'s ({a.n_tests} one-sided tests, family-wise "
+                    f"α = {a.alpha:g})" + (f"; the forget-set AUCs are within ±{w:.3f} (95%) of {versus}'s" if w else "")
+                    + ".")
+        elif a.outcome == "untested":
+            text = "The forget set could not be tested: " + "; ".join(a.reasons) + "."
+        else:
+            what = "still knows the forget set" if a.outcome == "not_forgotten" else \
+                "knows the forget set worse than a model that never saw it, which singles it out"
+            text = f"It {what}: " + "; ".join(a.reasons) + "."
+        text += (" The retained members are judged by the attacks as for any arm; an unlearning arm answers "
+                 "an erasure request and is not a release recommendation.")
+        figures = [f"forget-set {m.attack} AUC {m.auc:.3f} vs {m.auc_reference:.3f} ({a.versus}), Δ {m.diff:+.3f} "
+                   f"[{interval(m.diff_ci95)}]" for m in a.membership]
+        if head is not None:
+            figures.insert(0, f"MUSE PrivLeak ({head.attack}) {head.privleak:+.3f} [{interval(head.privleak_ci95)}]")
+        if a.canaries is not None:
+            c = a.canaries
+            figures.append(f"{c.n} forgotten canaries: exposure {c.mean_exposure:.2f} vs {c.mean_exposure_reference:.2f} "
+                           f"bits, extracted {c.extracted} vs {c.extracted_reference}")
+        if a.pii is not None:
+            figures.append(f"forgotten PII values extracted {a.pii.extracted}/{a.pii.n} vs "
+                           f"{a.pii.extracted_reference}/{a.pii.n_reference}")
+        return Verdict(level=level, label=LABELS[a.outcome], text=text, findings=a.reasons, figures=figures)
+
+    def notes_for(self, name: str, arm: ArmResult) -> list[str]:
+        """Sentences about one of its arms under the unlearning table (e.g. SISA's shards)."""
+        return []
+
+    def _first_present(self, results: AuditResults) -> bool:
+        """Whether this kind is the first unlearning kind among the run's arms (the one that draws the shared
+        section and table, so they appear once)."""
+        first = next((KINDS[a.kind] for a in results.arms.values()
+                      if isinstance(KINDS.get(a.kind), UnlearningKind)), None)
+        return first is self
+
+    def sections(self, results: AuditResults) -> list[Section]:
+        if not self._first_present(results):
+            return []
+        rows, notes = unlearning_rows(results)
+        f = results.data.forget
+        head = (f"Forget set: {f.n_persons} of the members' {f.n_member_persons} persons with PII and "
+                f"{len(f.canary_ids)} of {f.n_canaries} planted canaries ({f.n_forget_records} member records; "
+                f"{f.n_retain_records} retained). Each unlearning arm is compared with retrain on the same forgotten "
+                "persons (one record each) and as many held-out non-members; retrain with the control. "
+                "Δ AUC: DeLong's paired interval; PrivLeak: MUSE's relative gap (Shi et al. 2024), 0 = retrain. "
+                "Seconds: what answering the request took (retrain: training without the forget set; unlearn-ga: "
+                "unlearning; SISA: retraining the shards that held a forgotten person).") if f else ""
+        return [Section("unlearning", "Unlearning (forget on request)", [
+            Note(head), Table(COLUMNS, rows, caption="Each unlearning arm against its reference on the forget set"),
+            *[Note(x) for x in notes]])]
+
+    def console_tables(self, results: AuditResults) -> list[Table]:
+        if not self._first_present(results):
+            return []
+        rows, _ = unlearning_rows(results)
+        return [Table(COLUMNS, rows, console_title="Unlearning — each arm's forget set against its reference "
+                                                   "(retrain; retrain against the control)")]
+
+
+COLUMNS = ["arm", "verdict", "vs", "forget AUC (attack)", "Δ AUC [95% CI]", "PrivLeak [95% CI]",
+           "forgotten canaries: exposure (vs), extracted", "forgotten PII (vs)", "NLL forget / retain / held-out", "G",
+           "seconds (× retrain)"]
+
+
+def _seconds(results: AuditResults, name: str) -> float | None:
+    """What answering the request took: the kind's own timed phase (its ``phases_s``) — SISA's and GA's
+    ``unlearn``, retrain's ``fit``."""
+    dur = results.durations_s
+    for key in (f"train/{name}/unlearn", f"derive/{name}/unlearn", f"train/{name}/fit"):
+        if dur.get(key) is not None:
+            return dur[key]
+    return None
+
+
+def unlearning_rows(results: AuditResults) -> tuple[list[list[Cell | str]], list[str]]:
+    """One row per unlearning arm, and the notes its kind adds (SISA's shard figures)."""
+    rows: list[list[Cell | str]] = []
+    notes: list[str] = []
+    base_s = _seconds(results, RETRAIN)
+    for name, arm in results.arms.items():
+        d = arm.details
+        if not isinstance(d, UnlearningDetails):
+            continue
+        a = d.assessment
+        head = a.headline()
+        secs = _seconds(results, name)
+        ratio = f" (×{secs / base_s:.2f})" if secs is not None and base_s and name != RETRAIN else ""
+        c, p = a.canaries, a.pii
+        nll = " / ".join("—" if a.nll.get(k) is None else f"{a.nll[k]:.3f}" for k in ("forget", "retain", "holdout"))
+        g = arm.utility.gain_recovered
+        rows.append([name, t(LABELS[a.outcome]), a.versus,
+                     t(f"{head.auc:.3f} vs {head.auc_reference:.3f} ({head.attack})") if head else t("—"),
+                     t(f"{head.diff:+.3f} [{interval(head.diff_ci95)}]") if head else t("—"),
+                     t(f"{head.privleak:+.3f} [{interval(head.privleak_ci95)}]") if head else t("—"),
+                     t(f"{c.mean_exposure:.2f} ({c.mean_exposure_reference:.2f}) bits, {c.extracted}/{c.n}")
+                     if c else t("—"),
+                     t(f"{p.extracted}/{p.n} ({p.extracted_reference}/{p.n_reference})") if p else t("—"),
+                     t(nll), n(g, ".2f") if g is not None else t("—"),
+                     t(f"{secs:.1f}{ratio}") if secs is not None else t("—")])
+        kind = KINDS.get(arm.kind)
+        if isinstance(kind, UnlearningKind):
+            notes += kind.notes_for(name, arm)
+    return rows, notes
+
+__all__ = ["COLUMNS", "RETRAIN", "UnlearningDetails", "UnlearningKind", "forget_settings", "unlearning_rows"]

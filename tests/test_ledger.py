@@ -1,0 +1,63 @@
+"""The privacy-budget ledger: DP trainings on the same members recorded once each, and composed."""
+
+from __future__ import annotations
+
+import pytest
+
+from privleak.data.records import Record
+
+# Three DP-SGD trainings on the same members, as an audit's dp-1 / dp-4 / dp-8 would be (q, σ, T).
+TRAININGS = [(0.2, 4.0, 75), (0.2, 1.6, 150), (0.1, 1.1, 300)]
+DELTA = 1e-5
+
+
+def _pld(trainings, delta: float) -> float:
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.ComposedDpEvent([
+        dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(s)), t)
+        for q, s, t in trainings]))
+    return float(acc.get_epsilon(delta))
+
+
+def test_three_trainings_compose_as_dp_accounting_says():
+    from privleak.models.accounting import epsilon_prv
+    from privleak.models.composition import composed_epsilon
+
+    eps = composed_epsilon(TRAININGS, DELTA)
+    assert eps == pytest.approx(_pld(TRAININGS, DELTA), rel=0.01)
+    alone = [epsilon_prv(q, s, t, DELTA) for q, s, t in TRAININGS]
+    # More than the largest alone (the point of the ledger), less than their sum (composition beats adding up).
+    assert max(alone) < eps < sum(alone)
+    assert composed_epsilon(TRAININGS[:1], DELTA) == pytest.approx(alone[0], rel=1e-3)
+
+
+def test_the_ledger_counts_each_training_once_and_composes_per_members(tmp_path, monkeypatch):
+    from privleak.pipeline.ledger import budget, cache_ledger, entry_for, ledger_entries, members_hash, record_training
+
+    monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
+    members = [Record("note one"), Record("note two")]
+    h = members_hash(members)
+    assert h == members_hash(list(reversed(members))) and h != members_hash(members[:1])
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    for run, arms in ((run_a, ["dp-1", "dp-4"]), (run_b, ["dp-8"])):
+        run.mkdir()
+        for arm in arms:
+            q, s, t = TRAININGS[["dp-1", "dp-4", "dp-8"].index(arm)]
+            privacy = {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": 1.0}
+            e = entry_for(h, arm, run, {"arm": arm}, privacy)
+            record_training(run, e)
+            record_training(run, e)  # a redone stage: the same training
+    assert entry_for(h, "baseline", run_a, {}, {}) is None
+    assert len(cache_ledger(h).read_text().splitlines()) == 6
+    only_a = ledger_entries([run_a], cache=False)
+    assert sorted(e.arm for e in only_a) == ["dp-1", "dp-4"]
+    everything = ledger_entries([run_a])  # the cache adds run b's training on the same members
+    assert sorted(e.arm for e in everything) == ["dp-1", "dp-4", "dp-8"]
+    [group] = budget(everything, release=["dp-1", "dp-8"])
+    lines = {x.what: x for x in group.lines}
+    assert lines["everything trained"].epsilon == pytest.approx(_pld(TRAININGS, DELTA), rel=0.01)
+    assert lines["released together"].arms == ["dp-1", "dp-8"]
+    assert lines["released together"].epsilon == pytest.approx(_pld([TRAININGS[0], TRAININGS[2]], DELTA), rel=0.01)
