@@ -121,6 +121,10 @@ class ModelConfig(_Strict):
     base: str | None = None  # None: the embedded model; else a HF id or local directory
     max_length: int = Field(160, ge=8)
     embedded: EmbeddedModelConfig = EmbeddedModelConfig()
+    # How texts are framed when a model is scored or prompted (models.batching): the format the model was
+    # trained in. auto: privleak (<eos> text <eos>) for the models `run` trains, plain (tokenizer(text)) for a
+    # model `privleak attack` audits. `run` trains its arms in its own format, so it takes auto or privleak only.
+    text_format: Literal["auto", "privleak", "plain", "plain+eos"] = "auto"
 
 
 class TrainConfig(_Strict):

@@ -50,6 +50,9 @@ def preflight(cfg: AuditConfig) -> None:
     and split, a ``--model`` reference must be a model directory or hub id, and
     the attack sizes must fit in memory."""
     check_memory(cfg)
+    if cfg.model.text_format not in ("auto", "privleak"):
+        raise UserError(f"model.text_format = {cfg.model.text_format}: `run` trains its arms in PrivLeak's own format "
+                        "(<eos> text <eos>) and scores them in it; set it to auto, or use it with privleak attack")
     if cfg.data.path is not None:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
                               group_field=cfg.data.group_field, client_field=cfg.data.client_field)
