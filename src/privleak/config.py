@@ -388,7 +388,7 @@ class ComputeConfig(_Strict):
 
 class AuditConfig(_Strict):
     seed: int = 0
-    profile: Literal["quick", "full", "gpu"] = "quick"
+    profile: Literal["quick", "full", "gpu", "smollm2"] = "quick"
     # auto: the first CUDA GPU when one is visible, else the CPU; or cpu, cuda, cuda:N, mps.
     device: str = "auto"
     compute: ComputeConfig = ComputeConfig()
@@ -534,10 +534,15 @@ def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, A
         if profile != "quick":  # recorded, so the config a run writes names its profile
             overrides = {**overrides, "profile": profile}
     if profile not in PROFILES:
-        raise UserError(f"--profile {profile}: unknown profile; use 'quick', 'full' or 'gpu'")
+        raise UserError(f"--profile {profile}: unknown profile; use {', '.join(repr(p) for p in PROFILES)}")
     layered = _merge(layered, PROFILES[profile])
     layered = _merge(layered, file_data)
     layered = _merge(layered, overrides)
+    base = (layered.get("model") or {}).get("base")
+    if isinstance(base, str) and base == "smollm2":  # a model PrivLeak knows by name: its package file
+        from .models.smollm2 import locate
+
+        layered["model"] = {**layered["model"], "base": locate()}
     try:
         return AuditConfig.model_validate(layered)
     except ValidationError as err:

@@ -25,6 +25,8 @@ from typing import Any
 
 from ..core.errors import UserError
 from .gguf import convert, converted_info, is_gguf
+from .smollm2 import NAME as SMOLLM2
+from .smollm2 import locate as locate_smollm2
 from .handle import ModelHandle, _is_hub_id, check_model_ref, load_handle
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -71,6 +73,8 @@ def hub_cache_snapshot(ref: str) -> str | None:
 def resolve_dir(ref: str, option: str) -> str:
     """A local directory for ``ref``: the path itself, or the cached snapshot of a hub id."""
     local = Path(ref).expanduser()
+    if ref == SMOLLM2 and not local.exists():  # a model PrivLeak knows by name: its package file (models.smollm2)
+        return str(convert(locate_smollm2(), option)[0])
     if local.exists():
         if local.is_file() and is_gguf(local):
             return str(convert(ref, option)[0])  # once, into the model cache (models.gguf)
