@@ -173,6 +173,9 @@ class DPConfig(_Strict):
     # GPT-NeoX/Pythia query_key_value/dense/…, Llama/Mistral/Qwen2 q/k/v/o_proj and gate/up/down_proj).
     lora_targets: tuple[str, ...] | Literal["auto"] = "auto"
     qlora: bool = False  # the +lora arms on a 4-bit NF4 base (QLoRA; bitsandbytes on CUDA only)
+    # The +lora arms' frozen base held in bf16 (models.lora.bf16_base; adapters, clipping and noise stay fp32).
+    # auto: where the device multiplies bf16 in hardware (CUDA with bf16, CPUs with AVX-512 BF16 / AMX), else fp32.
+    lora_base: Literal["auto", "fp32", "bf16"] = "auto"
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
     debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
@@ -453,7 +456,8 @@ class AuditConfig(_Strict):
             global_variance=self.shadows.global_variance, clients=(self.federated.clients, self.data.client_field),
             canary_candidates=self.canaries.candidates,
             one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words, self.one_run.secret_words),
-            pii_sizes=PiiSizes.full() if self.profile in ("full", "gpu") else PiiSizes.quick()))
+            pii_sizes=PiiSizes.full() if self.profile in ("full", "gpu") else
+            PiiSizes.small() if self.profile == "smollm2" else PiiSizes.quick()))
 
     def selected_attacks(self) -> list[str]:
         """Names of the attacks this audit runs: ``attacks.select`` minus the families switched off."""

@@ -40,6 +40,14 @@ class PiiSizes(BaseModel):
         return cls()
 
     @classmethod
+    def small(cls) -> PiiSizes:
+        """For a 100 M-parameter model on a CPU (the ``smollm2`` profile), where one scored or generated token
+        costs ~10³× the embedded model's: a quarter of ``quick``'s samples and slots."""
+        return cls(extraction_samples=50, extraction_max_new_tokens=32, reconstruction_slots=8,
+                   reconstruction_candidates=8, reconstruction_max_new_tokens=12, inference_slots=20,
+                   inference_sizes=(10,))
+
+    @classmethod
     def full(cls) -> PiiSizes:
         return cls(extraction_samples=1000, extraction_max_new_tokens=96, reconstruction_slots=140,
                    reconstruction_candidates=64, reconstruction_max_new_tokens=24, inference_slots=140,
