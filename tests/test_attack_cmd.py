@@ -1,10 +1,13 @@
 """``privleak attack``: a model trained outside PrivLeak, audited with the pipeline's own battery.
 
 The model here is trained with plain ``transformers`` code (no PrivLeak
-training code), on the members of a small synthetic corpus with two planted
-canaries. Its LOSS AUC and canary exposures from ``privleak attack`` must be
-those of the pipeline's own evaluation stages run on the same model and
-splits; a PEFT adapter, a hub id from the local cache and tiny random Llama /
+training code) as a new user trains one — ``tokenizer(text)``, no special
+tokens added by hand — on the members of a small synthetic corpus with two
+planted canaries. ``privleak attack`` scores it in that format by default
+(``plain``): its LOSS AUC and canary exposures must be those of the
+pipeline's own evaluation stages run on the same model and splits in the
+same format, and its LOSS and reference AUCs those computed here directly
+with ``transformers``; a PEFT adapter, a hub id from the local cache and tiny random Llama /
 GPT-NeoX / Qwen2 models go through the command; bad input is one line and
 exit 2; an interrupted audit resumes without redoing finished attacks; a
 shifted member / non-member split is flagged.
@@ -42,9 +45,10 @@ def _tokenizer(texts: list[str]):
 
 
 def _train(model, tok, texts: list[str], epochs: int = 15) -> None:
-    """Plain causal-LM fine-tuning: AdamW, batches of 8, loss on every real token."""
+    """Plain causal-LM fine-tuning: ``tokenizer(text)`` (this tokenizer adds no special token), AdamW, batches of
+    8, loss on every real token."""
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    enc = [[tok.eos_token_id] + tok(t)["input_ids"][:150] + [tok.eos_token_id] for t in texts]
+    enc = [tok(t)["input_ids"][:160] for t in texts]
     gen = torch.Generator().manual_seed(0)
     model.train()
     for _ in range(epochs):
@@ -81,6 +85,11 @@ def world(tmp_path_factory):
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=64, n_layer=1, n_head=2,
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
+    # The "pretrained checkpoint": briefly trained on the population split, which the target never sees —
+    # the reference a fine-tune is audited against.
+    _train(model, tok, [r.text for r in corpus.splits["population"]], epochs=3)
+    model.save_pretrained(root / "start", safe_serialization=True)
+    tok.save_pretrained(root / "start")
     _train(model, tok, texts)
     model.save_pretrained(root / "model", safe_serialization=True)
     tok.save_pretrained(root / "model")
@@ -142,7 +151,7 @@ def test_same_loss_auc_and_exposure_as_the_pipeline(world, full_run, tmp_path):
     from privleak.pipeline.rundir import RunDir
 
     cfg = build_config({"canaries": {"candidates": 200}, "attacks": {"bootstrap": 10}},
-                       {"seed": 3, "one_run": {"canaries": 0}})
+                       {"seed": 3, "one_run": {"canaries": 0}, "model": {"text_format": "plain"}})
     run = RunDir.open(tmp_path / "pipe")
     corpus = read_corpus(world / "data")
     (run.root / "splits").mkdir()
@@ -163,9 +172,12 @@ def test_same_loss_auc_and_exposure_as_the_pipeline(world, full_run, tmp_path):
     assert mine and mine == pytest.approx(theirs, abs=1e-9)
 
 
-def test_loss_auc_matches_a_direct_computation(world, tmp_path):
+@pytest.mark.parametrize("reference", [False, True], ids=["alone", "with-reference"])
+def test_loss_auc_matches_a_direct_computation(world, tmp_path, reference):
     """Distinct plain-text records (each its own unit, every one evaluated): LOSS AUC = sklearn's AUC of the
-    negative mean token NLL computed here with transformers directly."""
+    negative mean token NLL computed here with transformers as a user would (``model(ids, labels=ids).loss`` on
+    ``tokenizer(text)``), with and without the starting checkpoint as ``--reference``; with it, the reference
+    attack's AUC = that of NLL_reference − NLL_target."""
     from sklearn.metrics import roc_auc_score
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -178,23 +190,52 @@ def test_loss_auc_matches_a_direct_computation(world, tmp_path):
     (tmp_path / "n.txt").write_text("\n".join(t.replace("\n", " ") for t in non) + "\n")
     out = tmp_path / "run"
     _attack(["attack", "--target", str(world / "model"), "--members", str(tmp_path / "m.txt"),
-             "--non-members", str(tmp_path / "n.txt"), "--out", str(out), "-c", str(world / "small.yaml")])
+             "--non-members", str(tmp_path / "n.txt"), "--out", str(out), "-c", str(world / "small.yaml"),
+             *(["--reference", str(world / "start")] if reference else [])])
     res = load_results(out)
-    loss = res.arms["target"].attacks["loss"]
+    attacks = res.arms["target"].attacks
+    loss = attacks["loss"]
     if loss.n_members != 30:  # near-duplicate notes merged: the direct computation would compare other sets
         pytest.skip(f"{30 - loss.n_members} near-duplicate records merged")
+    assert res.arms["target"].details.text_format == "plain"
     tok = AutoTokenizer.from_pretrained(world / "model")
-    model = AutoModelForCausalLM.from_pretrained(world / "model").eval()
 
-    def score(text: str) -> float:
-        ids = [tok.eos_token_id] + tok(" ".join(text.split()), add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        ids = torch.tensor([ids[:160]])
-        with torch.no_grad():
-            return -float(model(input_ids=ids, labels=ids).loss)
+    def nll(model_dir: Path) -> list[float]:
+        model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        out = []
+        for text in mem + non:
+            ids = torch.tensor([tok(" ".join(text.split()))["input_ids"][:160]])
+            with torch.no_grad():
+                out.append(float(model(input_ids=ids, labels=ids).loss))
+        return out
 
     y = [1] * 30 + [0] * 30
-    direct = roc_auc_score(y, [score(t) for t in mem + non])
-    assert loss.auc == pytest.approx(direct, abs=1e-6)
+    target = nll(world / "model")
+    direct = roc_auc_score(y, [-x for x in target])
+    assert loss.auc == pytest.approx(direct, abs=1e-6)  # the issue asks within 0.01; the same computation gives 1e-6
+    assert loss.auc > 0.8  # the model memorised its members: the check is not between two chance-level figures
+    if reference:
+        start = nll(world / "start")
+        direct_ref = roc_auc_score(y, [s - t for s, t in zip(start, target)])
+        assert attacks["reference"].auc == pytest.approx(direct_ref, abs=1e-6)
+        assert res.base_model is not None  # the starting checkpoint is the control
+    else:
+        assert "reference" not in attacks
+
+
+def test_privleak_format_understates_a_plain_trained_model(world, tmp_path):
+    """Scoring the plain-trained model in PrivLeak's own format (<eos> text <eos>, --format privleak) is scoring
+    it in a format it never saw: its results say so, and they differ from the default's."""
+    d = world / "data"
+    args = ["--target", str(world / "model"), "--members", str(d / "members.jsonl"), "--non-members",
+            str(d / "non_members.jsonl"), "-c", str(tmp_path / "cfg.yaml")]
+    (tmp_path / "cfg.yaml").write_text("attacks: {bootstrap: 10, select: [membership]}\n")
+    _attack(["attack", *args, "--out", str(tmp_path / "p"), "--format", "privleak"])
+    _attack(["attack", *args, "--out", str(tmp_path / "d")])
+    p, dflt = (load_results(tmp_path / x).arms["target"] for x in ("p", "d"))
+    assert p.details.text_format == "privleak" and p.details.text_frame.startswith("privleak: <|endoftext|> before")
+    assert dflt.details.text_format == "plain"
+    assert p.attacks["loss"].auc != pytest.approx(dflt.attacks["loss"].auc, abs=1e-9)
 
 
 # --------------------------------------------------------------------------- other targets
@@ -350,12 +391,14 @@ def _bad_inputs(world: Path, tmp: Path) -> dict[str, tuple[list[str], str]]:
         # issue 30: a flag that cannot take effect is refused, not ignored
         "text field on PrivLeak JSONL": (base + ["--target", model, "--members", m, "--non-members", n,
                                                  "--text-field", "nope"], "--text-field nope"),
+        "format": (base + ["--target", model, "--members", m, "--non-members", n, "--format", "chatml"],
+                   "--format chatml: unknown text format"),
     }
 
 
 CASES = ["missing members", "empty members", "bad JSONL", "overlap", "not a model", "auto_map", "adapter without base",
          "base on a full model", "hub id not cached", "missing canaries", "too few records", "device",
-         "deep JSONL", "huge number", "deep PrivLeak JSONL", "deep canaries", "text field on PrivLeak JSONL"]
+         "deep JSONL", "huge number", "deep PrivLeak JSONL", "deep canaries", "text field on PrivLeak JSONL", "format"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -124,6 +124,10 @@ class ModelConfig(_Strict):
     base: str | None = None  # None: the embedded model; else a HF id or local directory
     max_length: int = Field(160, ge=8, le=L.MAX_LENGTH)
     embedded: EmbeddedModelConfig = EmbeddedModelConfig()
+    # How texts are framed when a model is scored or prompted (models.batching): the format the model was
+    # trained in. auto: privleak (<eos> text <eos>) for the models `run` trains, plain (tokenizer(text)) for a
+    # model `privleak attack` audits. `run` trains its arms in its own format, so it takes auto or privleak only.
+    text_format: Literal["auto", "privleak", "plain", "plain+eos"] = "auto"
 
 
 class TrainConfig(_Strict):
@@ -169,6 +173,9 @@ class DPConfig(_Strict):
     # GPT-NeoX/Pythia query_key_value/dense/…, Llama/Mistral/Qwen2 q/k/v/o_proj and gate/up/down_proj).
     lora_targets: tuple[str, ...] | Literal["auto"] = "auto"
     qlora: bool = False  # the +lora arms on a 4-bit NF4 base (QLoRA; bitsandbytes on CUDA only)
+    # The +lora arms' frozen base held in bf16 (models.lora.bf16_base; adapters, clipping and noise stay fp32).
+    # auto: where the device multiplies bf16 in hardware (CUDA with bf16, CPUs with AVX-512 BF16 / AMX), else fp32.
+    lora_base: Literal["auto", "fp32", "bf16"] = "auto"
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
     debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
@@ -427,7 +434,7 @@ class ComputeConfig(_Strict):
 
 class AuditConfig(_Strict):
     seed: int = 0
-    profile: Literal["quick", "full", "gpu", "smoke"] = "quick"
+    profile: Literal["quick", "full", "gpu", "smoke", "smollm2"] = "quick"
     # auto: the first CUDA GPU when one is visible, else the CPU; or cpu, cuda, cuda:N, mps.
     device: str = "auto"
     compute: ComputeConfig = ComputeConfig()
@@ -598,6 +605,11 @@ def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, A
     layered = _merge(layered, PROFILES[profile])
     layered = _merge(layered, file_data)
     layered = _merge(layered, overrides)
+    base = (layered.get("model") or {}).get("base")
+    if isinstance(base, str) and base == "smollm2":  # a model PrivLeak knows by name: its package file
+        from .models.smollm2 import locate
+
+        layered["model"] = {**layered["model"], "base": locate()}
     try:
         return AuditConfig.model_validate(layered)
     except ValidationError as err:

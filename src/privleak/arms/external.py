@@ -1,7 +1,8 @@
 """``external``: a model the user trained, audited by ``privleak attack``: nothing to build, nothing to choose.
 
 Its block says what was audited: the model or adapter named, the directory
-loaded and, for a PEFT adapter, the base it was merged into.
+loaded, for a PEFT adapter the base it was merged into, for a GGUF file its
+quantization, and the text format the model was scored in.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..core.typed import ArmDetails
+from ..results import GgufSource
 from .base import ArmInputs, ArmKind
 from .registry import ArmSpec, register
 
@@ -23,6 +25,11 @@ class ExternalModel(ArmDetails):
     base: str | None = None
     base_path: str | None = None
     n_params: int | None = None
+    gguf: GgufSource | None = None  # the model was a GGUF file, converted (models.gguf)
+    # How each text was framed when scored and prompted (models.batching.TEXT_FORMATS), and what that put
+    # around the text with this tokenizer.
+    text_format: str | None = None
+    text_frame: str | None = None
 
 
 class External(ArmKind):

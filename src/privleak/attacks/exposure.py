@@ -192,10 +192,9 @@ def _split_point(canary: Canary) -> tuple[str, str]:
 
 
 def _continuation_ids(handle: ModelHandle, prefix: str, continuations: list[str]) -> tuple[list[int], list[list[int]]]:
-    """Token ids of ``<start> prefix`` and of each continuation, tokenised separately."""
+    """Token ids of ``<lead> prefix`` (the handle's text format) and of each continuation, tokenised separately."""
     tok = handle.tokenizer
-    start = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
-    p_ids = ([start] if start is not None else []) + tok(prefix, add_special_tokens=False)["input_ids"]
+    p_ids = handle.lead_ids() + tok(prefix, add_special_tokens=False)["input_ids"]
     conts = token_ids(tok, continuations)
     longest = len(p_ids) + max((len(c) for c in conts), default=0)
     if longest > handle.max_length:

@@ -145,9 +145,7 @@ def _body_ids(handle: ModelHandle, texts: list[str]) -> list[list[int]]:
 
 
 def _start_id(handle: ModelHandle) -> list[int]:
-    tok = handle.tokenizer
-    s = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
-    return [] if s is None else [int(s)]
+    return handle.lead_ids()
 
 
 def _prefix_hits(handle: ModelHandle, bodies: list[list[int]], k: int, ms: Sequence[int],

@@ -76,12 +76,13 @@ def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str =
         return np.zeros(0)
     scores = score_texts(handle, [c.text for c in canaries], desc=desc)
     n_body = [len(x) for x in handle.tokenizer([c.text for c in canaries], add_special_tokens=False)["input_ids"]]
+    lead = len(handle.lead_ids())
     out = np.empty(len(canaries))
     for i in range(len(canaries)):
-        # predicted token k of text i is body token k (the sequence starts with <eos>): skip k = 0, and the
-        # closing <eos> after the body
-        start = int(scores.offsets[i])
-        lp = scores.logprob[start + 1: start + min(n_body[i], int(scores.offsets[i + 1]) - start)]
+        # predicted token k is sequence token k + 1, so body token b is predicted token lead + b − 1: keep
+        # b = 1 … n_body − 1 (not the first, nor the format's tail after the body)
+        start, end = int(scores.offsets[i]), int(scores.offsets[i + 1])
+        lp = scores.logprob[start + lead: min(start + lead + n_body[i] - 1, end)]
         out[i] = -float(np.mean(lp)) if lp.size else 0.0
     return out
 

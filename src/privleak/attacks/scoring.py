@@ -46,9 +46,11 @@ class TokenScores:
 
     def nll(self) -> np.ndarray:
         """NLL(x) = mean over tokens of −log p(x_t | x_<t), one value per text."""
-        sums = np.add.reduceat(self.logprob.astype(np.float64), self.offsets[:-1]) if len(self.logprob) else np.zeros(len(self))
+        # Cumulative sums, not reduceat: a text can have no predicted token (one token, nothing before it, in the
+        # plain format of a tokenizer that adds no BOS), and reduceat misreads empty segments.
+        cum = np.concatenate([[0.0], np.cumsum(self.logprob.astype(np.float64))])
+        sums = cum[self.offsets[1:]] - cum[self.offsets[:-1]]
         counts = np.diff(self.offsets)
-        # reduceat misreads empty segments; texts always have ≥ 1 token (the EOS after BOS).
         return -sums / np.maximum(counts, 1)
 
     def save(self, path: str | os.PathLike[str], key: str = "") -> None:
@@ -125,7 +127,7 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = 
     ``max_tokens`` padded tokens per batch; None: 8192 off CUDA, on CUDA as
     many as the free device memory holds (:mod:`privleak.models.device`).
     """
-    enc = encode(handle.tokenizer, texts, handle.max_length)
+    enc = encode(handle.tokenizer, texts, handle.max_length, handle.text_format)
     lengths = [len(s) for s in enc.ids]
     n_pred = [max(0, n - 1) for n in lengths]
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)

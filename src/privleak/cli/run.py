@@ -21,7 +21,7 @@ def run(
     text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text in JSONL/CSV/HF data (default 'text')."),
     group_field: Optional[str] = typer.Option(None, "--group-field", help="Field/column naming the person or group of each record (e.g. patient_id, author): a group stays in one split and membership is evaluated one record per group."),
     client_field: Optional[str] = typer.Option(None, "--client-field", help="Field/column naming the federated client (clinic, site) of each record, for the fedavg / fed-dp-ε arms (default for the synthetic corpus: federated.clients clinics)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id or local directory. Default: the embedded model pre-trained on public synthetic text."),
+    model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id, local directory, or a .gguf file (or a .whl package carrying one: dequantized, converted once into the model cache). Default: the embedded model pre-trained on public synthetic text."),
     epsilons: Optional[str] = typer.Option(None, "--epsilons", help="Comma-separated ε for the DP-SGD arms, e.g. 1,4,8 (empty: no DP arms)."),
     arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard (default: baseline, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard)."),
     delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms, 0 < δ < 1 (default 1/(10·n))."),

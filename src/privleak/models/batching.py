@@ -1,8 +1,21 @@
-"""Turning texts into padded token batches.
+"""Turning texts into padded token batches, in the format a model was trained in.
 
-Every sequence is ``<eos> text <eos>`` truncated to ``max_length`` tokens; the
-leading ``<eos>`` makes the first real token predictable, so its
-log-probability counts like every other token's.
+A model is scored (and prompted) in the text format it saw in training
+(``TEXT_FORMATS``):
+
+* ``privleak`` — ``<eos> text <eos>``: how PrivLeak trains its arms and the
+  embedded base model. The leading ``<eos>`` makes the first real token
+  predictable, so its log-probability counts like every other token's.
+* ``plain`` — ``tokenizer(text)``: the tokenizer's own special tokens (BOS
+  for Llama-family tokenizers, nothing for GPT-2's), as plain
+  ``transformers`` fine-tuning code feeds a model. The default for models
+  PrivLeak did not train (``privleak attack``).
+* ``plain+eos`` — ``tokenizer(text)`` then ``<eos>``: training scripts that
+  append ``tokenizer.eos_token`` to every example.
+
+A format is a fixed run of tokens before the text (``lead``) and after it
+(``tail``); the tokenizer's own special tokens are found by encoding one
+probe string with and without them.
 """
 
 from __future__ import annotations
@@ -12,12 +25,19 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from ..core.errors import UserError
+
+TEXT_FORMATS = ("privleak", "plain", "plain+eos")
+_PROBE = "privleak probe"
+
 
 @dataclass
 class Encoded:
-    """Token ids of each text (variable length, unpadded)."""
+    """Token ids of each text (variable length, unpadded); every sequence is ``lead + body + tail`` before
+    truncation, ``lead`` tokens long at its start."""
 
     ids: list[list[int]]
+    lead: int = 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -38,16 +58,57 @@ def token_ids(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list
     return tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
 
 
-def encode(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> Encoded:
+@dataclass(frozen=True)
+class Frame:
+    """The tokens a format puts before and after every text."""
+
+    lead: tuple[int, ...]
+    tail: tuple[int, ...]
+    name: str
+
+    def describe(self, tokenizer: PreTrainedTokenizerBase) -> str:
+        """One line for the results: what the sequences scored look like."""
+        def show(ids: tuple[int, ...]) -> str:
+            return " ".join(tokenizer.convert_ids_to_tokens(list(ids))) if ids else "nothing"
+        return f"{self.name}: {show(self.lead)} before each text, {show(self.tail)} after"
+
+
+def _end_token(tokenizer: PreTrainedTokenizerBase) -> int | None:
     eos = tokenizer.eos_token_id
-    if eos is None:
-        eos = tokenizer.bos_token_id
+    return tokenizer.bos_token_id if eos is None else eos
+
+
+def check_format(fmt: str, option: str = "--format") -> str:
+    if fmt not in TEXT_FORMATS:
+        raise UserError(f"{option} {fmt}: unknown text format; use one of {', '.join(TEXT_FORMATS)} (the format the "
+                        "model was trained in: plain = tokenizer(text), privleak = <eos> text <eos>)")
+    return fmt
+
+
+def frame(tokenizer: PreTrainedTokenizerBase, fmt: str = "privleak") -> Frame:
+    """The lead and tail tokens of format ``fmt`` for ``tokenizer`` (module docstring)."""
+    check_format(fmt)
+    end = _end_token(tokenizer)
+    if fmt == "privleak":
+        edge = () if end is None else (int(end),)
+        return Frame(edge, edge, fmt)
+    full = list(tokenizer(_PROBE)["input_ids"])
+    body = list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"])
+    at = next((i for i in range(len(full) - len(body) + 1) if full[i:i + len(body)] == body), None)
+    if at is None:  # a post-processor that rewrites the text's own tokens: score the text alone
+        lead, tail = (), ()
+    else:
+        lead, tail = tuple(full[:at]), tuple(full[at + len(body):])
+    if fmt == "plain+eos" and end is not None and tail[-1:] != (int(end),):
+        tail = tail + (int(end),)
+    return Frame(lead, tail, fmt)
+
+
+def encode(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int, fmt: str = "privleak") -> Encoded:
+    """``lead + tokens(text) + tail`` of format ``fmt`` for each text, truncated to ``max_length`` tokens."""
+    f = frame(tokenizer, fmt)
     body = token_ids(tokenizer, texts)
-    out = []
-    for ids in body:
-        seq = ([eos] if eos is not None else []) + list(ids) + ([eos] if eos is not None else [])
-        out.append(seq[:max_length])
-    return Encoded(out)
+    return Encoded([(list(f.lead) + list(ids) + list(f.tail))[:max_length] for ids in body], lead=len(f.lead))
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

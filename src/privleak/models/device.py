@@ -127,6 +127,19 @@ def resolve_precision(device: torch.device, requested: str, option: str = "compu
     return "bf16"  # CPU and MPS autocast support bf16 (slower than fp32 on most CPUs; asked for by name)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bf16 matrices in hardware: a CUDA device with bf16, or a CPU with AVX-512 BF16
+    / AMX (oneDNN's check). Elsewhere (AVX2 CPUs) bf16 matmuls are emulated and slower than fp32."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
 def make_policy(device: str = "auto", precision: str = "auto", gradient_checkpointing: bool = False,
                 memory_fraction: float = 0.8) -> ComputePolicy:
     """Resolve user settings into a policy; a device or precision that cannot run here is a :class:`UserError`."""

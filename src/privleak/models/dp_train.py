@@ -76,7 +76,7 @@ from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
 from .fp32_samplers import ensure_fp32_samplers
-from .lora import AUTO, add_lora, check_qlora, merge_lora, quantized_base, transfer_adapters
+from .lora import AUTO, add_lora, bf16_base, check_qlora, merge_lora, quantized_base, transfer_adapters
 from .train import TrainLog, lr_at, make_optimizer
 
 
@@ -102,6 +102,7 @@ class DPSettings:
     lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
     lora_targets: tuple[str, ...] | str = AUTO  # module names, or "auto": the architecture's projections (``lora``)
     qlora: bool = False  # LoRA on a 4-bit NF4 base (bitsandbytes, CUDA only); adapters merged into the full base
+    lora_base_bf16: bool = False  # LoRA on a bf16 copy of the frozen base (lora.bf16_base); merged into the fp32 one
     # A deliberately broken DP step, to prove the audit catches one (never for real use): "no_noise"
     # trains with σ = 0, "no_clip" clips at a bound no gradient reaches (noise std kept at σC); the log
     # still reports the calibrated σ and the target's ε, as a silently buggy DP library would.
@@ -341,6 +342,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         check_qlora(model_device(model))
         # The 4-bit copy trains; the full-precision weights wait in host memory for the adapters.
         model, full_model = quantized_base(model), model.cpu()
+    elif settings.lora_rank is not None and settings.lora_base_bf16:
+        model, full_model = bf16_base(model), model
     model = prepare_trainable(model, settings)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
@@ -389,7 +392,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         for attr in ("_norm_sample", "_forward_counter"):  # ghost clipping's scratch state
             if hasattr(p, attr):
                 delattr(p, attr)
-    if settings.lora_rank is not None and settings.qlora:
+    if settings.lora_rank is not None and (settings.qlora or settings.lora_base_bf16):
         trained = transfer_adapters(trained, full_model.to(model_device(trained)), settings.lora_rank,
                                     settings.lora_alpha, settings.lora_targets)
     elif settings.lora_rank is not None:

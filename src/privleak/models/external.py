@@ -1,6 +1,8 @@
 """A model the user already trained: a local directory, a hub id in the local cache, or a PEFT adapter.
 
-``privleak attack`` audits such a model. Nothing is downloaded: a hub id is
+``privleak attack`` audits such a model; a ``.gguf`` file (or a package
+file carrying one) is converted once into the model cache
+(:mod:`privleak.models.gguf`) and audited as that directory. Nothing is downloaded: a hub id is
 resolved to its snapshot in the local Hugging Face cache
 (``local_files_only``) or refused in one line. The same refusals as
 ``--model`` apply (no ``auto_map`` model code, no pickled weights, causal LMs
@@ -18,9 +20,13 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import UserError
 from ..core.jsonlimits import loads
+from .gguf import convert, converted_info, is_gguf
+from .smollm2 import NAME as SMOLLM2
+from .smollm2 import locate as locate_smollm2
 from .handle import ModelHandle, _is_hub_id, check_model_ref, load_handle
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -37,9 +43,14 @@ class ModelRef:
     adapter: bool = False
     base: "ModelRef | None" = None  # the adapter's base model
 
-    def describe(self) -> dict[str, str | bool | None]:
+    def describe(self) -> dict[str, Any]:
         return {"ref": self.ref, "path": self.path, "adapter": self.adapter,
-                "base": self.base.ref if self.base else None, "base_path": self.base.path if self.base else None}
+                "base": self.base.ref if self.base else None, "base_path": self.base.path if self.base else None,
+                "gguf": self.gguf()}
+
+    def gguf(self) -> dict[str, Any] | None:
+        """The GGUF file this model was converted from (models.gguf), for the results; None for a directory."""
+        return converted_info(self.path)
 
 
 def _reword(exc: UserError, option: str) -> UserError:
@@ -62,9 +73,14 @@ def hub_cache_snapshot(ref: str) -> str | None:
 def resolve_dir(ref: str, option: str) -> str:
     """A local directory for ``ref``: the path itself, or the cached snapshot of a hub id."""
     local = Path(ref).expanduser()
+    if ref == SMOLLM2 and not local.exists():  # a model PrivLeak knows by name: its package file (models.smollm2)
+        return str(convert(locate_smollm2(), option)[0])
     if local.exists():
+        if local.is_file() and is_gguf(local):
+            return str(convert(ref, option)[0])  # once, into the model cache (models.gguf)
         if not local.is_dir():
-            raise UserError(f"{option} {ref}: is a file; pass the directory saved with save_pretrained()")
+            raise UserError(f"{option} {ref}: is a file; pass the directory saved with save_pretrained(), or a .gguf "
+                            "model file")
         return str(local)
     if not _is_hub_id(ref) or ref.startswith(("./", "../")):
         raise UserError(f"{option} {ref}: path does not exist; pass a local model directory or a Hugging Face model id "

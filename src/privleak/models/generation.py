@@ -30,10 +30,16 @@ class GenerationSettings:
 
 
 def _prompt_ids(handle: ModelHandle, prompt: str) -> list[int]:
-    """Token ids of a prompt, starting with the same <eos> the training texts started with."""
-    tok = handle.tokenizer
-    start = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
-    return ([start] if start is not None else []) + tok(prompt, add_special_tokens=False)["input_ids"]
+    """Token ids of a prompt, after the same lead tokens the training texts started with (the handle's format).
+
+    An empty prompt in a format with no lead (``plain`` on GPT-2's tokenizer) starts from the BOS token (else
+    EOS), as unconditional sampling from such models does: a model needs one token to predict from."""
+    ids = handle.lead_ids() + handle.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if not ids:
+        tok = handle.tokenizer
+        start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        ids = [int(start)] if start is not None else [handle.pad_id]
+    return ids
 
 
 @torch.inference_mode()

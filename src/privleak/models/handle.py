@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import (
@@ -28,6 +28,18 @@ class ModelHandle:
     tokenizer: PreTrainedTokenizerBase
     max_length: int
     name: str = ""
+    # How texts are framed for this model (models.batching.TEXT_FORMATS): the format it was trained in.
+    text_format: str = "privleak"
+    _frame: tuple | None = field(default=None, repr=False, compare=False)
+
+    def lead_ids(self) -> list[int]:
+        """The tokens before every text (and every prompt) in this model's text format."""
+        from .batching import frame
+
+        key = (id(self.tokenizer), self.text_format)
+        if self._frame is None or self._frame[0] != key:  # the tokenizer or the format may be swapped after loading
+            self._frame = (key, list(frame(self.tokenizer, self.text_format).lead))
+        return list(self._frame[1])
 
     @property
     def pad_id(self) -> int:
@@ -53,9 +65,15 @@ def check_model_ref(ref: str) -> str:
     mistyped path and we say so instead of asking the hub.
     """
     local = Path(ref).expanduser()
+    if local.is_file():
+        from .gguf import convert, is_gguf
+
+        if is_gguf(local):  # converted once into the model cache; the directory is checked like any other
+            return check_model_ref(str(convert(ref, "--model")[0]))
     if local.exists():
         if not local.is_dir():
-            raise UserError(f"--model {ref}: is a file; pass the directory that holds config.json and the weights")
+            raise UserError(f"--model {ref}: is a file; pass the directory that holds config.json and the weights, "
+                            "or a .gguf model file")
         if not (local / "config.json").exists():
             raise UserError(f"--model {ref}: no config.json in that directory; pass a directory saved with save_pretrained()")
         check_model_config(ref, local / "config.json")

@@ -165,9 +165,24 @@ def quantized_base(model: PreTrainedModel) -> PreTrainedModel:
     return prepare_model_for_kbit_training(q, use_gradient_checkpointing=False)
 
 
+def bf16_base(model: PreTrainedModel) -> PreTrainedModel:
+    """A copy of ``model`` with every weight in bf16, to hold the frozen base of a LoRA arm.
+
+    PEFT keeps the adapters themselves in fp32 (``autocast_adapter_dtype``) and feeds them fp32 inputs, so the
+    only data-dependent weights — and, under DP-SGD, their per-sample gradients, clipping and noise — stay in
+    fp32; the base's matrix products run in bf16, which halves its memory traffic and, where the hardware has
+    bf16 units (:func:`privleak.models.device.native_bf16`), its time. The trained adapters are merged into the
+    fp32 base afterwards (:func:`transfer_adapters`), so the saved model is base + AB at full precision.
+    """
+    import copy
+
+    return copy.deepcopy(model).to(torch.bfloat16)
+
+
 def transfer_adapters(trained_peft, full_model: PreTrainedModel, rank: int, alpha: float,
                       targets: tuple[str, ...] | str | None = AUTO) -> PreTrainedModel:
-    """The adapters trained on the 4-bit base, merged into the full-precision ``full_model``."""
+    """The adapters trained on a reduced-precision base (4-bit NF4 or bf16), merged into the full-precision
+    ``full_model``."""
     from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
     state = {k: v.detach().float() for k, v in get_peft_model_state_dict(trained_peft).items()}

@@ -81,19 +81,43 @@ def attack_graph(audit: Audit, inputs: AttackInputs, dkey: str) -> Graph:
     rkey = "none"
     if inputs.reference is not None:
         ref = inputs.reference
-        rkey = stable_hash("external-model", model_fingerprint(ref.path), cfg.model.max_length)
+        rkey = stable_hash("external-model", model_fingerprint(ref.path), cfg.model.max_length, audit.text_format())
         g.add(Task("base-model", rkey, partial(_reference_stage, ref=ref), (DATA,), ("base_model.json",)))
         reads += ("base-model",)
         targets.append(Target("base", rkey, ref.path, reference=False))
         producer["base"] = "base-model"
     t = inputs.target
     tkey = stable_hash("external-model", model_fingerprint(t.path), t.base and model_fingerprint(t.base.path),
-                       cfg.model.max_length)
+                       cfg.model.max_length, audit.text_format())
     targets.append(Target(TARGET, tkey, t.path, reference=inputs.reference is not None,
                           adapter_base=t.base.path if t.base else None, kind=TARGET_SPEC.kind))
     producer[TARGET] = "blind-baseline"
     add_evaluation(g, audit, targets, producer, reads, rkey)
     return g
+
+
+def resolve_format(cfg: AuditConfig) -> AuditConfig:
+    """``auto`` is ``plain`` here: a model trained outside PrivLeak is scored as ``tokenizer(text)`` frames it
+    (models.batching), unless the user says it was trained otherwise (``--format``)."""
+    if cfg.model.text_format != "auto":
+        return cfg
+    return cfg.model_copy(update={"model": cfg.model.model_copy(update={"text_format": "plain"})})
+
+
+def text_frame(paths: list[str], fmt: str) -> str | None:
+    """What format ``fmt`` puts around each text with the model's tokenizer (one line, for the results): the first
+    of ``paths`` that has one (an adapter without its own tokenizer uses its base's, as load_model does)."""
+    from transformers import AutoTokenizer
+
+    from ..models.batching import frame
+
+    for path in paths:
+        try:
+            tok = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        except (OSError, ValueError):
+            continue
+        return frame(tok, fmt).describe(tok)
+    return None
 
 
 def _not_run(audit: Audit, inputs: AttackInputs) -> None:
@@ -125,13 +149,14 @@ def run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path,
 
 def _run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path, notify: Callable[[str], None],
                 executor: Executor | None) -> AuditResults:
+    cfg = resolve_format(cfg)
     run = RunDir.open(out_dir)
-    notify(f"PrivLeak attack → {run.root}  (target: {inputs.target.ref})")
+    notify(f"PrivLeak attack → {run.root}  (target: {inputs.target.ref}; texts framed as {cfg.model.text_format})")
     audit = Audit(cfg=cfg, run=run, notify=notify)
     record = {"command": "attack", "seed": cfg.seed, "profile": cfg.profile,
               "target": inputs.target.describe(), "reference": inputs.reference.describe() if inputs.reference else None,
               "files": inputs.files, "data": cfg.data.model_dump(mode="json", include={"text_field", "group_field"}),
-              "model": {"max_length": cfg.model.max_length},
+              "model": {"max_length": cfg.model.max_length, "text_format": cfg.model.text_format},
               "canaries": cfg.canaries.model_dump(mode="json"), "attacks": cfg.attacks.model_dump(mode="json")}
     write_json(run.path("config.json"), record)
     dkey = _data_key(cfg, inputs)
@@ -143,8 +168,8 @@ def _run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path, not
         executor.close()
     _not_run(audit, inputs)
     t = inputs.target
-    target = {"ref": t.ref, "path": t.path, "adapter": t.adapter, "base": t.base.ref if t.base else None,
-              "base_path": t.base.path if t.base else None}
+    target = {**t.describe(), "text_format": cfg.model.text_format,
+              "text_frame": text_frame([t.path] + ([t.base.path] if t.base else []), cfg.model.text_format)}
     results = assemble(audit, [TARGET_SPEC], control=inputs.reference is not None,
                        source=f"{inputs.files['--members']} (members) / {inputs.files['--non-members']} (non-members)",
                        extra={TARGET: {"target": target}})

@@ -59,9 +59,19 @@ class Audit:
     def base_dir(self) -> str:
         return read_json(self.run.path("base_model.json"))["path"]
 
+    def text_format(self) -> str:
+        """How every model of this run is scored and prompted (models.batching): the run's own arms in PrivLeak's
+        format; ``privleak attack`` resolves ``auto`` before the run starts."""
+        fmt = self.cfg.model.text_format
+        return "privleak" if fmt == "auto" else fmt
+
     def base(self) -> ModelHandle:
         """The base model (loaded once per process)."""
-        return self.memo("base_handle", lambda: load_handle(self.base_dir(), self.cfg.model.max_length))
+        def build() -> ModelHandle:
+            handle = load_handle(self.base_dir(), self.cfg.model.max_length)
+            handle.text_format = self.text_format()
+            return handle
+        return self.memo("base_handle", build)
 
     def stage(self, name: str, key: str, body: Callable[[], None]) -> None:
         """Run ``body`` unless the stage is done with the same key; mark it done after."""

@@ -56,6 +56,9 @@ def preflight(cfg: AuditConfig) -> None:
     # The model and stage modules import torch and transformers (seconds): only when a check needs them, so the
     # console script can run these checks before it loads anything heavy.
     check_memory(cfg)
+    if cfg.model.text_format not in ("auto", "privleak"):
+        raise UserError(f"model.text_format = {cfg.model.text_format}: `run` trains its arms in PrivLeak's own format "
+                        "(<eos> text <eos>) and scores them in it; set it to auto, or use it with privleak attack")
     if cfg.data.path is not None:
         records = load_corpus(cfg.data.path, text_field=cfg.data.text_field, fmt=cfg.data.format,
                               group_field=cfg.data.group_field, client_field=cfg.data.client_field)

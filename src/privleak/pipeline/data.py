@@ -18,7 +18,8 @@ from ..data.loaders import load_corpus
 from ..data.records import Record, write_jsonl
 from ..data.splits import split_corpus
 from ..models.base import BaseModelSpec, default_base_model
-from ..models.handle import load_handle
+from ..models.gguf import converted_info, gguf_digest, is_gguf
+from ..models.handle import check_model_ref, load_handle
 from .audit import SPLITS, Audit
 
 # Fewer records than this per split and no membership figure means anything.
@@ -106,7 +107,9 @@ def base_spec(cfg: AuditConfig) -> BaseModelSpec:
 
 
 def base_key(cfg: AuditConfig, data: str) -> str:
-    return stable_hash("base", data, cfg.model.model_dump(mode="json"), cfg.seed)
+    # text_format is not in the key: `run` always scores its models in PrivLeak's format.
+    return stable_hash("base", data, cfg.model.model_dump(mode="json", exclude={"text_format"}), cfg.seed,
+                       *([gguf_digest(cfg.model.base)] if cfg.model.base and is_gguf(cfg.model.base) else []))
 
 
 def resolve_base(audit: Audit, public: list[Record]) -> None:
@@ -116,9 +119,10 @@ def resolve_base(audit: Audit, public: list[Record]) -> None:
         _, path = default_base_model(base_spec(cfg), [r.text for r in public])
         info = {"kind": "embedded", "path": str(path), "spec": asdict(base_spec(cfg))}
     else:
-        handle = load_handle(cfg.model.base, cfg.model.max_length)
-        info = {"kind": "user", "ref": cfg.model.base, "path": cfg.model.base,
-                "n_params": int(sum(p.numel() for p in handle.model.parameters()))}
+        path = check_model_ref(cfg.model.base)  # a GGUF file: its converted directory in the model cache
+        handle = load_handle(path, cfg.model.max_length)
+        info = {"kind": "user", "ref": cfg.model.base, "path": path,
+                "n_params": int(sum(p.numel() for p in handle.model.parameters())), "gguf": converted_info(path)}
     write_json(audit.run.path("base_model.json"), info)
     audit.shared.pop("base_handle", None)
 

@@ -66,6 +66,7 @@ def model_handle(audit: Audit, target: Target) -> ModelHandle:
     handle = load_model(target.model_dir or model_dir(audit, target), audit.cfg.model.max_length,
                         adapter_base=target.adapter_base)
     handle.name = target.name
+    handle.text_format = audit.text_format()
     return handle
 
 

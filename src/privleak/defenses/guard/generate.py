@@ -50,7 +50,7 @@ def guarded_handle(handle: ModelHandle, guard: Guard, on_block: str = "redact", 
                    on_verdicts: Callable[[list[str], list[Verdict]], None] | None = None) -> GuardedHandle:
     """``handle`` (same model and tokenizer, not copied) behind ``guard``."""
     return GuardedHandle(model=handle.model, tokenizer=handle.tokenizer, max_length=handle.max_length,
-                         name=f"{handle.name}+guard" if handle.name else "guard",
+                         name=f"{handle.name}+guard" if handle.name else "guard", text_format=handle.text_format,
                          output_filter=guard_filter(guard, on_block, refusal, on_verdicts))
 
 
