@@ -3,9 +3,10 @@
 Every case runs ``python -m privleak`` in a subprocess on fresh scratch files and checks: exit code 2, exactly
 one line on stderr starting ``error:`` and naming what is wrong, no traceback and no raw control character in
 anything printed, no crash report, and nothing created, changed or removed in the scratch directory (a FIFO, a
-character device or a symlink given as the output is still what it was). The subprocess has a timeout of
-``CASE_TIMEOUT`` seconds (5; ``PRIVLEAK_CASE_TIMEOUT`` raises it on a machine busy with other work): every
-refusal here comes before any work, so none may take longer. The cases:
+character device or a symlink given as the output is still what it was). "Before any work" is checked by that
+snapshot, not by a clock: a case that started work would have created its run directory. The subprocess's
+timeout (``CASE_TIMEOUT``, 120 s; ``PRIVLEAK_CASE_TIMEOUT``) only stops a hung case — a short one failed on a
+busy machine, where Python's start-up alone can take seconds. The cases:
 
 * numbers out of range, flags and config values (the 10⁸-permutation MinHash, the 2³⁰-column sketch, ε = 800);
 * JSON past the limits (200,000 levels deep, a 100,000-digit number) in every reader of user JSON, and
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CASE_TIMEOUT = float(os.environ.get("PRIVLEAK_CASE_TIMEOUT", "5"))
+CASE_TIMEOUT = float(os.environ.get("PRIVLEAK_CASE_TIMEOUT", "120"))
 
 DEEP = "[" * 200_000 + "]" * 200_000
 BIG = "7" * 100_000
@@ -261,7 +262,7 @@ def results(tmp_path_factory):
                                   env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
         holders.append(holder)
         assert holder.stdout.readline().strip() == "held"
-        # One case at a time: each is a whole Python start-up, and cases must not slow each other past the timeout.
+        # One case at a time: each is a whole Python start-up.
         return {cid: (_run_case(argv, dirs[cid], busy_port), dirs[cid]) for cid, argv, _ in CASES}
     finally:
         listener.close()
@@ -279,7 +280,7 @@ def test_the_matrix_is_large_and_covers_every_command():
 @pytest.mark.parametrize("cid,argv,needle", CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_line_with_nothing_written(results, cid, argv, needle):
     (proc, before, after), d = results[cid]
-    assert proc is not None, f"{argv!r} took longer than {CASE_TIMEOUT} s to refuse"
+    assert proc is not None, f"{argv!r} hung: no answer in {CASE_TIMEOUT} s"
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, (argv, proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]

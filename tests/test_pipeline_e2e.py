@@ -13,7 +13,7 @@ from privleak import pipeline
 from privleak.config import build_config
 from privleak.data.records import read_jsonl
 from privleak.models.handle import load_handle
-from privleak.arms import dp as train_stage  # the DP kind's trainer
+from privleak.models import dp_train as train_stage  # the DP kind imports its trainer from here at call time
 from privleak.results import SCHEMA_VERSION
 
 

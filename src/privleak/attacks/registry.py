@@ -55,7 +55,7 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
     AttackSpec("exposure", "canaries", exposure.exposure, exposure.ExposureResult, "exposure", "Carlini et al. 2019",
                ("canary_candidates",), needs=("canaries",)),
     AttackSpec("one_run_canaries", "canaries", one_run_canaries.run, one_run_canaries.OneRunCanaryResult,
-               "one-run canaries", "Steinke et al. 2023; Panda et al. 2025", ("one_run_canaries",),
+               "one-run audit canaries", "Steinke et al. 2023; Panda et al. 2025", ("one_run_canaries",),
                needs=("audit_canaries",)),
     AttackSpec("canary_extraction", "canaries", extraction.canaries, extraction.CanaryExtractionResult,
                "canary extraction", "Carlini et al. 2019", needs=("canaries",), text_only=True),

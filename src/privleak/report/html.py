@@ -438,7 +438,7 @@ def section_one_run(results: AuditResults) -> Section | None:
     if first is None:  # every arm's bound unavailable (e.g. fewer canaries than it needs): the rows say why
         return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": [table(
             ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses",
-             "canary AUC in vs out", "check"], rows)]}
+             "canary AUC in vs out", "check"], rows, caption="The one-run audit canaries' bound, per arm.")]}
     blocks = []
     if plot_rows:
         blocks.append(figure(plots.epsilon_compare(plot_rows), "Accountant ε (proven upper bound) beside the one-run lower "
@@ -447,7 +447,7 @@ def section_one_run(results: AuditResults) -> Section | None:
     blocks += [
         table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses",
                "canary AUC in vs out", "check"], rows),
-        note(f"{first.m} audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
+        note(f"{first.m} one-run audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
              f"model's data with probability ½ ({first.n_included} in); score: {first.score} on every token after the first. The "
              "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
              f"bound (α = {first.alpha:g} overall), δ = the arm's. Steinke, Nasr & Jagielski 2023 hold for any (ε, δ)-DP "
