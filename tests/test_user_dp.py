@@ -28,6 +28,7 @@ from privleak.models.user_dp import (
     clipped_person_sum,
     group_records,
     pack_people,
+    person_labels,
     train_els,
     train_user_dp,
 )
@@ -121,8 +122,8 @@ def test_group_slots_and_packing_keep_people_whole():
 # ---------------------------------------------------------------- accounting
 
 def _dpa_pld(q, sigma, steps, delta):
-    """dp_accounting's PLD on a fine grid, written here without our wrappers."""
-    acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    """dp_accounting's PLD (grid 1e-3: ≤ 5e-4 relative excess on this grid), written here without our wrappers."""
+    acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
     acc.compose(dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
     return acc.get_epsilon(delta)
@@ -285,6 +286,23 @@ def test_els_caps_records_and_accounts_per_person(tiny_handle):
     assert log.epsilon <= 8.0 and log.epsilon == pytest.approx(8.0, rel=0.01)
     assert log.epsilon_record < log.epsilon  # a record is protected better than a person with two of them
     assert log.epsilon == pytest.approx(group_epsilon(log.sample_rate, log.sigma, log.steps, 1e-3, 2))
+
+
+def test_person_labels_one_definition():
+    from privleak.data.records import Record
+
+    records = [Record("note a", meta={"kind": "phi", "person_id": "P1"}),
+               Record("note b", meta={"kind": "phi", "person_id": "P1"}),
+               Record("SSN 1", meta={"kind": "canary", "canary_id": "canary-000", "copy": 0}),
+               Record("SSN 1", meta={"kind": "canary", "canary_id": "canary-000", "copy": 1}),
+               Record("zq vx", meta={"kind": "audit_canary", "canary_id": "audit-0001"}),
+               Record("mail 1", meta={"kind": "user", "group": "alice"}),
+               Record("Generic  text.", meta={"kind": "generic"}),
+               Record("Generic text. ", meta={"kind": "generic"})]
+    labels = person_labels(records)
+    assert labels[0] == labels[1] and labels[2] == labels[3] and labels[6] == labels[7]
+    assert len(set(labels)) == 5
+    assert records_per_person(labels) == {1: 2, 2: 3}
 
 
 def test_bad_person_labels_are_refused():

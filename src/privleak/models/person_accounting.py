@@ -54,22 +54,23 @@ __all__ = ["calibrate_group_sigma", "group_epsilon", "records_per_person", "repl
 _REL_ERR = 1e-4  # target relative excess of the PLD bound over the exact ε (as ``accounting``)
 _SEARCH_REL_ERR = 1e-2  # coarser grid inside the σ search; the final σ is checked on the fine one
 _VDI_MIN, _VDI_MAX = 1e-6, 5e-3
+_SEARCH_VDI_MAX = 5e-2
 _REFINEMENTS = 6
 
 
-def _vdi(eps: float, steps: int, rel_err: float) -> float:
+def _vdi(eps: float, steps: int, rel_err: float, vdi_max: float = _VDI_MAX) -> float:
     if not math.isfinite(eps):
-        return _VDI_MAX
-    return min(_VDI_MAX, max(_VDI_MIN, eps * math.sqrt(rel_err / steps)))
+        return vdi_max
+    return min(vdi_max, max(_VDI_MIN, eps * math.sqrt(rel_err / steps)))
 
 
-def _adaptive(eps_at, start: float, steps: int, rel_err: float) -> float:
+def _adaptive(eps_at, start: float, steps: int, rel_err: float, vdi_max: float = _VDI_MAX) -> float:
     """ε on a PLD grid fitted to ε itself (every pass is an upper bound)."""
-    vdi = _vdi(start, steps, rel_err)
+    vdi = _vdi(start, steps, rel_err, vdi_max)
     eps = start
     for _ in range(_REFINEMENTS):
         eps = eps_at(vdi)
-        needed = _vdi(eps, steps, rel_err)
+        needed = _vdi(eps, steps, rel_err, vdi_max)
         if vdi <= 1.5 * needed:
             break
         vdi = needed
@@ -100,7 +101,8 @@ def _rdp_start(q: float, sigma: float, steps: int, delta: float, k: int) -> floa
     return k * float(acc.get_epsilon(delta))
 
 
-def group_epsilon(q: float, sigma: float, steps: int, delta: float, k: int, *, rel_err: float = _REL_ERR) -> float:
+def group_epsilon(q: float, sigma: float, steps: int, delta: float, k: int, *, rel_err: float = _REL_ERR,
+                  vdi_max: float = _VDI_MAX) -> float:
     """Person-level ε of record-level DP-SGD for a person with ``k`` records (mixture-of-Gaussians PLD).
 
     Per step the person's records join the batch J ~ Binomial(k, q) times and
@@ -111,7 +113,7 @@ def group_epsilon(q: float, sigma: float, steps: int, delta: float, k: int, *, r
     k = _check_k(k)
     q, sigma, steps, delta = float(q), float(sigma), int(steps), float(delta)
     start = _rdp_start(q, sigma, steps, delta, k)
-    return _adaptive(lambda vdi: _mog_eps(q, sigma, steps, delta, k, vdi), start, steps, rel_err)
+    return _adaptive(lambda vdi: _mog_eps(q, sigma, steps, delta, k, vdi), start, steps, rel_err, vdi_max)
 
 
 def replace_one_epsilon(q: float, sigma: float, steps: int, delta: float) -> float:
@@ -134,42 +136,77 @@ def replace_one_epsilon(q: float, sigma: float, steps: int, delta: float) -> flo
     return _adaptive(at, 2 * _rdp_start(q, sigma, steps, delta, 1), steps, _REL_ERR)
 
 
+def _bracket(g, lo: float, glo: float, hi: float, ghi: float, what: str) -> tuple[float, float, float, float]:
+    """Widen [lo, hi] until g(lo) > 0 ≥ g(hi) (g = log(ε/target), decreasing in σ)."""
+    while glo <= 0:  # even σ = lo meets the target: walk down
+        hi, ghi = lo, glo
+        lo /= 1.25
+        if lo < 1e-2:
+            raise UserError(f"person-level epsilon is met with almost no noise ({what}); delta is too large")
+        glo = g(lo)
+    while ghi > 0:  # walk up a power-law step at a time (ε ∝ σ^-p, p ≥ ~1)
+        lo, glo = hi, ghi
+        hi = hi * min(8.0, math.exp(1.25 * ghi) * 1.01)
+        if hi > 1e6:
+            raise UserError(f"person-level epsilon is unreachable with sigma up to 1e6 ({what}); raise the target "
+                            "or cap fewer records per person")
+        ghi = g(hi)
+    return lo, glo, hi, ghi
+
+
+def _secant(g, lo: float, glo: float, hi: float, ghi: float, tol: float) -> tuple[float, float]:
+    """Shrink a bracket to hi/lo ≤ 1 + tol: secant in (log σ, log ε), bisection when it strays,
+    and a probe one tolerance beyond each new point (the root is usually that close)."""
+    a, b, w = math.log(lo), math.log(hi), math.log1p(tol)
+    for _ in range(100):
+        if b - a <= w:
+            break
+        x = b - ghi * (b - a) / (ghi - glo) if ghi != glo else (a + b) / 2
+        if not a + 0.05 * (b - a) < x < b - 0.05 * (b - a):
+            x = (a + b) / 2
+        gx = g(math.exp(x))
+        if gx > 0:
+            a, glo = x, gx
+        else:
+            b, ghi = x, gx
+        y = x - w if gx <= 0 else x + w
+        if a < y < b:
+            gy = g(math.exp(y))
+            if gy > 0:
+                a, glo = y, gy
+            else:
+                b, ghi = y, gy
+    return math.exp(a), math.exp(b)
+
+
 def calibrate_group_sigma(target_epsilon: float, delta: float, q: float, steps: int, k: int, tol: float = 1e-3) -> float:
     """Smallest σ (to relative ``tol``) with :func:`group_epsilon` (q, σ, T, δ, k) ≤ ``target_epsilon``.
 
-    Bisection in log σ on a coarse grid (ε is decreasing in σ), then the
-    fine-grid check, stepping σ up by tol/4 until it holds. No caps or floors:
-    a target no σ in [1e-2, 1e6] meets is a :class:`UserError`.
+    ε is decreasing in σ and close to a power law: a secant in (log σ, log ε)
+    inside a bracket, first on a coarse PLD grid (which over-states ε, so its
+    root is above the true one), then on the fine grid of :func:`group_epsilon`
+    itself from there. The σ returned satisfies ``group_epsilon(…) ≤ target``
+    by that very function. No caps or floors: a target no σ in [1e-2, 1e6]
+    meets is a :class:`UserError`.
     """
     validate_privacy_params(q=q, steps=steps, delta=delta, epsilon=target_epsilon)
     k = _check_k(k)
     target = float(target_epsilon)
 
-    def coarse(s: float) -> float:
-        return group_epsilon(q, s, steps, delta, k, rel_err=_SEARCH_REL_ERR)
+    def log_ratio(eps: float) -> float:
+        return math.log(eps / target) if eps > 0 else -745.0
 
-    lo, hi = 0.25, 4.0
-    while coarse(hi) > target:
-        lo, hi = hi, hi * 4
-        if hi > 1e6:
-            raise UserError(f"person-level epsilon={target:g} is unreachable for k={k} records per person with sigma "
-                            "up to 1e6; raise the target or cap fewer records per person")
-    while coarse(lo) <= target:
-        lo, hi = lo / 4, lo
-        if lo < 1e-2:
-            raise UserError(f"person-level epsilon={target:g} is met with almost no noise; delta is too large")
-    while hi / lo > 1 + tol:
-        mid = math.sqrt(lo * hi)
-        if coarse(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    sigma = lo  # the coarse grid over-states ε; start just below and climb on the fine one
-    for _ in range(400):
-        if group_epsilon(q, sigma, steps, delta, k) <= target:
-            return float(sigma)
-        sigma *= 1 + 0.25 * tol
-    raise UserError(f"could not meet person-level epsilon={target:g}; check the parameters")
+    def coarse(s: float) -> float:
+        return log_ratio(group_epsilon(q, s, steps, delta, k, rel_err=_SEARCH_REL_ERR, vdi_max=_SEARCH_VDI_MAX))
+
+    def fine(s: float) -> float:
+        return log_ratio(group_epsilon(q, s, steps, delta, k))
+
+    g1 = coarse(1.0)
+    lo, hi = _secant(coarse, *_bracket(coarse, 1.0, g1, 1.0, g1, "coarse grid"), tol)
+    top = fine(hi)
+    lo, glo, hi, ghi = _bracket(fine, hi / 1.02, fine(hi / 1.02), hi, top, "fine grid")
+    return float(_secant(fine, lo, glo, hi, ghi, tol)[1])
 
 
 def records_per_person(persons: Sequence[Hashable]) -> dict[int, int]:

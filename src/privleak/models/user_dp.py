@@ -56,7 +56,9 @@ from transformers import PreTrainedModel
 
 from ..core.errors import UserError
 from ..core.progress import progress_bar
-from .accounting import calibrate_sigma, epsilon_prv, epsilon_rdp, epsilons, steps_for
+from ..data.records import Record
+from ..data.splits import unit_of
+from .accounting import calibrate_sigma, epsilon_pld, epsilon_prv, epsilon_rdp, steps_for
 from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
 from .book_keeping import unsupported_layers
 from .device import autocast, current, model_device, oom_as_error
@@ -67,7 +69,8 @@ from .person_clip import PersonBookKeeping
 from .public_grad import PublicTerm
 from .train import TrainLog, lr_at, make_optimizer
 
-__all__ = ["UserDPLog", "UserDPSettings", "group_records", "train_els", "train_user_dp", "user_dp_recipe"]
+__all__ = ["UserDPLog", "UserDPSettings", "group_records", "person_labels", "train_els", "train_user_dp",
+           "user_dp_recipe"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,25 @@ class UserDPLog(TrainLog):
     records_used: int = 0  # ELS: records kept after the cap; ULS: all records are candidates
     records_per_person_distribution: dict[int, int] = field(default_factory=dict)  # {records: people}, before the cap
     public_weight: float = 0.0
+
+
+def person_labels(records: Sequence[Record]) -> list[str]:
+    """The privacy unit of each record, one definition for every arm (DESIGN.md "The privacy unit").
+
+    A canary (planted ``canary`` or one-run ``audit_canary``) is its own
+    person — every copy of one canary the same person; otherwise
+    :func:`data.splits.unit_of`: ``meta.person_id`` (synthetic), ``meta.group``
+    (``--group-field``), else the record's normalised text (identical texts
+    count as one person, the cautious reading when nobody is named).
+    """
+    out = []
+    for r in records:
+        if r.kind in ("canary", "audit_canary") and r.meta.get("canary_id") is not None:
+            out.append(f"{r.kind}:{r.meta['canary_id']}")
+        else:
+            kind, key = unit_of(r)
+            out.append(f"{kind}:{key}")
+    return out
 
 
 def group_records(persons: Sequence[Hashable], n: int) -> list[list[int]]:
@@ -302,8 +324,7 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     log.people_per_step = people_seen / steps
     log.records_per_step = records_seen / steps
     log.epsilon = float({"prv": epsilon_prv, "rdp": epsilon_rdp}[s.accountant](q, sigma, steps, s.delta))
-    cross = epsilons(q, sigma, steps, s.delta)
-    log.epsilon_pld, log.epsilon_rdp = cross.epsilon_pld, cross.epsilon_rdp
+    log.epsilon_pld, log.epsilon_rdp = epsilon_pld(q, sigma, steps, s.delta), epsilon_rdp(q, sigma, steps, s.delta)
     several = max(log.records_per_person_distribution) > 1
     log.epsilon_record = replace_one_epsilon(q, sigma, steps, s.delta) if several else log.epsilon
     if s.lora_rank is not None:
