@@ -12,7 +12,9 @@ layer the person's gradient is a sum over *all* tokens of *all* their records::
     ∇b_P = Σ_{t∈P} b_t                          (bias; LayerNorm likewise: Σ_t x̂_t ⊙ b_t, Σ_t b_t)
 
 so the per-person norm is :func:`ghost_norms.weight_grad_norms` applied to the
-stacked tokens (ghost or explicit form, whichever is cheaper), and the clipped
+stacked tokens where the ghost form is the cheaper one (wide layers), and for
+narrow layers each record's explicit (in × out) gradient added per person
+(``index_add``); the clipped
 sum needs no new arithmetic: with ``c_P = min(1, C / (‖g_P‖ + 1e-6))``
 (Opacus's flat clipping factor) each row i gets ``c_{P(i)}`` and the sum is
 ``Σ_i c_{P(i)} A_iᵀ B_i`` — one matrix product per layer. A person's records
@@ -30,7 +32,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from .book_keeping import BookKeeping
-from .ghost_norms import weight_grad_norms
+from .ghost_norms import use_ghost_form, weight_grad_norms
 
 
 def _group_sum(x: torch.Tensor, groups: torch.Tensor, n_groups: int) -> torch.Tensor:
@@ -90,7 +92,13 @@ class PersonBookKeeping(BookKeeping):
 
             return sq, clipped
         if module.weight in trainable:
-            sq += weight_grad_norms(_stacked(a, slots), _stacked(b, slots)).pow(2)
+            if use_ghost_form(a.shape[1], a.shape[2], b.shape[2]):
+                sq += weight_grad_norms(_stacked(a, slots), _stacked(b, slots)).pow(2)
+            else:
+                # Narrow layer: each row's explicit (in, out) gradient, added per person — no zero slots to
+                # multiply, which the stacked form pays for when people with 1 and 4 records share a batch.
+                per_row = torch.bmm(a.transpose(1, 2), b)
+                sq += _group_sum(per_row, groups, n_groups).reshape(n_groups, -1).pow(2).sum(1)
         has_bias = module.bias is not None and module.bias in trainable
         if has_bias:
             sq += _group_sum(b.sum(1), groups, n_groups).pow(2).sum(1)

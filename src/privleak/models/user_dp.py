@@ -198,10 +198,12 @@ def pack_people(people: list[list[int]], lengths: Sequence[int], max_tokens: int
 
     A person never straddles two micro-batches (their norm needs all their
     tokens at once); one person over the budget gets a micro-batch alone.
-    People sorted by their longest record, so a micro-batch pads little.
+    People sorted by their number of records, then their longest record, so a
+    micro-batch pads little and mixes few people of different sizes (the
+    stacked ghost norm pads every person to the largest one's records).
     """
     widths = [max(lengths[r] for r in rows) for rows in people]
-    order = sorted(range(len(people)), key=lambda p: widths[p])
+    order = sorted(range(len(people)), key=lambda p: (len(people[p]), widths[p]))
     out: list[list[int]] = []
     cur: list[int] = []
     rows = width = 0
