@@ -270,6 +270,19 @@ def test_public_term_leaves_the_private_noised_sum_unchanged(tiny_handle, monkey
         assert not torch.allclose(full5, priv5)
 
 
+def test_uls_with_lora_returns_a_plain_merged_model(tiny_handle):
+    """``+lora``: the adapters' Linear factors are clipped per person like any layer, then merged."""
+    from transformers import GPT2LMHeadModel
+
+    data, persons = _corpus(tiny_handle)
+    before = clone_model(tiny_handle.model)
+    model, log = train_user_dp(clone_model(tiny_handle.model), data, _settings(lora_rank=2, lr=1e-2, accountant="rdp"),
+                               tiny_handle.pad_id, tiny_handle.max_length, persons)
+    assert type(model) is GPT2LMHeadModel and log.epsilon <= 8.0
+    changed = [n for (n, p), q in zip(model.named_parameters(), before.parameters()) if not torch.equal(p, q)]
+    assert changed and all("wte" not in n and "wpe" not in n for n in changed)
+
+
 def test_public_weight_without_public_records_is_refused(tiny_handle):
     data, persons = _corpus(tiny_handle)
     with pytest.raises(UserError, match="public"):
