@@ -1,0 +1,107 @@
+"""The ``dp-user-ε`` arm kind (issue 27): names, settings, and one tiny audit through results.json and its schema."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+from conftest import SMALL
+
+from privleak.arms import parse_arm, resolve
+from privleak.config import build_config
+from privleak.core.errors import UserError
+
+TOL = 1e-3  # the accountant's resolution above the target (calibrated to 1e-3 relative)
+
+
+@pytest.mark.parametrize("name,canonical", [("dp-user-8", "dp-user-8"), ("scrub+dp-user-8", "dp-user-8+scrub"),
+                                            ("lora+dp-user-2.5", "dp-user-2.5+lora"), ("dp-8", "dp-8")])
+def test_names_parse_like_dp(name, canonical):
+    spec = parse_arm(name)
+    assert spec.name == canonical
+    assert spec.kind == ("dp" if canonical == "dp-8" else "dp-user")
+
+
+@pytest.mark.parametrize("name", ["dp-user", "dp-user-0", "dp-user-x", "dp-user-8+dp-8"])
+def test_bad_names_are_refused(name):
+    with pytest.raises(ValueError):
+        parse_arm(name)
+
+
+def test_options_are_checked_before_any_work():
+    with pytest.raises(UserError, match="arm_options"):
+        resolve(build_config({**SMALL, "arms": ["dp-user-8"], "arm_options": {"dp-user": {"method": "xls"}}}))
+    with pytest.raises(UserError, match="qlora"):
+        resolve(build_config({**SMALL, "arms": ["dp-user-8+lora"], "dp": {**SMALL["dp"], "qlora": True}}))
+
+
+def test_settings_key_follows_the_options_and_keeps_dp_keys_without_public():
+    from privleak.arms import get
+
+    kind = get("dp-user")
+    cfg = build_config({**SMALL, "arms": ["dp-user-8"]})
+    s = kind.settings(cfg, parse_arm("dp-user-8"), 120)
+    assert s["method"] == "uls" and s["records_per_person"] == 4 and s["target_epsilon"] == 8
+    assert "public_weight" not in s
+    cfg2 = build_config({**SMALL, "arms": ["dp-user-8"], "arm_options": {"dp-user": {"records_per_person": 2}},
+                         "dp": {**SMALL["dp"], "public_weight": 0.5}})
+    s2 = kind.settings(cfg2, parse_arm("dp-user-8"), 120)
+    assert s2["records_per_person"] == 2 and s2["public_weight"] == 0.5
+    # The record-level arm's key only carries the public fields when they are used.
+    dp = get("dp")
+    assert "public_weight" not in dp.settings(cfg, parse_arm("dp-8"), 120)
+    assert dp.settings(cfg2, parse_arm("dp-8"), 120)["public_weight"] == 0.5
+
+
+@pytest.fixture(scope="module")
+def user_run(tmp_path_factory):
+    import yaml
+
+    from privleak.cli import main
+    from privleak.report.schema import load_results
+    from privleak.results import json_schema
+
+    tmp = tmp_path_factory.mktemp("dp-user")
+    cfg = {**SMALL, "arms": ["baseline", "dp-user-8"], "one_run": {"canaries": 0},
+           "attacks": {**SMALL["attacks"], "select": ["loss", "exposure"]}}
+    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        try:
+            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run")])
+        except SystemExit as exc:
+            assert exc.code in (0, None), buf.getvalue()[-3000:]
+    return tmp / "run", load_results(tmp / "run"), json_schema()
+
+
+def test_dp_user_results_validate_and_hold_each_person_to_epsilon(user_run):
+    jsonschema = pytest.importorskip("jsonschema")
+    run, results, schema = user_run
+    raw = json.loads((run / "results.json").read_text())
+    jsonschema.validate(raw, schema)
+    arm = results.arms["dp-user-8"]
+    p = arm.privacy
+    assert arm.kind == "dp-user" and p.unit == "person"
+    assert p.epsilon == p.epsilon_person <= 8.0 * (1 + TOL)
+    assert p.epsilon_pld == pytest.approx(8.0, rel=0.01)  # calibrated to the target, not far below it
+    # One record of a person with several is a replacement of their clipped contribution: the replace-one ε
+    # of the same (q, σ, T), above the add/remove-person ε (about twice it).
+    from privleak.accountants import record_epsilon
+
+    assert p.epsilon_record == pytest.approx(record_epsilon(sample_rate=p.sample_rate, noise_multiplier=p.sigma,
+                                                            rounds=p.steps, delta=p.delta), rel=1e-9)
+    assert p.epsilon < p.epsilon_record and p.epsilon_per_record == p.epsilon_record
+    # The 8× canary is one person with 8 records (one definition of a person, as the record-level arms').
+    assert p.person_records >= 8 and p.records_per_person.get("5-8", 0) >= 1
+    d = arm.details
+    assert d.kind == "dp-user" and d.method == "uls" and d.people == sum(p.records_per_person.values())
+    assert d.records_per_step <= d.records_per_person_cap * d.people_per_step
+    assert arm.training.steps == p.steps > 0 and arm.utility.ppl_non_members > 1
+    assert any("ε per person" in f for f in arm.verdict.figures)
+    # A wrong details block is refused by the schema.
+    bad = json.loads(json.dumps(raw))
+    bad["arms"]["dp-user-8"]["details"]["method"] = "xls"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
