@@ -4,8 +4,9 @@ Poisson sampling, per-sample clipping to C, Gaussian noise σC on the sum, σ
 calibrated by the accountant for the steps actually taken
 (:mod:`privleak.models.dp_train`), ε cross-checked by three accountants.
 ``+lora`` trains LoRA adapters under DP instead of the full model (merged
-after training). The recipe (batch, epochs) is :func:`privleak.policy.dp_recipe`. With
-``dp.public_weight`` > 0 each step adds the public split's gradient after the noise (:mod:`privleak.models.public_grad`).
+after training). The recipe (batch, epochs) is :func:`privleak.policy.dp_recipe`.
+With ``dp.public_weight`` > 0 each step adds the public split's gradient
+after the noise (:mod:`privleak.models.public_grad`; no privacy cost).
 """
 
 from __future__ import annotations
