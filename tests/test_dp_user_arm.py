@@ -105,3 +105,48 @@ def test_dp_user_results_validate_and_hold_each_person_to_epsilon(user_run):
     bad["arms"]["dp-user-8"]["details"]["method"] = "xls"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def _fit(tiny_handle, options: dict, dp: dict | None = None):
+    """The kind's own fit on twelve people (every third with three notes), outside a pipeline."""
+    from privleak.arms import FitContext, get
+    from privleak.data.records import Record
+    from privleak.models.batching import encode
+    from privleak.models.handle import clone_model
+
+    records = [Record(f"Patient {p} visit {v}: phone 555-01{p:02d}, seen for review.", meta={"person_id": f"P{p}"})
+               for p in range(12) for v in range(1 + (p % 3 == 0) * 2)]
+    public = [Record(f"General advice number {i}: drink water and sleep well.") for i in range(8)]
+    cfg = build_config({**SMALL, "arms": ["dp-user-8"], "arm_options": {"dp-user": options},
+                        "dp": {**SMALL["dp"], **(dp or {})}})
+    kind = get("dp-user")
+    settings = kind.settings(cfg, parse_arm("dp-user-8"), len(records))
+
+    def enc(texts):
+        return encode(tiny_handle.tokenizer, texts, tiny_handle.max_length)
+
+    ctx = FitContext(cfg=cfg, data=enc([r.text for r in records]), records=records, pad=tiny_handle.pad_id,
+                     label="dp-user-8", public=lambda: public, population=lambda: [], validation=lambda n: None,
+                     encode=enc)
+    return kind.fit(clone_model(tiny_handle.model), settings, ctx)[1]
+
+
+def test_els_option_accounts_the_record_mechanism_and_the_person(tiny_handle):
+    from privleak.results import Privacy
+
+    rec = _fit(tiny_handle, {"method": "els", "records_per_person": 2, "epochs": 1, "batch_size": 4})
+    p = Privacy.model_validate(rec["privacy"])
+    assert p.unit == "record" and p.epsilon_record is None  # record-level DP-SGD: the ledger composes records
+    assert p.epsilon_person <= 8.0 * (1 + TOL) and p.epsilon_person == pytest.approx(8.0, rel=0.01)
+    assert p.epsilon < p.epsilon_person  # a record is held tighter than a person with two of them
+    assert rec["user_dp"]["method"] == "els" and rec["user_dp"]["records_used"] == 8 + 4 * 2
+
+
+def test_public_gradient_reaches_the_user_level_trainer(tiny_handle):
+    with_public = _fit(tiny_handle, {"epochs": 1, "batch_size": 4}, {"public_weight": 0.5, "public_batch_size": 4})
+    without = _fit(tiny_handle, {"epochs": 1, "batch_size": 4})
+    assert with_public["user_dp"]["public_weight"] == 0.5 and without["user_dp"]["public_weight"] == 0.0
+    # Public gradients cost no privacy: the same σ and ε, a different model (different losses).
+    assert with_public["privacy"]["sigma"] == without["privacy"]["sigma"]
+    assert with_public["privacy"]["epsilon"] == without["privacy"]["epsilon"]
+    assert with_public["epoch_losses"] != without["epoch_losses"]
