@@ -150,3 +150,30 @@ def test_public_gradient_reaches_the_user_level_trainer(tiny_handle):
     assert with_public["privacy"]["sigma"] == without["privacy"]["sigma"]
     assert with_public["privacy"]["epsilon"] == without["privacy"]["epsilon"]
     assert with_public["epoch_losses"] != without["epoch_losses"]
+
+
+def _privacy(unit: str, eps: float, person: float | None, k: int):
+    from privleak.results import Privacy
+
+    return Privacy(target_epsilon=8.0, epsilon=eps, accountant="prv", delta=1e-5, sigma=1.0, sample_rate=0.2,
+                   steps=100, max_grad_norm=1.0, epsilon_rdp=None, epsilon_pld=None, epsilon_prv=None, unit=unit,
+                   epsilon_person=person, person_records=k)
+
+
+def test_the_recommendation_says_whether_record_level_dp_is_enough():
+    from types import SimpleNamespace as NS
+
+    from privleak.audit.verdicts import people_sentence
+
+    many = {"dp-8": NS(privacy=_privacy("record", 8.0, 511.0, 16)),
+            "dp-user-8": NS(privacy=_privacy("person", 8.0, 8.0, 16)), "baseline": NS(privacy=None)}
+    s = people_sentence("dp-user-8", many["dp-user-8"], many)
+    assert s.startswith("Record-level DP is not enough") and "dp-8 holds that person only to ε ≈ 511" in s
+    assert "dp-user-8 holds every person, up to 16 records each, to ε = 8" in s
+    s = people_sentence("dp-8", many["dp-8"], many)
+    assert "not enough" in s and "dp-user-ε" in s
+    few = {"dp-8": NS(privacy=_privacy("record", 8.0, 9.5, 2))}
+    assert people_sentence("dp-8", few["dp-8"], few).startswith("Record-level DP is enough")
+    one = {"dp-8": NS(privacy=_privacy("record", 8.0, 8.0, 1))}
+    assert "no person has more than one record" in people_sentence("dp-8", one["dp-8"], one)
+    assert people_sentence("baseline", many["baseline"], many) == ""
