@@ -23,12 +23,14 @@ def _pld(trainings, delta: float) -> float:
 
 
 def test_three_trainings_compose_as_dp_accounting_says():
-    from privleak.models.accounting import epsilon_prv
-    from privleak.models.composition import composed_epsilon
+    from privleak.accountants import Training, compose_epsilon, epsilon_prv
+
+    def composed_epsilon(trainings, delta):
+        return compose_epsilon(trainings=[Training(*t) for t in trainings], delta=delta, accountant="prv")
 
     eps = composed_epsilon(TRAININGS, DELTA)
     assert eps == pytest.approx(_pld(TRAININGS, DELTA), rel=0.01)
-    alone = [epsilon_prv(q, s, t, DELTA) for q, s, t in TRAININGS]
+    alone = [epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA) for q, s, t in TRAININGS]
     # More than the largest alone (the point of the ledger), less than their sum (composition beats adding up).
     assert max(alone) < eps < sum(alone)
     assert composed_epsilon(TRAININGS[:1], DELTA) == pytest.approx(alone[0], rel=1e-3)
