@@ -176,6 +176,11 @@ class DPConfig(_Strict):
     # The +lora arms' frozen base held in bf16 (models.lora.bf16_base; adapters, clipping and noise stay fp32).
     # auto: where the device multiplies bf16 in hardware (CUDA with bf16, CPUs with AVX-512 BF16 / AMX), else fp32.
     lora_base: Literal["auto", "fp32", "bf16"] = "auto"
+    # Public-data-assisted DP (models.public_grad): each step of the dp-ε and dp-user-ε arms adds
+    # public_weight · ∇(mean NLL of public_batch_size public records) after the noise — no privacy cost, ε
+    # unchanged. Off by default: not yet chosen on public / population data (bench/bench_user_dp.py "+pub").
+    public_weight: float = Field(0.0, ge=0, le=100)
+    public_batch_size: int = Field(64, ge=1, le=L.MAX_BATCH)
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
     debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}

@@ -16,7 +16,7 @@ Schema version 2::
     base_model       ArmResult (kind "control") + source: the base model never saw the members; null for
                      ``privleak attack`` without ``--reference`` (no model known not to have seen them)
     arms             arm name → ArmResult
-                       kind            "baseline" | "best" | "dp" | "dpw" | "fedavg" | "fed-dp" | "guard" | "external"
+                       kind            "baseline" | "best" | "dp" | "dp-user" | "dpw" | "fedavg" | "fed-dp" | "guard" | "external"
                                        (external: a model the user trained, audited by ``privleak attack``)
                        target          what an external arm is: the model or adapter named, its base
                        serves          the arm whose model a guard arm serves

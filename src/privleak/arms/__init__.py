@@ -1,7 +1,7 @@
 """Arms as plug-ins: every kind of arm is one module and one :func:`register` line.
 
 ``privleak.arms`` imports the built-in kinds (:mod:`.plain`: baseline, best;
-:mod:`.dp`; :mod:`.dpw`; :mod:`.federated`: fedavg, fed-dp; :mod:`.guard`;
+:mod:`.dp`; :mod:`.dp_user`; :mod:`.dpw`; :mod:`.federated`: fedavg, fed-dp; :mod:`.guard`;
 :mod:`.external`; the unlearning kinds :mod:`.retrain`, :mod:`.unlearn_ga`, :mod:`.unlearn_sisa`), so importing it is what makes them known. A plug-in kind
 (a user's, or a test's toy kind) subclasses :class:`ArmKind` and calls
 :func:`register`; the pipeline, ``results.json``, the verdicts and the
@@ -11,10 +11,12 @@ audit's arms before any work and makes their names canonical.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from ..config import AuditConfig
 from ..core.errors import UserError
 from ..policy import default_arms
-from . import plain, dp, dpw, federated, guard, external  # noqa: F401, I001  (the built-in kinds register themselves, in this order)
+from . import plain, dp, dp_user, dpw, federated, guard, external  # noqa: F401, I001  (the built-in kinds register themselves, in this order)
 from . import retrain, unlearn_ga, unlearn_sisa  # noqa: F401, I001  (unlearning: forget on request, judged by the audit)
 from .base import ArmInputs, ArmKind, DeriveContext, ExtraStage, FitContext, Served
 from .registry import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmSpec, get, parse_arm, register, unregister
@@ -55,7 +57,12 @@ def resolve(cfg: AuditConfig) -> AuditConfig:
             k = get(name)
             if k.Options is None:
                 raise ValueError(f"arm_options.{name}: the {name} kind reads its settings from its own config section")
-            k.Options.model_validate(options)
+            try:
+                k.Options.model_validate(options)
+            except ValidationError as exc:  # the first error, named by its field: the fix is one edit
+                err = exc.errors()[0]
+                field = ".".join(str(x) for x in err["loc"])
+                raise ValueError(f"arm_options.{name}.{field}: {err['msg']}") from None
         by_name = {s.name: s for s in found}
         for a in cfg.shadows.arms or ():
             s = by_name.get(parse_arm(a).name)

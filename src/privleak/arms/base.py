@@ -61,6 +61,9 @@ class FitContext:
     validation: Callable[[int], Callable[[Any], float]]
     #: The audit's forget set (kinds that :attr:`ArmKind.forgets`; the forget-set stage's artefact).
     forget: Callable[[], ForgetSet] | None = None
+    #: Texts → token ids as ``data`` was encoded (the base model's tokenizer, ``max_length``): for records a kind
+    #: reads beside its training data, e.g. the public split's gradient of public-data-assisted DP.
+    encode: Callable[[list[str]], Encoded] | None = None
 
     @property
     def seed(self) -> int:

@@ -5,6 +5,8 @@ calibrated by the accountant for the steps actually taken
 (:mod:`privleak.models.dp_train`), ε cross-checked by three accountants.
 ``+lora`` trains LoRA adapters under DP instead of the full model (merged
 after training). The recipe (batch, epochs) is :func:`privleak.policy.dp_recipe`.
+With ``dp.public_weight`` > 0 each step adds the public split's gradient
+after the noise (:mod:`privleak.models.public_grad`; no privacy cost).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from .common import data_settings, person_privacy
 from .registry import ArmSpec, register
 
 _LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora", "lora_base"}
+# Only a run that uses the public gradient has them in its key: the arms without keep the keys they had.
+_PUBLIC_FIELDS = {"public_weight", "public_batch_size"}
 
 
 class DP(ArmKind):
@@ -34,7 +38,8 @@ class DP(ArmKind):
         delta, _ = resolve_delta(cfg, n_members)
         settings = {"kind": "dp", "target_epsilon": spec.param, "delta": delta, "lora": lora,
                     **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break", "lora_base"}
-                                        | (set() if lora else _LORA_FIELDS)),
+                                        | (set() if lora else _LORA_FIELDS)
+                                        | (set() if cfg.dp.public_weight > 0 else _PUBLIC_FIELDS)),
                     "seed": cfg.seed, "data_defences": data_settings(cfg, spec)}
         if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
             settings["debug_break"] = cfg.dp.debug_break[spec.name]
@@ -75,8 +80,10 @@ class DP(ArmKind):
                 "lora_base_bf16": s.get("lora_base") == "bf16",
                 "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
                if s["lora"] else {}),
+            public_weight=s.get("public_weight", 0.0), public_batch_size=s.get("public_batch_size", 64),
         )
-        model, tlog = train_dp(model, ctx.data, dps, ctx.pad, ctx.max_length, desc=f"train {ctx.label}")
+        public = ctx.encode([r.text for r in ctx.public()]) if dps.public_weight > 0 and ctx.encode else None
+        model, tlog = train_dp(model, ctx.data, dps, ctx.pad, ctx.max_length, desc=f"train {ctx.label}", public=public)
         cross = accountant_epsilons(sample_rate=tlog.sample_rate, noise_multiplier=tlog.sigma, steps=tlog.steps,
                                     delta=dps.delta)
         privacy = {"target_epsilon": dps.target_epsilon, "epsilon": tlog.epsilon, "accountant": tlog.accountant,

@@ -261,6 +261,8 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
     if guarantee:
         why += (f" It has {guarantee}: near chance holds for these attacks, not for every "
                 "attacker, unlike a DP-SGD arm's ε.")
+    if people := people_sentence(best, arm, results.arms):
+        why += f" {people}"
     g = arm.utility.gain_recovered
     cppl = results.base_model.utility.ppl_non_members if results.base_model else None
     bppl = arm.utility.ppl_non_members
@@ -271,6 +273,43 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
         why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
                 "it learned little — consider more epochs, a larger ε or a larger batch.")
     return Recommendation(arm=best, text=why, policy=rules, tied=choice.tied, rule=choice.rule)
+
+
+#: A person held to more than this many times the record's ε is not protected by record-level DP in the
+#: recommendation's sentence: at 2 the person's guarantee is already that of two people, the point past
+#: which group privacy stops being a rounding of the record's claim.
+PERSON_EPSILON_FACTOR = 2.0
+
+
+def people_sentence(name: str, arm: ArmResult, arms: dict[str, ArmResult]) -> str:
+    """One sentence on whether record-level DP is enough for this corpus's people (issue 27), from the privacy
+    blocks alone (``unit``, ``epsilon_person``, ``person_records``): "" when the recommended arm makes no DP
+    claim or no DP arm reports people. Record-level DP is enough when the person with the most records is
+    held to at most :data:`PERSON_EPSILON_FACTOR` × the record's ε."""
+    p = arm.privacy
+    blocks = [a.privacy for a in arms.values() if a.privacy is not None and a.privacy.person_records]
+    if p is None or not blocks:
+        return ""
+    k = max(b.person_records for b in blocks)
+    if k <= 1:
+        return "Record-level DP is enough for this corpus: no person has more than one record."
+    record_level = {n: a.privacy for n, a in arms.items() if a.privacy is not None and a.privacy.unit == "record"
+                    and a.privacy.epsilon_person is not None}
+    if p.unit == "person":
+        text = f"{name} holds every person, up to {k} records each, to ε = {p.epsilon:.3g}"
+        if record_level:
+            worst = max(record_level, key=lambda n: record_level[n].epsilon_person)
+            text = (f"Record-level DP is not enough for this corpus: a person has up to {k} records, and "
+                    f"{worst} holds that person only to ε ≈ {record_level[worst].epsilon_person:.3g}; {text}")
+        return text + "."
+    if p.epsilon_person is None or p.unit != "record":
+        return ""
+    if p.epsilon_person <= PERSON_EPSILON_FACTOR * p.epsilon:
+        return (f"Record-level DP is enough for this corpus: its person with the most records ({p.person_records}) "
+                f"is held to ε ≈ {p.epsilon_person:.3g}.")
+    return (f"Record-level DP is not enough for this corpus on its own: a person has up to {p.person_records} "
+            f"records, and {name} holds that person only to ε ≈ {p.epsilon_person:.3g}; a user-level DP arm "
+            "(dp-user-ε) holds each person to ε.")
 
 
 def _compare(ref: str, a_arm: ArmResult, name: str, b_arm: ArmResult, tests: dict[str, Comparison]) -> None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -77,6 +78,7 @@ from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
 from .fp32_samplers import ensure_fp32_samplers
 from .lora import AUTO, add_lora, bf16_base, check_qlora, merge_lora, quantized_base, transfer_adapters
+from .public_grad import PublicTerm
 from .train import TrainLog, lr_at, make_optimizer
 
 
@@ -107,6 +109,10 @@ class DPSettings:
     # trains with σ = 0, "no_clip" clips at a bound no gradient reaches (noise std kept at σC); the log
     # still reports the calibrated σ and the target's ε, as a silently buggy DP library would.
     debug_break: Literal["no_noise", "no_clip"] | None = None
+    # With ``train_dp(..., public=...)``: each step adds public_weight · ∇(mean NLL of public_batch_size
+    # public records) outside the noised private sum (``public_grad``: no privacy cost, ε unchanged).
+    public_weight: float = 0.0
+    public_batch_size: int = 64
 
 
 #: The clipping bound "no_clip" uses instead of C: far above any per-sample gradient norm here.
@@ -322,9 +328,15 @@ def _calibrated_sigma(target_epsilon: float, delta: float, q: float, steps: int,
     return float(sigma)
 
 
-def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id: int, max_length: int, desc: str = "dp-train") -> tuple[PreTrainedModel, DPTrainLog]:
-    """Fine-tune ``model`` with DP-SGD; returns the trained (unwrapped) model and its privacy log."""
+def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id: int, max_length: int, desc: str = "dp-train",
+             public: Encoded | None = None) -> tuple[PreTrainedModel, DPTrainLog]:
+    """Fine-tune ``model`` with DP-SGD; returns the trained (unwrapped) model and its privacy log.
+
+    ``public``: public records whose gradient (weight ``settings.public_weight``) joins each step
+    after the noise (:mod:`public_grad`); the private mechanism and its accounting are unchanged."""
     check_settings(settings)
+    if public is None and settings.public_weight > 0:
+        raise UserError(f"public_weight={settings.public_weight:g} needs public records; pass public= or set it to 0")
     torch.manual_seed(settings.seed)
     ids, mask = pad_batch([s[:max_length] for s in data.ids], pad_id)
     dataset = TensorDataset(ids, mask)
@@ -354,6 +366,9 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         used = dataclasses.replace(settings, max_grad_norm=_NO_CLIP)
         used_sigma = sigma * settings.max_grad_norm / _NO_CLIP  # the same noise std σC, no clipping
     private, optimizer, criterion, loader, engine = make_private(model, optimizer, loader, used_sigma, used)
+    if public is not None:
+        attach_public_term(optimizer, PublicTerm(private._module, public, settings.public_weight, settings.public_batch_size,
+                                                 settings.seed + 2, pad_id, max_length, quiet=lambda: _hooks_off(private)))
     log = DPTrainLog(sigma=float(sigma), sample_rate=float(sample_rate), accountant=settings.accountant)
     total = settings.epochs * len(loader)
     if total != planned_steps:
@@ -399,6 +414,35 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         trained = merge_lora(trained)
     trained.eval()
     return trained, log
+
+
+@contextmanager
+def _hooks_off(private):
+    """Opacus's per-sample hooks off for a forward/backward that is not part of the private sum."""
+    before = getattr(private, "hooks_enabled", False)
+    private.disable_hooks()
+    try:
+        yield
+    finally:
+        if before:
+            private.enable_hooks()
+
+
+def attach_public_term(optimizer, term: PublicTerm) -> None:
+    """Run ``term`` after Opacus has noised and scaled the private sum (its step hook), before the update.
+
+    Opacus calls the step hook (the accountant's) right after ``add_noise`` and
+    ``scale_grad``; chaining ours behind it adds the public gradient to
+    ``p.grad`` = the noised private mean, so the private mechanism is untouched.
+    """
+    previous = optimizer.step_hook
+
+    def hook(opt) -> None:
+        if previous is not None:
+            previous(opt)
+        term.apply(opt.params)
+
+    optimizer.step_hook = hook
 
 
 def dp_token_budget(model, settings: DPSettings, mean_len: int) -> int:

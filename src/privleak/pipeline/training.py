@@ -111,7 +111,8 @@ def fit(audit: Audit, spec: ArmSpec, label: str, settings: dict[str, Any], recor
     cfg, base, kind = audit.cfg, audit.base(), spec.kind_obj
     ctx = FitContext(cfg=cfg, data=None, records=records, pad=base.pad_id, label=label,  # type: ignore[arg-type]
                      public=lambda: audit.splits()["public"], population=lambda: audit.splits()["population"],
-                     validation=_validation(audit), forget=audit.forget_set)
+                     validation=_validation(audit), forget=audit.forget_set,
+                     encode=lambda texts: encode(base.tokenizer, texts, cfg.model.max_length))
     prepared = kind.prepare(records, settings, ctx)
     ctx.records, ctx.data = prepared, encode(base.tokenizer, [r.text for r in prepared], cfg.model.max_length)
     start = time.perf_counter()
@@ -150,7 +151,8 @@ def derive_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
                         load=lambda arm: load_handle(run.path("arms", arm, "model"), max_length),
                         train_record=lambda arm: read_json(run.path("arms", arm, "train.json")),
                         records=lambda arm: training_records(audit, parse_arm(arm)),
-                        validation=_validation(audit), forget=audit.forget_set)
+                        validation=_validation(audit), forget=audit.forget_set,
+                     encode=lambda texts: encode(base.tokenizer, texts, cfg.model.max_length))
     start = time.perf_counter()
     model, record = spec.kind_obj.derive(settings, ctx)
     _save(audit, spec.name, model, {**record, "seconds": round(time.perf_counter() - start, 2)})

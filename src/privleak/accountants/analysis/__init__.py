@@ -21,7 +21,7 @@ from .calibration import SigmaReport, calibrate_sigma, sigmas
 from .composition import Training, compose_epsilon
 from .federated import client_epsilons, record_epsilon
 from .grid import GridTooLarge
-from .group import GroupEpsilon, group_epsilon, group_epsilon_conversion, group_epsilon_direct
+from .group import GroupEpsilon, calibrate_group_sigma, group_epsilon, group_epsilon_conversion, group_epsilon_direct
 from .pld import check_pld_feasible, epsilon_pld
 from .prv import epsilon_prv
 from .rdp import INTEGER_RDP_ORDERS, RDP_ORDERS, epsilon_opacus_rdp, epsilon_rdp, quiet_rdp
@@ -37,6 +37,7 @@ __all__ = [
     "GroupEpsilon",
     "SigmaReport",
     "Training",
+    "calibrate_group_sigma",
     "calibrate_sigma",
     "check_pld_feasible",
     "check_privacy_params",

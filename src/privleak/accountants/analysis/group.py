@@ -28,6 +28,10 @@ record. Two sound upper bounds at the same target δ:
 in every setting the tests check, that is (b). (b) needs a PLD grid that
 grows with k; where it cannot fit the memory limits, (a) is used and the
 result says so (``method``).
+
+:func:`calibrate_group_sigma` inverts (b): the σ that holds a person of k
+records to a target ε (user-level DP by example-level sampling after a
+per-person cap, Charles et al. 2024).
 """
 
 from __future__ import annotations
@@ -39,11 +43,14 @@ from typing import Callable, Literal
 import numpy as np
 from scipy.stats import binom
 
+from privleak.core.errors import UserError
+
+from .calibration import _bracket, _log_ratio, _quick_rdp_sigma, _root
 from .grid import GridTooLarge, describe, largest_fitting
 from .pld import REL_ERR, PldEvent, adaptive_epsilon, check_pld_feasible, estimate_grid, gaussian_event, pld_epsilon
 from .rdp import opacus_rdp_curve
 from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_group_size, check_noise_multiplier,
-    check_sample_rate, check_steps)
+    check_sample_rate, check_steps, check_target_epsilon, real)
 
 _LOG_PLD_DELTA_MIN = math.log(PLD_DELTA_MIN)
 
@@ -184,3 +191,57 @@ def group_epsilon(*, sample_rate: float, noise_multiplier: float, steps: int, de
     return GroupEpsilon(group_size=k, delta=d, epsilon=eps_b if use_direct else eps_a,  # type: ignore[arg-type]
                         method="direct" if use_direct else "conversion", epsilon_direct=eps_b,
                         epsilon_conversion=eps_a, record_epsilon=eps1, record_log_delta=log_d1)
+
+
+#: Relative PLD excess allowed inside :func:`calibrate_group_sigma`'s search (the final σ is checked on the
+#: fine grid of :func:`group_epsilon_direct`): the mixture grid costs ~k times a record's, and the search
+#: only needs to land near the root.
+GROUP_SEARCH_REL_ERR = 1e-2
+
+
+def calibrate_group_sigma(*, target_epsilon: float, delta: float, sample_rate: float, steps: int, group_size: int,
+                          tol: float = 1e-3) -> float:
+    """Smallest σ (to relative ``tol``) whose person-level ε for a ``group_size``-record person meets the target.
+
+    The σ a record-level DP-SGD run (Poisson rate q, T steps) needs so that
+    :func:`group_epsilon_direct` — the mixture-of-Gaussians PLD of Ganesh 2024
+    / Charles et al. 2024 ("Fine-Tuning LLMs with User-Level DP", arXiv
+    2407.07737), the tight accountant of *example-level sampling* after each
+    person is capped at k records — is ≤ ``target_epsilon`` at ``delta``. ε is
+    decreasing in σ and close to a power law, so the search is
+    :func:`calibrate_sigma`'s (bracket, then regula falsi in log σ), first on
+    a coarse grid (:data:`GROUP_SEARCH_REL_ERR`; it over-states ε, so its root
+    lies above the true one), then on the fine grid from there; the σ returned
+    satisfies ``group_epsilon_direct(…) ≤ target_epsilon`` by that very
+    function. For ``group_size`` = 1 it is the record-level calibration by PLD.
+    """
+    target = check_target_epsilon(target_epsilon)
+    q, t, k = check_sample_rate(sample_rate), check_steps(steps), check_group_size(group_size)
+    d = check_delta(delta, floor=PLD_DELTA_MIN, floor_reason=PLD_DELTA_REASON)
+    tol_f = real("tol", tol, "use a relative tolerance such as 1e-3")
+    if not (1e-6 <= tol_f <= 0.1):
+        raise UserError(f"tol={tol!r} is out of range; use a relative tolerance between 1e-6 and 0.1, e.g. 1e-3")
+
+    def coarse(s: float) -> float:
+        return _log_ratio(adaptive_epsilon([mixture_event(q, s, t, k)], d, GROUP_SEARCH_REL_ERR, math.inf), target)
+
+    def fine(s: float) -> float:
+        return _log_ratio(direct(q, s, t, d, k), target)
+
+    # A k-record person under record-level ε/k noise is held to about ε (group privacy's kε, which the
+    # mixture accounting improves on): that σ is a near, cheap start.
+    start = _quick_rdp_sigma(target / k, d, q, t) or 1.0
+    try:
+        lo, glo, hi, ghi = _bracket(coarse, start, "person-level PLD")
+        _, hi, _ = _root(coarse, lo, glo, hi, ghi, tol_f)
+        lo, glo, hi, ghi = _bracket(fine, hi, "person-level PLD")
+        _, hi, _ = _root(fine, lo, glo, hi, ghi, tol_f)
+    except GridTooLarge as exc:
+        raise GridTooLarge(f"target_epsilon={target:g} for a {k}-record person cannot be calibrated at "
+                           f"sample_rate={q:g}, steps={t}: {exc}; cap fewer records per person or raise the target",
+                           points=exc.points, limit=exc.limit) from None
+    for _ in range(200):  # the regula falsi keeps hi feasible; guard against a grid-rounding wobble
+        if fine(hi) <= 0:
+            return float(hi)
+        hi *= 1 + 0.25 * tol_f
+    raise UserError(f"could not meet the person-level epsilon={target:g}; check the parameters")
