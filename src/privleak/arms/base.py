@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from ..models.batching import Encoded
     from ..models.handle import ModelHandle
     from ..results import ArmResult, AuditResults, Privacy, Verdict
-    from .registry import ArmSpec
 
 ModelSource = Literal["trained", "derived", "served", "provided"]
 
@@ -272,3 +271,53 @@ class ArmKind:
         """Console tables of its own."""
         return []
 
+
+# --------------------------------------------------------------------------- the registry's table and an arm's spec
+# Here rather than in registry.py, which fills the table: an ArmKind's hooks take ArmSpecs and an ArmSpec's name
+# reads its kind, so the two types live in one module and the registry imports this one only.
+
+#: Data defences an arm name may combine with a kind that is not ``alone``, in canonical order.
+DATA_DEFENCES: tuple[str, ...] = ("dedup", "scrub")
+#: The kind of an arm named by its data defences alone (``scrub``, ``dedup+scrub``): the deployable recipe
+#: (``best``: rehearsal, early stopping) on the defended members, so a data defence is compared with what
+#: one would deploy without it, not with the memorisation stress test (issue 26).
+DATA_ONLY_KIND = "best"
+
+KINDS: dict[str, ArmKind] = {}
+
+
+def get(name: str) -> ArmKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown arm kind {name!r}; known: {', '.join(KINDS)}") from None
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """One arm: its kind, the kind's parameter (ε, σ), modifiers and data defences."""
+
+    kind: str
+    param: float | None = None
+    modifiers: frozenset[str] = frozenset()
+    data: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        k = get(self.kind)
+        if k.fixed_name is not None:
+            return k.fixed_name
+        parts = []
+        if not (self.kind == DATA_ONLY_KIND and self.data):
+            parts.append(k.name if self.param is None else f"{k.name}-{self.param:g}")
+        parts += [m for m in k.modifiers if m in self.modifiers]
+        parts += [d for d in DATA_DEFENCES if d in self.data]
+        return "+".join(parts)
+
+    @property
+    def kind_obj(self) -> ArmKind:
+        return get(self.kind)
+
+    def has(self, part: str) -> bool:
+        """Whether the arm has this data defence or modifier."""
+        return part in self.data or part in self.modifiers

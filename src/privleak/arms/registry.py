@@ -12,20 +12,9 @@ with those defences.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ..core.typed import register_details
-from .base import ArmKind
-
-#: Data defences an arm name may combine with a kind that is not ``alone``, in canonical order.
-DATA_DEFENCES: tuple[str, ...] = ("dedup", "scrub")
-#: The kind of an arm named by its data defences alone (``scrub``, ``dedup+scrub``): the deployable recipe
-#: (``best``: rehearsal, early stopping) on the defended members, so a data defence is compared with what
-#: one would deploy without it, not with the memorisation stress test (issue 26).
-DATA_ONLY_KIND = "best"
-
-KINDS: dict[str, ArmKind] = {}
-
+from .base import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmKind, ArmSpec, get  # noqa: F401  (the registry's names)
 
 def register(kind: ArmKind) -> ArmKind:
     """Add ``kind`` (an instance) to the registry; its name must be new. Returns it, so a module can write
@@ -44,43 +33,6 @@ def unregister(name: str) -> None:
     """Remove a kind (tests that register a toy kind clean up with this)."""
     KINDS.pop(name, None)
     register_details(name, None)
-
-
-def get(name: str) -> ArmKind:
-    try:
-        return KINDS[name]
-    except KeyError:
-        raise ValueError(f"unknown arm kind {name!r}; known: {', '.join(KINDS)}") from None
-
-
-@dataclass(frozen=True)
-class ArmSpec:
-    """One arm: its kind, the kind's parameter (ε, σ), modifiers and data defences."""
-
-    kind: str
-    param: float | None = None
-    modifiers: frozenset[str] = frozenset()
-    data: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        k = get(self.kind)
-        if k.fixed_name is not None:
-            return k.fixed_name
-        parts = []
-        if not (self.kind == DATA_ONLY_KIND and self.data):
-            parts.append(k.name if self.param is None else f"{k.name}-{self.param:g}")
-        parts += [m for m in k.modifiers if m in self.modifiers]
-        parts += [d for d in DATA_DEFENCES if d in self.data]
-        return "+".join(parts)
-
-    @property
-    def kind_obj(self) -> ArmKind:
-        return get(self.kind)
-
-    def has(self, part: str) -> bool:
-        """Whether the arm has this data defence or modifier."""
-        return part in self.data or part in self.modifiers
 
 
 def _positive(name: str, part: str, kind: ArmKind) -> float:

@@ -305,6 +305,9 @@ class AttackContext:
     audit_canaries: list[AuditCanary] = field(default_factory=list)  # the one-run audit's, all m (in and out)
     clients: bool = False  # the data has clients (the synthetic clinics, a --client-field, federated arms)
     forget: ForgetSet | None = None  # the unlearning arms' forget set (None: the audit forgets no one)
+    # The audit's attacks by name, for an attack that runs others (the forget set's MIA runs the score-only
+    # membership attacks): handed in by the caller, as the registry imports every attack module.
+    attacks: dict[str, AttackSpec] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)
     local: dict[str, Any] = field(default_factory=dict)
 

@@ -10,14 +10,31 @@ the floor" line on a dozen canaries, which flipped with noise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Sequence
+from typing import Literal, Protocol
 
 import numpy as np
 
 from ..core.stats import bootstrap_mean_ci, fisher_combined_p, min_p_combined, sign_flip_p
 
-if TYPE_CHECKING:
-    from .exposure import CanaryExposure, ExposureResult
+
+class CanaryExposure(Protocol):
+    """What the tests read of one canary's exposure (:class:`.exposure.CanaryExposure` has it)."""
+
+    canary_id: str
+    rank: float
+    n_candidates: int
+    exposure: float
+
+
+class ExposureResult(Protocol):
+    """What the tests read of an arm's exposure result (:class:`.exposure.ExposureResult` has it)."""
+
+    @property
+    def canaries(self) -> Sequence[CanaryExposure]: ...
+
+    @property
+    def chance_exposure(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +59,7 @@ class ExposureTest:
     leaks: bool
 
 
-def rank_p_values(canaries: list[CanaryExposure]) -> np.ndarray:
+def rank_p_values(canaries: Sequence[CanaryExposure]) -> np.ndarray:
     """Per canary, P[a secret the model knows nothing about ranks this high] = rank / |R|.
 
     The true secret and its |R| − 1 candidates are distinct uniform draws from one space, so for a
@@ -52,7 +69,7 @@ def rank_p_values(canaries: list[CanaryExposure]) -> np.ndarray:
     return np.array([min(1.0, max(c.rank, 1.0) / c.n_candidates) for c in canaries], dtype=np.float64)
 
 
-def chance_p_value(canaries: list[CanaryExposure]) -> float:
+def chance_p_value(canaries: Sequence[CanaryExposure]) -> float:
     """One-sided p-value of "these canaries' ranks are uniform": 2 · min(Fisher, Tippett), capped at 1.
 
     Fisher's combination (−2 Σ ln p_i ~ χ²_{2n}, i.e. the sum of exposures) catches many canaries a

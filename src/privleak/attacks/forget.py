@@ -126,11 +126,11 @@ def _f(x: float | None) -> str:
 
 
 def _membership_specs(ctx: AttackContext) -> list:
-    """The registered membership attacks that score records from the target's passes alone (no shadows, no
-    clients), in registry order; imported here because the registry imports this module."""
-    from .registry import ATTACKS
-
-    return [s for s in ATTACKS.values() if s.family == "membership" and s.result is MembershipResult
+    """The audit's membership attacks (``ctx.attacks``, registry order) that score records from the target's
+    passes alone (no shadows, no clients)."""
+    if not ctx.attacks:
+        raise ValueError("the forget-set MIA runs the audit's membership attacks: pass them as AttackContext.attacks")
+    return [s for s in ctx.attacks.values() if s.family == "membership" and s.result is MembershipResult
             and not {"shadows", "clients", "forget"} & set(s.needs) and s.applicable(ctx)]
 
 

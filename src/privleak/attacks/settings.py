@@ -107,12 +107,10 @@ class AttackSettings(BaseModel):
     @field_validator("select")
     @classmethod
     def _known(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if v is not None:
-            from .registry import select
-
-            if not v:
-                raise ValueError("name at least one attack or family, or leave attacks.select unset")
-            select(v)  # ValueError naming the unknown entry
+        # The names themselves are checked against the registry by the config (privleak.config), which sits
+        # above the attacks: this module is imported by every attack, so it does not import their registry.
+        if v is not None and not v:
+            raise ValueError("name at least one attack or family, or leave attacks.select unset")
         return v
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -242,20 +243,24 @@ def _text_lines(content: str) -> list[tuple[int, str]]:
     return [(i, line) for i, line in _lines(content)]
 
 
+def _parsed(p: Path, text: str, where: str, limit_fix: str, at: Callable[[json.JSONDecodeError], str],
+            fix: str) -> Any:
+    """``loads(text)``, or one line naming the file, the place and the fix (past the JSON limits, or malformed)."""
+    try:
+        return loads(text)
+    except JSONLimitError as exc:
+        raise UserError(f"{p}: {where}{exc}; no corpus record needs that — {limit_fix}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{p}: {at(exc)}malformed JSON ({exc.msg} at column {exc.colno}); {fix}") from None
+
+
 def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[int, dict[str, Any]]]]:
     """``(is_array, [(line, object), …])`` of JSON lines (or one JSON array in a
     ``.json`` file), every object checked to hold a string ``text_field``.
     Blank lines are skipped; for an array, "line" is the 1-based position."""
     if p.suffix.lower() == ".json" and content.lstrip().startswith("["):
-        try:
-            items = loads(content)
-        except JSONLimitError as exc:
-            raise UserError(f"{p}: {exc}; no corpus record needs that — check the file") from None
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{p}: line {exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                f"fix the file or convert it to JSON lines"
-            ) from None
+        items = _parsed(p, content, "", "check the file", lambda exc: f"line {exc.lineno}: ",
+                        "fix the file or convert it to JSON lines")
         if not isinstance(items, list):
             raise UserError(f"{p}: expected JSON lines or a JSON array of objects; convert it to JSON lines")
         for k, obj in enumerate(items, start=1):
@@ -265,15 +270,8 @@ def json_rows(p: Path, content: str, text_field: str) -> tuple[bool, list[tuple[
     for i, line in _lines(content):
         if not line.strip():
             continue
-        try:
-            obj = loads(line)
-        except JSONLimitError as exc:
-            raise UserError(f"{p}: line {i}: {exc}; no corpus record needs that — fix or remove that line") from None
-        except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{p}: line {i}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                f"each line must be one JSON object such as {{\"{text_field}\": \"...\"}}"
-            ) from None
+        obj = _parsed(p, line, f"line {i}: ", "fix or remove that line", lambda exc, i=i: f"line {i}: ",
+                      f"each line must be one JSON object such as {{\"{text_field}\": \"...\"}}")
         _field(p, f"line {i}", obj, text_field)
         out.append((i, obj))
     return False, out

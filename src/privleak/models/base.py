@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
+from ..core.cache import cache_root
 from ..core.io import staging_dir
 from .batching import encode
 from .device import place
@@ -39,11 +39,6 @@ class BaseModelSpec:
     batch_size: int = 32
     lr: float = 2e-3
     seed: int = 0
-
-
-def cache_root() -> Path:
-    env = os.environ.get("PRIVLEAK_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "privleak"
 
 
 def spec_key(spec: BaseModelSpec, public_texts: list[str]) -> str:

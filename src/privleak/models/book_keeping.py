@@ -196,8 +196,15 @@ class BookKeeping:
             sq, clipped = self._per_sample(module, entry[0], entry[1])
             total = sq if total is None else total + sq
             parts.append(clipped)
-        norms = total.clamp_min(0).sqrt()
+        return self._clip_into_grads(parts, total)
+
+    def _clip_into_grads(self, parts: list, total_sq: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+        """Norms from the summed squares, factors c = min(1, C/‖g‖) (gathered by ``index``: a person's factor for
+        each of their records), and every layer's clipped sum written to ``p.grad``. Returns the norms."""
+        norms = total_sq.clamp_min(0).sqrt()
         c = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        if index is not None:
+            c = c[index]
         for clipped in parts:
             for p, g in clipped(c).items():
                 p.grad = g.to(p.dtype).view_as(p)

@@ -302,7 +302,7 @@ def _calibrated_sigma(target_epsilon: float, delta: float, q: float, steps: int,
     import json
 
     from .. import accountants
-    from .base import cache_root
+    from ..core.cache import cache_root
 
     args = [float(target_epsilon), float(delta), float(q), int(steps), str(accountant)]
     source = hashlib.sha256()

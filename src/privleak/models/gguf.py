@@ -60,7 +60,7 @@ class GgufInfo:
 
 
 def _cache_root() -> Path:
-    from .base import cache_root
+    from ..core.cache import cache_root
 
     return cache_root()
 

@@ -135,11 +135,4 @@ class PersonBookKeeping(BookKeeping):
             sq, clipped = self._per_group(module, entry[0], entry[1], groups, slots, n_groups)
             total = total + sq
             parts.append(clipped)
-        norms = total.clamp_min(0).sqrt()
-        c = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)[groups]
-        for clipped in parts:
-            for p, g in clipped(c).items():
-                p.grad = g.to(p.dtype).view_as(p)
-        self._saved.clear()
-        self.per_sample_norms = norms
-        return norms
+        return self._clip_into_grads(parts, total, index=groups)

@@ -30,7 +30,7 @@ ENV = "PRIVLEAK_SMOLLM2"
 
 
 def _download_dirs() -> list[Path]:
-    from .base import cache_root
+    from ..core.cache import cache_root
 
     return list(dict.fromkeys([cache_root() / "downloads", Path(DOWNLOAD_DIR).expanduser()]))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..attacks.base import AttackContext, AttackSpec, ScoringPasses, ShadowData
-from ..attacks.registry import select
+from ..attacks.registry import ATTACKS, select
 from ..attacks.scoring import cached_scores
 from ..arms import get as get_kind
 from ..arms import specs
@@ -150,7 +150,7 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
         scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
         reference=audit.base() if target.reference else None, shadows=shadow, audit_canaries=audit.audit_canaries(),
         clients=has_clients(audit), forget=audit.forget_set() if forgets(audit.cfg) else None,
-        shared=audit.memo("attack_shared", dict))
+        attacks=dict(ATTACKS), shared=audit.memo("attack_shared", dict))
 
 
 def has_clients(audit: Audit) -> bool:

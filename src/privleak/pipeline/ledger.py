@@ -38,7 +38,7 @@ from ..core.io import stable_hash
 from ..core.typed import Typed
 from ..data.records import Record
 from ..accountants import Training, compose_epsilon
-from ..models.base import cache_root
+from ..core.cache import cache_root
 from ..results import ArmResult, BudgetRelease, PrivacyBudget
 
 RUN_LEDGER = ("budget", "ledger.jsonl")

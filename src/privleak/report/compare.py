@@ -14,7 +14,8 @@ from ..results import CONTROL, ArmResult, AuditResults
 from ..core import present as fmt
 from . import plots
 from ..core.present import n as _n
-from .html import figure, table, template
+from .blocks import figure, table
+from .html import template
 from .schema import load_results
 
 

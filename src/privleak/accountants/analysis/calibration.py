@@ -54,11 +54,6 @@ def _bracket(g: Callable[[float], float], start: float, what: str) -> tuple[floa
                     f"target epsilon is unreachable with the {what} accountant for sigma up to {SIGMA_SEARCH_MAX:g}; "
                     "raise the target epsilon or delta, or use fewer steps / a smaller sample rate"
                 )
-            gs = g(s)
-            if gs > 0:
-                lo, glo = s, gs
-            else:
-                hi, ghi = s, gs
         else:  # need less noise (at most 2× at a time: ε, and PLD's cost, explode as σ → 0)
             step = math.exp(min(-1.25 * ghi, math.log(2.0))) * 1.01
             s = hi / step
@@ -67,11 +62,11 @@ def _bracket(g: Callable[[float], float], start: float, what: str) -> tuple[floa
                     f"the target is met by the {what} accountant even with sigma below {SIGMA_SEARCH_MIN:g}, "
                     "i.e. essentially without noise; delta is too large (use delta below 1/n) or the target epsilon too loose"
                 )
-            gs = g(s)
-            if gs > 0:
-                lo, glo = s, gs
-            else:
-                hi, ghi = s, gs
+        gs = g(s)
+        if gs > 0:
+            lo, glo = s, gs
+        else:
+            hi, ghi = s, gs
     raise UserError(f"could not bracket sigma for the target with the {what} accountant; check the parameters")
 
 
