@@ -63,3 +63,34 @@ def test_the_ledger_counts_each_training_once_and_composes_per_members(tmp_path,
     assert lines["everything trained"].epsilon == pytest.approx(_pld(TRAININGS, DELTA), rel=0.01)
     assert lines["released together"].arms == ["dp-1", "dp-8"]
     assert lines["released together"].epsilon == pytest.approx(_pld([TRAININGS[0], TRAININGS[2]], DELTA), rel=0.01)
+
+
+def test_budget_command_composes_the_run_directories_ledgers(tmp_path, monkeypatch):
+    """`privleak budget RUN_DIR… --release`: the composed ε of the arms released together, as budget() says;
+    a directory without DP trainings is refused."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from privleak.cli import app
+    from privleak.core.errors import UserError
+    from privleak.pipeline.ledger import entry_for, members_hash, record_training
+
+    monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
+    h = members_hash([Record("note one"), Record("note two")])
+    run = tmp_path / "run"
+    run.mkdir()
+    for arm, (q, s, t) in zip(["dp-1", "dp-4", "dp-8"], TRAININGS):
+        record_training(run, entry_for(h, arm, run, {"arm": arm},
+                                       {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": 1.0}))
+    res = CliRunner().invoke(app, ["budget", str(run), "--release", "dp-1,dp-8", "--no-cache", "--json"])
+    assert res.exit_code == 0, res.output
+    [group] = json.loads(res.stdout)
+    lines = {x["what"]: x for x in group["lines"]}
+    assert lines["released together"]["epsilon"] == pytest.approx(_pld([TRAININGS[0], TRAININGS[2]], DELTA), rel=0.01)
+    assert CliRunner().invoke(app, ["budget", str(run)]).exit_code == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(app, ["budget", str(empty), "--no-cache"])
+    # main() turns a UserError into one line and exit 2 (tests/test_bad_inputs.py); the app raises it
+    assert isinstance(res.exception, UserError) and "no DP training is recorded" in str(res.exception)

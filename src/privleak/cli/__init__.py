@@ -23,7 +23,7 @@ from .attack import attack
 from .common import err, quiet_libraries
 from .guard import guard_app
 from .run import run
-from .tools import accountant, compare, data_generate, dedup, ldp, report, scrub
+from .tools import accountant, budget, compare, data_generate, dedup, ldp, report, scrub
 from .usage import click_exceptions, usage_message
 
 __all__ = ["app", "main"]
@@ -35,7 +35,7 @@ data_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_except
                        help="Synthetic data.")
 # The order of `privleak --help`: commands, then the groups.
 app.command("attack")(attack)
-for command in (run, scrub, dedup, report, compare, accountant, ldp):
+for command in (run, scrub, dedup, report, compare, accountant, budget, ldp):
     app.command()(command)
 app.add_typer(data_app, name="data")
 data_app.command("generate")(data_generate)

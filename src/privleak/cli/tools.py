@@ -262,3 +262,32 @@ def ldp(
               f"{ev.sampling_only_recall:.2f}", "0", "—")
     out.print(t)
     err.print(f"rule: {ev.rule}", markup=False, highlight=False, soft_wrap=True)
+
+
+def budget(
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories whose DP trainings to compose (their budget/ledger.jsonl)."),
+    release: Optional[str] = typer.Option(None, "--release", help="Comma-separated arm names you release together, e.g. dp-1,dp-8: their composed ε."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Also count every other DP training on the same members recorded in this machine's model cache (tuning runs, earlier audits)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON array (one object per members and privacy unit)."),
+) -> None:
+    """The privacy budget spent on the same members across runs: each DP training alone, the arms you release
+    together, and everything trained, composed (PRV; Opacus's heterogeneous composition)."""
+    from ..pipeline.ledger import budget as compose, budget_tables, ledger_entries
+    from ..report.console import rich_table
+
+    for rd in run_dirs:
+        if not Path(rd).expanduser().is_dir():
+            raise UserError(f"{rd}: not a run directory; give the --out directory of a privleak run")
+    wanted = [a.strip() for a in release.split(",") if a.strip()] if release is not None else None
+    if wanted is not None and not wanted:
+        raise UserError("--release: name at least one arm, e.g. --release dp-1,dp-8")
+    entries = ledger_entries(run_dirs, cache=cache)
+    if not entries:
+        raise UserError("no DP training is recorded in these run directories (budget/ledger.jsonl); "
+                        "run an audit with a DP arm first")
+    groups = compose(entries, release=wanted)
+    if as_json:
+        out.print_json(json.dumps([g.model_dump(mode="json") for g in groups]))
+        return
+    for t in budget_tables(groups):
+        out.print(rich_table(t))
