@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
@@ -46,8 +48,20 @@ def default_workers(cpus_per_task: int, cpus: int | None = None, memory: int | N
     return int(max(1, min(MAX_DEFAULT_WORKERS, cpus // cpus_per_task, by_memory)))
 
 
-def _init_worker(env: dict[str, str]) -> None:
+def _init_worker(env: dict[str, str], driver: int) -> None:
     os.environ.update(env)  # before the first task imports torch: its thread pools read these once
+    threading.Thread(target=_exit_with_driver, args=(driver,), daemon=True, name="privleak-driver-watch").start()
+
+
+def _exit_with_driver(driver: int, every_s: float = 2.0) -> None:
+    """Stop this worker once its driver is gone. A driver killed by a signal it cannot catch (SIGKILL, the
+    OOM killer) never shuts its pool down, and its spawned workers would go on training for nobody, holding
+    CPUs and the run's cache until they finished. Stopping mid-task loses only that task's work: the next run
+    resumes from the tasks that finished."""
+    while True:
+        time.sleep(every_s)
+        if os.getppid() != driver:
+            os._exit(3)
 
 
 class ProcessExecutor:
@@ -68,7 +82,7 @@ class ProcessExecutor:
             env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PRIVLEAK_PROGRESS": "0",
                    "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_init_worker, initargs=(env,))
+                                             initializer=_init_worker, initargs=(env, os.getpid()))
             self.notify(f"executor: {self.workers} local worker process{'es' * (self.workers != 1)}")
         return self._pool
 
