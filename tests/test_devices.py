@@ -117,11 +117,14 @@ def test_gpu_profile_is_gpt2_small_sized_with_every_arm_and_8_shadows():
 
 
 def test_qlora_off_cuda_is_one_line_before_work():
+    """The DP kind's own check (run by arms.resolve, which `privleak run` and run_audit call before any work)."""
+    from privleak.arms import resolve
+
     cfg = build_config({"arms": ["baseline", "dp-8+lora"], "dp": {"qlora": True}}, {"device": "cpu"})
     with pytest.raises(UserError, match="CUDA only"):
-        cfg.compute_policy()
+        resolve(cfg)
     # Without a +lora arm the setting has nothing to act on and costs nothing.
-    build_config({"arms": ["baseline", "dp-8"], "dp": {"qlora": True}}, {"device": "cpu"}).compute_policy()
+    resolve(build_config({"arms": ["baseline", "dp-8"], "dp": {"qlora": True}}, {"device": "cpu"}))
 
 
 def test_bf16_precision_is_part_of_the_arm_key_and_fp32_keys_are_unchanged():
@@ -250,7 +253,7 @@ def test_oom_in_a_dp_step_is_one_line_naming_the_setting():
 
 def test_cli_oom_mid_arm_exits_2_and_writes_no_arm(tmp_path, capsys, monkeypatch):
     from privleak.cli import main
-    from privleak.pipeline import train as stages
+    from privleak.models import train as stages  # the plain kinds import their trainer from here at call time
 
     real_train = stages.train
 
