@@ -151,8 +151,7 @@ def derive_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
                         load=lambda arm: load_handle(run.path("arms", arm, "model"), max_length),
                         train_record=lambda arm: read_json(run.path("arms", arm, "train.json")),
                         records=lambda arm: training_records(audit, parse_arm(arm)),
-                        validation=_validation(audit), forget=audit.forget_set,
-                     encode=lambda texts: encode(base.tokenizer, texts, cfg.model.max_length))
+                        validation=_validation(audit), forget=audit.forget_set)
     start = time.perf_counter()
     model, record = spec.kind_obj.derive(settings, ctx)
     _save(audit, spec.name, model, {**record, "seconds": round(time.perf_counter() - start, 2)})
