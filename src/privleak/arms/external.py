@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..core.typed import ArmDetails
-from ..results import GgufSource
+from ..core.typed import ArmDetails, GgufSource
 from .base import ArmInputs, ArmKind
 from .registry import ArmSpec, register
 

@@ -28,17 +28,17 @@ intervals of the reference's (the widest interval is said beside it).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..attacks.base import AttackResult, Policy
-from ..attacks.exposure import ExposureResult
-from ..attacks.extraction import CanaryExtractionResult
-from ..attacks.forget import ForgetMembershipResult, ForgetPiiResult
 from ..core.metrics import delong_paired
 from ..core.stats import fisher_exact_test, sign_flip_p
 from ..core.typed import Typed
+
+if TYPE_CHECKING:
+    from ..attacks.forget import ForgetMembershipResult, ForgetPiiResult
 
 Outcome = Literal["forgotten", "not_forgotten", "over_forgotten", "untested"]
 #: MUSE reads PrivLeak off Min-K% Prob (Shi et al. 2024); the headline uses it when it ran, else LOSS.
@@ -132,6 +132,9 @@ def _membership(own: ForgetMembershipResult, ref: ForgetMembershipResult) -> lis
 
 
 def _canaries(own: dict[str, AttackResult], ref: dict[str, AttackResult], ids: set[str]) -> CanaryVersus | None:
+    from ..attacks.exposure import ExposureResult  # the attack modules import torch: only when assessing
+    from ..attacks.extraction import CanaryExtractionResult
+
     e, f = _get(own, ExposureResult), _get(ref, ExposureResult)
     if not ids or not isinstance(e, ExposureResult) or not isinstance(f, ExposureResult):
         return None
@@ -170,6 +173,8 @@ def _pii(own: ForgetPiiResult, ref: ForgetPiiResult) -> PiiVersus | None:
 def assess_forgetting(own: dict[str, AttackResult], ref: dict[str, AttackResult], versus: str,
                       canary_ids: list[str], policy: Policy = Policy()) -> ForgettingAssessment:
     """This model's forget-set results (``own``: its attacks) against the reference's (see the module docstring)."""
+    from ..attacks.forget import ForgetMembershipResult, ForgetPiiResult
+
     fm, rm = _get(own, ForgetMembershipResult), _get(ref, ForgetMembershipResult)
     if not isinstance(fm, ForgetMembershipResult) or not isinstance(rm, ForgetMembershipResult):
         return ForgettingAssessment(versus=versus, outcome="untested", alpha=policy.alpha, n_tests=0, membership=[],

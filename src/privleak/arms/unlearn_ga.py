@@ -30,11 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..attacks.scoring import score_texts
 from ..data.canaries import derive_seed
-from ..models.batching import encode
-from ..models.handle import ModelHandle
-from ..models.unlearn import UnlearnSettings, unlearn
 from ..policy import unlearn_recipe
 from .base import ArmInputs, DeriveContext
 from .registry import ArmSpec, register
@@ -54,6 +50,9 @@ class UnlearnGADetails(UnlearningDetails):
 
 
 def _mean_nll(model: Any, tokenizer: Any, max_length: int, texts: list[str]) -> float:
+    from ..attacks.scoring import score_texts  # torch: only when an arm is derived, not when kinds register
+    from ..models.handle import ModelHandle
+
     scores = score_texts(ModelHandle(model=model, tokenizer=tokenizer, max_length=max_length), texts,
                          desc="unlearning: forget-set NLL")
     return float(-np.mean(scores.logprob.astype(np.float64))) if scores.logprob.size else math.inf
@@ -75,6 +74,9 @@ class UnlearnGA(UnlearningKind):
                 "forget": forget_settings(cfg)}
 
     def derive(self, s: dict[str, Any], ctx: DeriveContext) -> tuple[Any, dict[str, Any]]:
+        from ..models.batching import encode
+        from ..models.unlearn import UnlearnSettings, unlearn
+
         start = time.perf_counter()
         handle = ctx.load(self.source)
         forget = ctx.forget()  # type: ignore[misc]

@@ -24,9 +24,6 @@ from typing import Any, Literal
 
 from ..data.canaries import derive_seed
 from ..data.unlearning import shard_by_person
-from ..models.batching import Encoded
-from ..models.sisa import average_weights, sisa
-from ..models.train import TrainSettings
 from ..policy import sisa_shards
 from .base import ArmInputs, FitContext
 from .common import data_settings
@@ -62,6 +59,10 @@ class UnlearnSisa(UnlearningKind):
                 "data_defences": data_settings(cfg, ArmSpec("baseline")), "forget": forget_settings(cfg)}
 
     def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+        from ..models.batching import Encoded  # torch: only when the arm trains, not when kinds register
+        from ..models.sisa import average_weights, sisa
+        from ..models.train import TrainSettings
+
         forget = ctx.forget()  # type: ignore[misc]
         shards = shard_by_person(ctx.records, s["shards"], s["seed"])
         data = [Encoded([ctx.data.ids[i] for i in ix]) for ix in shards]

@@ -12,15 +12,17 @@ model to deploy".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..attacks.registry import select
 from ..core.present import Cell, Note, Section, Table, interval, n, t
+from ..core.typed import ArmDetails
 from ..policy import forget_plan
-from ..results import ArmDetails, ArmResult, AuditResults, Verdict
 from .base import ArmInputs, ArmKind
 from .forgetting import ForgettingAssessment, assess_forgetting
 from .registry import KINDS, ArmSpec
+
+if TYPE_CHECKING:  # results imports every attack, and torch with them: kinds load before any work
+    from ..results import ArmResult, AuditResults, Verdict
 
 RETRAIN = "retrain"
 
@@ -56,7 +58,7 @@ class UnlearningKind(ArmKind):
         if self.versus == RETRAIN and RETRAIN not in names:
             raise ValueError(f"arm '{spec.name}' is judged against retrain (the model trained without the forget "
                              "set); list retrain too")
-        if "forget_membership" not in {s.name for s in select(cfg.selected_attacks())}:
+        if "forget_membership" not in cfg.selected_attacks():
             raise ValueError(f"arm '{spec.name}' is judged by the forget_membership attack; add it (or the membership "
                              "family) to attacks.select")
 
@@ -111,6 +113,8 @@ class UnlearningKind(ArmKind):
         if a.pii is not None:
             figures.append(f"forgotten PII values extracted {a.pii.extracted}/{a.pii.n} vs "
                            f"{a.pii.extracted_reference}/{a.pii.n_reference}")
+        from ..results import Verdict
+
         return Verdict(level=level, label=LABELS[a.outcome], text=text, findings=a.reasons, figures=figures)
 
     def notes_for(self, name: str, arm: ArmResult) -> list[str]:

