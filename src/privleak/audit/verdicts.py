@@ -267,8 +267,8 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
     cppl = results.base_model.utility.ppl_non_members if results.base_model else None
     bppl = arm.utility.ppl_non_members
     if g is not None and g < LOW_GAIN:
-        why += (f" Caution: it recovers only {g:.2f} of the best non-private fine-tune's gain — it is safe because "
-                "it learned little; consider a larger ε, more steps or a larger batch.")
+        why += (f" Caution: its utility recovered is only G = {g:.2f} of the best non-private fine-tune's gain — it "
+                "is safe because it learned little; consider a larger ε, more steps or a larger batch.")
     elif g is None and _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
         why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
                 "it learned little — consider more epochs, a larger ε or a larger batch.")
