@@ -10,7 +10,14 @@ The two loops alternate ``--rounds`` times (plain, DP, plain, DP …) so a
 neighbour's load falls on both; tokens are records × epochs run, as
 ``train.json`` counts them. ``--cprofile`` writes the DP loop's profile.
 
-    python bench/bench_dp_insitu.py                 # ≈ 1 epoch each, 2 rounds
+``--precision`` runs the loops' forward passes in fp32, in bf16 autocast
+(norms, clipping, noise and optimiser state stay fp32), or both, alternating
+in each round, and prints the table of tokens per CPU second: plain and DP
+at each precision, DP ÷ plain, bf16 ÷ fp32. ``auto`` is what an audit on
+this machine uses (bf16 where the CPU multiplies bf16 in hardware).
+
+    python bench/bench_dp_insitu.py                 # ≈ 1 epoch each, 2 rounds, this machine's precision
+    python bench/bench_dp_insitu.py --precision both
     python bench/bench_dp_insitu.py --scale 0.25 --cprofile /tmp/dp.prof
 """
 
@@ -33,6 +40,7 @@ import torch
 from privleak.data.clinical import ClinicalCorpusConfig, generate_corpus
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import encode
+from privleak.models.device import ComputePolicy, resolve_train_precision, use_policy
 from privleak.models.dp_train import DPSettings, train_dp
 from privleak.models.handle import clone_model
 from privleak.models.tokenizer import train_tokenizer
@@ -53,6 +61,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--audit-canaries", type=int, default=500, help="included one-run canaries (default ≈ ½ of 1,000)")
     ap.add_argument("--cprofile", help="write the DP loop's cProfile stats here")
+    ap.add_argument("--precision", choices=("auto", "fp32", "bf16", "both"), default="auto",
+                    help="the training loops' forward precision (default auto: what an audit here uses)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -73,30 +83,42 @@ def main() -> int:
     batch, _ = dp_recipe(n, 8.0)
     print(f"{len(texts)} records, {tokens:,} tokens per epoch; plain batch 16, DP expected batch {batch}; "
           f"{args.threads} thread(s)")
-    rates: dict[str, list[float]] = {"plain": [], "dp": []}
+    here = resolve_train_precision(torch.device("cpu"), "auto")
+    precisions = {"auto": [here], "both": ["fp32", "bf16"]}.get(args.precision, [args.precision])
+    rates: dict[tuple[str, str], list[float]] = {(k, p): [] for p in precisions for k in ("plain", "dp")}
     prof = cProfile.Profile() if args.cprofile else None
     for r in range(args.rounds):
-        m = clone_model(base)
-        c0, w0 = cpu(), time.perf_counter()
-        log = train(m, data, TrainSettings(epochs=args.epochs, batch_size=16, lr=3e-3, seed=r), tok.pad_token_id)
-        c, w = cpu() - c0, time.perf_counter() - w0
-        rates["plain"].append(tokens * log.steps / -(-len(texts) // 16) / c)
-        print(f"round {r + 1} plain: {log.steps} steps, {c:.1f} CPU s, {w:.1f} wall s, {rates['plain'][-1]:,.0f} tok/CPU-s")
-        m = clone_model(base)
-        settings = DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=1.0, epochs=max(1, int(args.epochs)),
-                              expected_batch_size=batch, lr=3e-3, seed=r, grad_sample_mode="bk", accountant="rdp")
-        c0, w0 = cpu(), time.perf_counter()
-        if prof is not None:
-            prof.enable()
-        _, dlog = train_dp(m, data, settings, tok.pad_token_id, spec.max_length)
-        if prof is not None:
-            prof.disable()
-        c, w = cpu() - c0, time.perf_counter() - w0
-        rates["dp"].append(tokens * dlog.sample_rate * dlog.steps / c)
-        print(f"round {r + 1} dp:    {dlog.steps} steps, {c:.1f} CPU s, {w:.1f} wall s, {rates['dp'][-1]:,.0f} tok/CPU-s "
-              f"(σ calibration included)")
-    p, d = statistics.median(rates["plain"]), statistics.median(rates["dp"])
-    print(f"\nplain {p:,.0f} tok/CPU-s, DP (bk) {d:,.0f} tok/CPU-s: DP ÷ plain = {d / p:.2f}")
+        for prec in precisions:
+            with use_policy(ComputePolicy(train_precision=prec)):
+                m = clone_model(base)
+                c0, w0 = cpu(), time.perf_counter()
+                log = train(m, data, TrainSettings(epochs=args.epochs, batch_size=16, lr=3e-3, seed=r), tok.pad_token_id)
+                c, w = cpu() - c0, time.perf_counter() - w0
+                rates["plain", prec].append(tokens * log.steps / -(-len(texts) // 16) / c)
+                print(f"round {r + 1} {prec} plain: {log.steps} steps, {c:.1f} CPU s, {w:.1f} wall s, "
+                      f"{rates['plain', prec][-1]:,.0f} tok/CPU-s")
+                m = clone_model(base)
+                settings = DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=1.0, epochs=max(1, int(args.epochs)),
+                                      expected_batch_size=batch, lr=3e-3, seed=r, grad_sample_mode="bk", accountant="rdp")
+                c0, w0 = cpu(), time.perf_counter()
+                if prof is not None:
+                    prof.enable()
+                _, dlog = train_dp(m, data, settings, tok.pad_token_id, spec.max_length)
+                if prof is not None:
+                    prof.disable()
+                c, w = cpu() - c0, time.perf_counter() - w0
+                rates["dp", prec].append(tokens * dlog.sample_rate * dlog.steps / c)
+                print(f"round {r + 1} {prec} dp:    {dlog.steps} steps, {c:.1f} CPU s, {w:.1f} wall s, "
+                      f"{rates['dp', prec][-1]:,.0f} tok/CPU-s (σ calibration included)")
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"\n| precision | plain tok/CPU-s | DP (bk) tok/CPU-s | DP ÷ plain |")
+    print("|---|---|---|---|")
+    for prec in precisions:
+        p, d = med["plain", prec], med["dp", prec]
+        print(f"| {prec} | {p:,.0f} | {d:,.0f} | {d / p:.2f} |")
+    if len(precisions) == 2:
+        print(f"\nbf16 ÷ fp32: plain {med['plain', 'bf16'] / med['plain', 'fp32']:.2f}, "
+              f"DP {med['dp', 'bf16'] / med['dp', 'fp32']:.2f}")
     if prof is not None:
         prof.dump_stats(args.cprofile)
         print(f"cProfile of the DP loop: {args.cprofile}")

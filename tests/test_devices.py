@@ -21,7 +21,9 @@ from privleak.models.device import (
     DeviceOutOfMemory,
     make_policy,
     resolve_device,
+    native_bf16,
     resolve_precision,
+    resolve_train_precision,
     use_policy,
 )
 from privleak.models.dp_train import DPSettings, _logical_step, make_private, prepare_trainable, train_dp
@@ -55,6 +57,10 @@ def test_unavailable_cuda_is_a_user_error():
 def test_precision_auto_is_fp32_on_cpu_and_bf16_asks_for_autocast():
     cpu = torch.device("cpu")
     assert resolve_precision(cpu, "auto") == "fp32"
+    # Training follows the hardware: bf16 where the CPU multiplies it natively, else fp32; named, as named.
+    assert resolve_train_precision(cpu, "auto") == ("bf16" if native_bf16(cpu) else "fp32")
+    assert resolve_train_precision(cpu, "fp32") == "fp32" and resolve_train_precision(cpu, "bf16") == "bf16"
+    assert make_policy("cpu", "fp32").train_autocast_dtype is None
     assert resolve_precision(cpu, "bf16") == "bf16"
     assert make_policy("cpu").autocast_dtype is None
     assert make_policy("cpu", "bf16").autocast_dtype is torch.bfloat16
@@ -134,8 +140,11 @@ def test_bf16_precision_is_part_of_the_arm_key_and_fp32_keys_are_unchanged():
     cfg = build_config({}, {"device": "cpu"})
     plain = arm_settings(cfg, parse_arm("dp-8"), 1000)
     assert "precision" not in plain and "qlora" not in plain and "lora_targets" not in plain
-    with use_policy(ComputePolicy(precision="bf16")):
+    with use_policy(ComputePolicy(train_precision="bf16")):
         assert arm_settings(cfg, parse_arm("dp-8"), 1000)["precision"] == "bf16"
+    # Evaluating in bf16 changes no trained weights: the arm's key stays.
+    with use_policy(ComputePolicy(precision="bf16")):
+        assert "precision" not in arm_settings(cfg, parse_arm("dp-8"), 1000)
 
 
 # ---------------------------------------------------------------- bf16 autocast, fp32 DP arithmetic
@@ -172,7 +181,7 @@ def _one_dp_step(model, mode: str, sigma: float, policy: ComputePolicy):
 def test_clipped_noisy_step_under_bf16_autocast_matches_fp32(mode):
     base = _tiny()
     fp32 = ComputePolicy(precision="fp32")
-    bf16 = ComputePolicy(precision="bf16")
+    bf16 = ComputePolicy(precision="bf16", train_precision="bf16")
     for sigma in (0.0, 1.0):
         ref, seen32, ok32, _ = _one_dp_step(clone_model(base), mode, sigma, fp32)
         got, seen16, ok16, norms = _one_dp_step(clone_model(base), mode, sigma, bf16)
@@ -193,13 +202,13 @@ def test_clipped_noisy_step_under_bf16_autocast_matches_fp32(mode):
 def test_bf16_step_differs_from_fp32_so_the_comparison_can_fail():
     base = _tiny()
     ref, *_ = _one_dp_step(clone_model(base), "bk", 0.0, ComputePolicy(precision="fp32"))
-    got, *_ = _one_dp_step(clone_model(base), "bk", 0.0, ComputePolicy(precision="bf16"))
+    got, *_ = _one_dp_step(clone_model(base), "bk", 0.0, ComputePolicy(train_precision="bf16"))
     assert not torch.equal(ref, got)
 
 
 def test_plain_training_under_bf16_autocast_keeps_fp32_weights():
     model = _tiny()
-    with use_policy(ComputePolicy(precision="bf16")):
+    with use_policy(ComputePolicy(train_precision="bf16")):
         log = train(model, Encoded([s for s in SEQS] * 3), TrainSettings(epochs=1, batch_size=4, lr=1e-2), pad_id=0)
     assert log.steps == 3 and all(p.dtype == torch.float32 for p in model.parameters())
     assert all(torch.isfinite(torch.tensor(x)) for x in log.losses)
@@ -215,8 +224,20 @@ def test_gradient_checkpointing_gives_the_same_plain_training():
     with use_policy(ComputePolicy(gradient_checkpointing=True)):
         train(b, data, s, pad_id=0)
     assert len(recomputed) == 2 * 3, "each step runs block 0's attention twice: forward, then recomputed in backward"
+    # The attention's key bias has a gradient of exactly zero in exact arithmetic (softmax ignores a constant
+    # added to every score): its float noise, which Adam scales to steps of either sign, is the one thing two
+    # backward orders may differ in, and it changes nothing the model computes. Compared: every other weight,
+    # and what the two models compute.
+    hidden = b.config.n_embd
     for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        if n.endswith("attn.c_attn.bias"):
+            p, q = torch.cat([p[:hidden], p[2 * hidden:]]), torch.cat([q[:hidden], q[2 * hidden:]])
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+    ids, mask = pad_batch(SEQS, 0)
+    with torch.no_grad():
+        la = a.eval()(input_ids=ids, attention_mask=mask).logits
+        lb = b.eval()(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------- out of memory
@@ -225,6 +246,7 @@ def _oom_forward(model):
     def forward(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
     model.forward = forward
+    model.transformer.forward = forward  # the training loss runs the body and the head apart (sequence_nll)
     return model
 
 
@@ -258,7 +280,8 @@ def test_cli_oom_mid_arm_exits_2_and_writes_no_arm(tmp_path, capsys, monkeypatch
     real_train = stages.train
 
     def train_until_oom(model, *args, **kwargs):  # the baseline arm's third step runs out of memory
-        forward, calls = model.forward, []
+        # The body's forward: the training loss runs it (then the head) however the loss is computed.
+        forward, calls = model.transformer.forward, []
 
         def step(*a, **k):
             calls.append(1)
@@ -266,7 +289,7 @@ def test_cli_oom_mid_arm_exits_2_and_writes_no_arm(tmp_path, capsys, monkeypatch
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
             return forward(*a, **k)
 
-        model.forward = step
+        model.transformer.forward = step
         return real_train(model, *args, **kwargs)
 
     monkeypatch.setattr(stages, "train", train_until_oom)

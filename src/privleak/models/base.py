@@ -39,10 +39,16 @@ class BaseModelSpec:
     batch_size: int = 32
     lr: float = 2e-3
     seed: int = 0
+    # The training loop's forward precision (models.device.ComputePolicy.train_precision): bf16 changes the
+    # trained weights, so it is part of the cache key; fp32 keys are what they always were.
+    precision: str = "fp32"
 
 
 def spec_key(spec: BaseModelSpec, public_texts: list[str]) -> str:
-    h = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
+    fields = asdict(spec)
+    if fields["precision"] == "fp32":
+        del fields["precision"]
+    h = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
     for t in public_texts:
         h.update(t.encode())
         h.update(b"\0")

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedTokenizerBase
+import torch.nn.functional as F
+from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
 
 from ..core.errors import UserError
 
@@ -144,3 +145,34 @@ def per_sequence_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
     tok_mask = mask[:, 1:].to(logp.dtype)
     nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * tok_mask
     return nll.sum(1) / tok_mask.sum(1).clamp_min(1.0)
+
+
+def sequence_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, flat_head: bool = True) -> torch.Tensor:
+    """:func:`per_sequence_nll` of ``model``'s forward pass, with the LM head run on real predicted tokens only.
+
+    For a GPT-2 (whose logits are ``lm_head(hidden)``, nothing after) the (vocab)-wide head, its log-softmax
+    and their gradients run on the tokens that predict a real token — no padding, no last position — through
+    the fused ``cross_entropy``, instead of on every position of a padded (batch, length, vocab) tensor: on
+    the embedded model that is most of a step's memory traffic. The same per-sequence means, summed in
+    another order: equal to float tolerance (``tests/test_train_fast.py``).
+
+    ``flat_head=False`` keeps the head's input (batch, length, width): per-sample clipping that hooks a
+    *trainable* head (book-keeping, ``dp.train_output``) must see one row per sequence, not one per token.
+    Any other model goes through its own forward and :func:`per_sequence_nll`.
+    """
+    if not (flat_head and type(model) is GPT2LMHeadModel):
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
+        return per_sequence_nll(logits, ids, mask)
+    hidden = model.transformer(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).last_hidden_state
+    keep = mask[:, 1:].bool()
+    logits = model.lm_head(hidden[:, :-1][keep])
+    tok_nll = F.cross_entropy(logits.float(), ids[:, 1:][keep], reduction="none")
+    rows = keep.nonzero()[:, 0]  # boolean indexing is row-major: token j of the flat list is in row rows[j]
+    sums = torch.zeros(ids.shape[0], dtype=tok_nll.dtype, device=ids.device).index_add(0, rows, tok_nll)
+    return sums / keep.sum(1).to(sums.dtype).clamp_min(1.0)
+
+
+def head_trainable(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s output layer has a trainable weight (then per-sample clipping must see its rows)."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return head is not None and any(p.requires_grad for p in head.parameters())

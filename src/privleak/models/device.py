@@ -10,11 +10,19 @@ they compute; the pipeline sets it from the config (``device``,
   (plain and every DP path), scoring, exposure, generation, shadows and the
   guard all run there.
 * **precision** — ``bf16`` runs forward passes under ``torch.autocast`` (the
-  weights, the optimiser state and the gradients stay fp32); ``auto`` picks
-  bf16 on a CUDA device that supports it and fp32 everywhere else, so a CPU
-  run computes exactly what it always did. DP-SGD's per-sample norms,
-  clipping factors, clipped sums and noise are fp32 whatever the precision
-  (``fp32_samplers``, ``book_keeping``).
+  weights, the optimiser state and the gradients stay fp32). Training and
+  evaluation resolve it apart (``precision`` and ``train_precision``):
+  ``auto`` trains in bf16 wherever the device multiplies bf16 in hardware (a
+  CUDA device with bf16, a CPU with AVX-512 BF16 or AMX: 1.8-2.6x the fp32
+  tokens per second of the embedded model's plain and DP steps,
+  ``bench/bench_dp_insitu.py``), and evaluates in bf16 on CUDA only: on a
+  CPU every score, rank and sample an attack reads is fp32, as it always was.
+  ``fp32`` and ``bf16`` set both. DP-SGD's per-sample norms, clipping factors,
+  clipped sums and noise are fp32 whatever the precision (``fp32_samplers``,
+  ``book_keeping``).
+* **training kernels** — on a CPU, training runs attention as plain matrix
+  products (transformers' ``eager``) instead of the fused SDPA kernel, whose
+  bf16 backward is slower than its fp32 one there (:func:`training_kernels`).
 * **memory** — on CUDA, micro-batches are sized from the free device memory
   (``torch.cuda.mem_get_info``) times ``memory_fraction`` and a per-token
   cost estimate; on the CPU the configured sizes are used unchanged.
@@ -46,13 +54,18 @@ class ComputePolicy:
     """Resolved compute settings (see the module docstring)."""
 
     device: torch.device = torch.device("cpu")
-    precision: Precision = "fp32"
+    precision: Precision = "fp32"  # scoring, generation, attacks
     gradient_checkpointing: bool = False
     memory_fraction: float = 0.8
+    train_precision: Precision = "fp32"  # forward passes of every training loop
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
         return torch.bfloat16 if self.precision == "bf16" else None
+
+    @property
+    def train_autocast_dtype(self) -> torch.dtype | None:
+        return torch.bfloat16 if self.train_precision == "bf16" else None
 
 
 _current = ComputePolicy()
@@ -127,6 +140,14 @@ def resolve_precision(device: torch.device, requested: str, option: str = "compu
     return "bf16"  # CPU and MPS autocast support bf16 (slower than fp32 on most CPUs; asked for by name)
 
 
+def resolve_train_precision(device: torch.device, requested: str) -> Precision:
+    """Training's precision: ``auto`` → bf16 where ``device`` multiplies bf16 in hardware (:func:`native_bf16`),
+    else fp32; ``fp32`` / ``bf16`` as asked (``requested`` was checked by :func:`resolve_precision`)."""
+    if requested == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    return "bf16" if requested == "bf16" else "fp32"
+
+
 def native_bf16(device: torch.device) -> bool:
     """Whether ``device`` multiplies bf16 matrices in hardware: a CUDA device with bf16, or a CPU with AVX-512 BF16
     / AMX (oneDNN's check). Elsewhere (AVX2 CPUs) bf16 matmuls are emulated and slower than fp32."""
@@ -147,7 +168,8 @@ def make_policy(device: str = "auto", precision: str = "auto", gradient_checkpoi
         raise UserError(f"compute.memory_fraction {memory_fraction}: must be in [0.05, 1]; try 0.8")
     dev = resolve_device(device)
     return ComputePolicy(device=dev, precision=resolve_precision(dev, precision),
-                         gradient_checkpointing=bool(gradient_checkpointing), memory_fraction=float(memory_fraction))
+                         gradient_checkpointing=bool(gradient_checkpointing), memory_fraction=float(memory_fraction),
+                         train_precision=resolve_train_precision(dev, precision))
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -165,13 +187,36 @@ def place(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def autocast(device: torch.device | None = None) -> contextlib.AbstractContextManager:
-    """bf16 autocast on ``device`` when the policy asks for it, else nothing (fp32 as before)."""
-    dtype = current().autocast_dtype
+def autocast(device: torch.device | None = None, training: bool = False) -> contextlib.AbstractContextManager:
+    """bf16 autocast on ``device`` when the policy asks for it (``training``: a training loop's forward, which
+    follows ``train_precision``), else nothing (fp32)."""
+    dtype = current().train_autocast_dtype if training else current().autocast_dtype
     if dtype is None:
         return contextlib.nullcontext()
     dev = device if device is not None else current().device
     return torch.autocast(device_type=dev.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def training_kernels(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Train ``model`` with the attention kernel that is fastest for training here, restored after.
+
+    On a CPU: transformers' ``eager`` attention (matrix products and a softmax) in place of the fused SDPA
+    kernel. Measured on the embedded model's training step (``bench/bench_dp_insitu.py``): eager is 1.08x
+    SDPA's tokens per second in fp32 and 1.8x in bf16, where SDPA's CPU backward is slow. The same
+    attention, computed in another order: equal to float tolerance. Elsewhere (CUDA) nothing changes.
+    """
+    config = getattr(model, "config", None)
+    switch = getattr(model, "set_attn_implementation", None)
+    before = getattr(config, "_attn_implementation", None)
+    change = model_device(model).type == "cpu" and before == "sdpa" and switch is not None
+    if change:
+        switch("eager")
+    try:
+        yield model
+    finally:
+        if change:
+            switch(before)
 
 
 def free_bytes(device: torch.device) -> int | None:

@@ -73,9 +73,9 @@ from . import (
     conv1d_grad,  # noqa: F401  (registers the Conv1D grad sampler)
     ghost_norms,  # noqa: F401  (registers the Conv1D norm sampler)
 )
-from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
+from .batching import Encoded, head_trainable, pad_batch, per_sequence_nll, position_ids_for, sequence_nll
 from .book_keeping import BookKeeping, unsupported_layers
-from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
+from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 from .fp32_samplers import ensure_fp32_samplers
 from .lora import AUTO, add_lora, bf16_base, check_qlora, merge_lora, quantized_base, transfer_adapters
 from .public_grad import PublicTerm
@@ -258,14 +258,17 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     parts = micro_batches(lengths, max_tokens)
     total_loss = 0.0
     dev = model_device(private)
+    # Asked before capture(), which freezes every trainable weight for the forward: a trainable head must
+    # see one row per sequence (book-keeping clips per row).
+    flat_head = not head_trainable(private._module)
     for k, rows in enumerate(parts):
         width = max(lengths[r] for r in rows)
         ids_k, mask_k = ids[rows, :width].to(dev), mask[rows, :width].to(dev)
         if isinstance(criterion, BookKeeping):
             with criterion.capture():
-                with autocast(dev):  # the forward only: norms, clipping and noise are fp32 (see ``device``)
-                    logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
-                per_seq = per_sequence_nll(logits, ids_k, mask_k)
+                with autocast(dev, training=True):  # the forward only: norms, clipping and noise are fp32 (see ``device``)
+                    # Opacus's own hooks are off under book-keeping: its wrapper's forward is the module's.
+                    per_seq = sequence_nll(private._module, ids_k, mask_k, flat_head=flat_head)
                 per_seq.sum().backward()  # a sum: each row's output gradients are its own per-sample ones
             criterion.write_clipped_sum()  # p.grad = Σ_i c_i g_i, as after ghost clipping's second pass
             total_loss += float(per_seq.detach().sum())
@@ -274,7 +277,7 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
             if k < len(parts) - 1:
                 optimizer.zero_grad(set_to_none=True)
             continue
-        with autocast(dev):
+        with autocast(dev, training=True):
             logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
         with warnings.catch_warnings():
             # Benign: the input ids need no gradient, only the parameters do.
@@ -377,7 +380,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     max_tokens = dp_token_budget(private._module, settings, max(1, int(mask.sum(1).float().mean())))  # unwrapped: its config
     lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if model_device(private).type == "cuda"
              else f"dp.micro_batch_tokens (now {settings.micro_batch_tokens})")
-    with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower):
+    with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower), training_kernels(private._module):
         for _ in range(settings.epochs):
             epoch_losses = []
             for batch_ids, batch_mask in loader:

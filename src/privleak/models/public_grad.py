@@ -76,7 +76,7 @@ class PublicTerm:
         ids, mask = pad_batch(batch, self.pad_id)
         ids, mask = ids.to(dev), mask.to(dev)
         with self.quiet():
-            with autocast(dev):
+            with autocast(dev, training=True):
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
             loss = per_sequence_nll(logits, ids, mask).mean()
             grads = torch.autograd.grad(loss, list(params), allow_unused=True)

@@ -16,8 +16,8 @@ import torch
 from transformers import PreTrainedModel
 
 from ..core.progress import progress_bar
-from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
-from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget
+from .batching import Encoded, pad_batch, sequence_nll
+from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
     checkpointing = current().gradient_checkpointing and _checkpointing(model, True)
     with progress_bar(desc, total=total) as advance, oom_as_error(
             desc, f"train.batch_size (now {settings.batch_size}) or compute.memory_fraction (now "
-                  f"{current().memory_fraction}), or set compute.gradient_checkpointing: true"):
+                  f"{current().memory_fraction}), or set compute.gradient_checkpointing: true"), training_kernels(model):
         while step < total and not stop:
             epoch_losses = []
             for idx in bucketed_batches(lengths, settings.batch_size, gen):
@@ -184,9 +184,8 @@ def _batch_backward(model: PreTrainedModel, seqs: list[list[int]], pad_id: int, 
     for rows in parts:
         ids, mask = pad_batch([seqs[i] for i in rows], pad_id)
         ids, mask = ids.to(dev), mask.to(dev)
-        with autocast(dev):
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
-        per_seq = per_sequence_nll(logits, ids, mask)
+        with autocast(dev, training=True):
+            per_seq = sequence_nll(model, ids, mask)
         loss = per_seq.mean() if len(parts) == 1 else per_seq.sum() / len(seqs)
         loss.backward()
         total += loss.item()

@@ -74,7 +74,7 @@ def _forward(model: PreTrainedModel, seqs: list[list[int]], pad_id: int, dev: to
     """(mean token NLL, Σ token log-prob) per sequence."""
     ids, mask = pad_batch(seqs, pad_id)
     ids, mask = ids.to(dev), mask.to(dev)
-    with autocast(dev):
+    with autocast(dev, training=True):
         logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
     nll = per_sequence_nll(logits, ids, mask)
     return nll, -nll * (mask[:, 1:].sum(1).to(nll.dtype))

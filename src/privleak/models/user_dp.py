@@ -63,9 +63,9 @@ from ..data.records import Record
 from ..data.splits import unit_of
 from ..accountants import (calibrate_group_sigma, epsilon_pld, epsilon_prv, epsilon_rdp, group_epsilon_direct,
     record_epsilon, steps_for)
-from .batching import Encoded, pad_batch, per_sequence_nll, position_ids_for
+from .batching import Encoded, head_trainable, pad_batch, sequence_nll
 from .book_keeping import unsupported_layers
-from .device import autocast, current, model_device, oom_as_error
+from .device import autocast, current, model_device, oom_as_error, training_kernels
 from .dp_train import DPSettings, _calibrated_sigma, dp_token_budget, prepare_trainable, train_dp
 from .lora import AUTO, merge_lora
 from .person_clip import PersonBookKeeping
@@ -230,6 +230,7 @@ def clipped_person_sum(model: torch.nn.Module, pbk: PersonBookKeeping, seqs: lis
     loss_sum = 0.0
     dev = model_device(model)
     lengths = [len(s) for s in seqs]
+    flat_head = not head_trainable(model)  # before capture(), which freezes the trainable weights
     for part in pack_people(people, lengths, max_tokens):
         rows = [r for p in part for r in people[p]]
         groups = torch.tensor([g for g, p in enumerate(part) for _ in people[p]], dtype=torch.long)
@@ -237,9 +238,8 @@ def clipped_person_sum(model: torch.nn.Module, pbk: PersonBookKeeping, seqs: lis
         ids, mask = pad_batch([seqs[r] for r in rows], pad_id)
         ids, mask = ids.to(dev), mask.to(dev)
         with pbk.capture():
-            with autocast(dev):  # the forward only: norms, clipping and noise are fp32
-                logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
-            per_seq = per_sequence_nll(logits, ids, mask) * weights.to(dev)
+            with autocast(dev, training=True):  # the forward only: norms, clipping and noise are fp32
+                per_seq = sequence_nll(model, ids, mask, flat_head=flat_head) * weights.to(dev)
             per_seq.sum().backward()  # row i's output gradients carry w_i: the person's gradient is Σ_{i∈P} of them
         pbk.write_clipped_sum(groups.to(dev), len(part))
         for p in params:
@@ -296,7 +296,7 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if dev.type == "cuda"
              else f"dp.micro_batch_tokens (now {s.micro_batch_tokens})")
     try:
-        with progress_bar(desc, total=steps) as advance, oom_as_error(desc, lower):
+        with progress_bar(desc, total=steps) as advance, oom_as_error(desc, lower), training_kernels(model):
             for step in range(steps):
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, steps, s.lr, s.warmup_fraction)

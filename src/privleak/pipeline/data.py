@@ -20,6 +20,7 @@ from ..data.splits import split_corpus
 from ..models.base import BaseModelSpec, default_base_model
 from ..models.gguf import converted_info, gguf_digest, is_gguf
 from ..models.handle import check_model_ref, load_handle
+from ..models.device import current as current_policy
 from .audit import SPLITS, Audit
 
 # Fewer records than this per split and no membership figure means anything.
@@ -103,13 +104,16 @@ def public_splits(cfg: AuditConfig) -> tuple[list[Record], list[Record]]:
 def base_spec(cfg: AuditConfig) -> BaseModelSpec:
     e = cfg.model.embedded
     return BaseModelSpec(vocab_size=e.vocab_size, n_layer=e.n_layer, n_embd=e.n_embd, n_head=e.n_head,
-                         max_length=cfg.model.max_length, epochs=e.epochs, batch_size=e.batch_size, lr=e.lr, seed=cfg.seed)
+                         max_length=cfg.model.max_length, epochs=e.epochs, batch_size=e.batch_size, lr=e.lr, seed=cfg.seed,
+                         precision=current_policy().train_precision)
 
 
 def base_key(cfg: AuditConfig, data: str) -> str:
     # text_format is not in the key: `run` always scores its models in PrivLeak's format.
+    # bf16 training changes the embedded model's weights (a user's base model is not trained here).
+    precision = ["bf16"] if cfg.model.base is None and current_policy().train_precision == "bf16" else []
     return stable_hash("base", data, cfg.model.model_dump(mode="json", exclude={"text_format"}), cfg.seed,
-                       *([gguf_digest(cfg.model.base)] if cfg.model.base and is_gguf(cfg.model.base) else []))
+                       *([gguf_digest(cfg.model.base)] if cfg.model.base and is_gguf(cfg.model.base) else []), *precision)
 
 
 def resolve_base(audit: Audit, public: list[Record]) -> None:

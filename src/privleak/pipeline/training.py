@@ -39,10 +39,10 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, A
     """Everything that determines an arm's model (its stage-cache key): its kind's settings.
 
     bf16 autocast changes the trained weights, so it is part of the key; fp32
-    (every CPU run) adds nothing, and those keys are what they always were.
+    adds nothing, and those keys are what they always were.
     """
     settings = spec.kind_obj.settings(cfg, spec, n_members)
-    if current_policy().precision == "bf16":
+    if current_policy().train_precision == "bf16":
         settings["precision"] = "bf16"
     return settings
 
