@@ -54,7 +54,7 @@ def _mean_nll(model: Any, tokenizer: Any, max_length: int, texts: list[str]) -> 
     from ..models.handle import ModelHandle
 
     scores = score_texts(ModelHandle(model=model, tokenizer=tokenizer, max_length=max_length), texts,
-                         desc="unlearning: forget-set NLL")
+                         desc="unlearning: forget-set NLL", moments=False)
     return float(-np.mean(scores.logprob.astype(np.float64))) if scores.logprob.size else math.inf
 
 

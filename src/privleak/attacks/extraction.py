@@ -461,13 +461,13 @@ def sampling_extraction(
                         desc="sampling extraction")
         texts.extend((p + o[0]).strip() for o in outs)
     uniq = [t for t in dict.fromkeys(texts) if t]
-    nll = score_texts(handle, uniq, desc="scoring samples").nll() if uniq else np.zeros(0)
+    nll = score_texts(handle, uniq, desc="scoring samples", moments=False).nll() if uniq else np.zeros(0)
     metrics: dict[str, np.ndarray] = {
         "perplexity": np.asarray(nll, dtype=float),
         "zlib": np.asarray(nll, dtype=float) / np.array([zlib_entropy(t) for t in uniq], dtype=float),
     }
     if reference is not None and uniq:
-        ref = np.asarray(score_texts(reference, uniq, desc="scoring samples (reference)").nll(), dtype=float)
+        ref = np.asarray(score_texts(reference, uniq, desc="scoring samples (reference)", moments=False).nll(), dtype=float)
         metrics["reference"] = np.asarray(nll, dtype=float) / np.maximum(ref, 1e-9)
     for other in (non_member_index, public_index):
         if other is not None and (other.window, other.normalise) != (member_index.window, member_index.normalise):

@@ -74,7 +74,7 @@ def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str =
     """Mean NLL of each canary's tokens after its first (the module docstring says why), one value per canary."""
     if not canaries:
         return np.zeros(0)
-    scores = score_texts(handle, [c.text for c in canaries], desc=desc)
+    scores = score_texts(handle, [c.text for c in canaries], desc=desc, moments=False)
     n_body = [len(x) for x in handle.tokenizer([c.text for c in canaries], add_special_tokens=False)["input_ids"]]
     lead = len(handle.lead_ids())
     out = np.empty(len(canaries))

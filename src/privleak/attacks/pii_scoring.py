@@ -43,7 +43,7 @@ def choose_min(nlls: Sequence[float]) -> tuple[int, int]:
 def score_windows(handle: ModelHandle, windows: Sequence[Sequence[str]], desc: str = "scoring PII candidates") -> list[np.ndarray]:
     """Mean NLL of every window, ``out[i][j]`` for ``windows[i][j]``; duplicates scored once."""
     uniq = list(dict.fromkeys(w for ws in windows for w in ws))
-    nll = score_texts(handle, uniq, desc=desc).nll() if uniq else np.zeros(0)
+    nll = score_texts(handle, uniq, desc=desc, moments=False).nll() if uniq else np.zeros(0)
     pos = {w: i for i, w in enumerate(uniq)}
     return [np.array([nll[pos[w]] for w in ws], dtype=float) for ws in windows]
 

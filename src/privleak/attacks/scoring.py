@@ -10,6 +10,12 @@ so LOSS, zlib, min-k%, min-k%++ and reference attacks cost one forward
 pass. Texts are sorted by length and batched up to a token budget (little
 padding), run under ``torch.inference_mode``, and the result is cached as a
 flat ``.npz`` (no pickle) with per-text offsets.
+
+μ and σ² cost a softmax and two vocabulary-wide sums per token (a fifth of
+the embedded model's pass); only min-k%++ reads them, on the members and
+non-members, so a pass whose texts no min-k%++ score reads (population,
+held-out public text, PII windows, sampled texts) asks for ``moments=False``
+and gets log p alone, through ``logsumexp``: the same log p.
 """
 
 from __future__ import annotations
@@ -34,9 +40,13 @@ class TokenScores:
     """Flat per-token arrays; text i owns ``[offsets[i], offsets[i+1])``."""
 
     logprob: np.ndarray
-    mu: np.ndarray
+    mu: np.ndarray  # empty when the pass ran without moments (``has_moments``)
     var: np.ndarray
     offsets: np.ndarray
+
+    @property
+    def has_moments(self) -> bool:
+        return len(self.mu) == len(self.logprob)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -82,8 +92,15 @@ def _batches_by_length(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
-def _vocab_moments(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """log p of ``target``, μ = Σ_v p_v log p_v and σ² = Σ_v p_v (log p_v)² − μ² for each row of ``logits``."""
+def _vocab_moments(logits: torch.Tensor, target: torch.Tensor, moments: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """log p of ``target``, μ = Σ_v p_v log p_v and σ² = Σ_v p_v (log p_v)² − μ² for each row of ``logits``
+    (``moments=False``: log p only, μ and σ² empty)."""
+    if not moments:
+        logits = logits.float()
+        tok = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        empty = tok.new_zeros(0)
+        return tok, empty, empty
     logp = torch.log_softmax(logits.float(), dim=-1)
     p = logp.exp()
     mu = (p * logp).sum(-1)
@@ -92,7 +109,7 @@ def _vocab_moments(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Te
 
 
 def _gpt2_token_stats(
-    model: GPT2LMHeadModel, ids: torch.Tensor, mask: torch.Tensor, rows: int = 256
+    model: GPT2LMHeadModel, ids: torch.Tensor, mask: torch.Tensor, rows: int = 256, moments: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token (log p, μ, σ²) of the real (non-padding) predicted tokens, row-major.
 
@@ -105,7 +122,8 @@ def _gpt2_token_stats(
     keep = mask[:, 1:].bool()
     hidden = hidden[:, :-1][keep]
     target = ids[:, 1:][keep]
-    parts = [_vocab_moments(model.lm_head(hidden[r : r + rows]), target[r : r + rows]) for r in range(0, len(target), rows)]
+    parts = [_vocab_moments(model.lm_head(hidden[r : r + rows]), target[r : r + rows], moments)
+             for r in range(0, len(target), rows)]
     if not parts:
         empty = torch.zeros(0, device=ids.device)
         return empty, empty, empty
@@ -113,16 +131,18 @@ def _gpt2_token_stats(
     return tok, mu, var
 
 
-def _generic_token_stats(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _generic_token_stats(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, moments: bool = True
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """As :func:`_gpt2_token_stats` for any causal LM, through its full logits."""
     logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits[:, :-1]
     keep = mask[:, 1:].bool()
-    return _vocab_moments(logits[keep], ids[:, 1:][keep])
+    return _vocab_moments(logits[keep], ids[:, 1:][keep], moments)
 
 
 @torch.inference_mode()
-def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = None, desc: str = "scoring") -> TokenScores:
-    """Run the scoring pass over ``texts`` (see module docstring).
+def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = None, desc: str = "scoring",
+                moments: bool = True) -> TokenScores:
+    """Run the scoring pass over ``texts`` (see module docstring); ``moments=False``: log p only.
 
     ``max_tokens`` padded tokens per batch; None: 8192 off CUDA, on CUDA as
     many as the free device memory holds (:mod:`privleak.models.device`).
@@ -134,8 +154,8 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = 
     offsets[1:] = np.cumsum(n_pred)
     total = int(offsets[-1])
     out_lp = np.zeros(total, dtype=np.float32)
-    out_mu = np.zeros(total, dtype=np.float32)
-    out_var = np.zeros(total, dtype=np.float32)
+    out_mu = np.zeros(total if moments else 0, dtype=np.float32)
+    out_var = np.zeros(total if moments else 0, dtype=np.float32)
     model = handle.model
     model.eval()
     stats = _gpt2_token_stats if isinstance(model, GPT2LMHeadModel) else _generic_token_stats
@@ -149,32 +169,35 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = 
             ids, mask = ids.to(dev), mask.to(dev)
             # Real tokens come out row by row, so text idx[j] owns the next n_pred[idx[j]] values.
             with autocast(dev):
-                stats_out = stats(model, ids, mask)
+                stats_out = stats(model, ids, mask, moments=moments)
             tok, mu, var = (x.float().cpu().numpy() for x in stats_out)
             at = 0
             for i in idx:
                 k = n_pred[i]
                 sl = slice(int(offsets[i]), int(offsets[i]) + k)
-                out_lp[sl], out_mu[sl], out_var[sl] = tok[at : at + k], mu[at : at + k], var[at : at + k]
+                out_lp[sl] = tok[at : at + k]
+                if moments:
+                    out_mu[sl], out_var[sl] = mu[at : at + k], var[at : at + k]
                 at += k
             advance(len(idx))
     return TokenScores(logprob=out_lp, mu=out_mu, var=out_var, offsets=offsets)
 
 
 def cached_scores(handle: ModelHandle, texts: list[str], path: str | os.PathLike[str], key: str,
-                  desc: str = "scoring") -> TokenScores:
+                  desc: str = "scoring", moments: bool = True) -> TokenScores:
     """Scores from ``path`` when they were saved under ``key``, else computed and saved there.
 
     ``key`` must name the model and the texts (the pipeline passes the
     model's stage key and the split): a retrained model or a changed split
-    never reads stale scores.
+    never reads stale scores. Saved scores without the moments a caller asks
+    for are computed again.
     """
     path = Path(path)
     if path.exists():
         scores = TokenScores.load(path, key)
-        if scores is not None and len(scores) == len(texts):
+        if scores is not None and len(scores) == len(texts) and (scores.has_moments or not moments):
             return scores
-    scores = score_texts(handle, texts, desc=desc)
+    scores = score_texts(handle, texts, desc=desc, moments=moments)
     path.parent.mkdir(parents=True, exist_ok=True)
     scores.save(path, key)
     return scores

@@ -40,6 +40,8 @@ from .forget import forget_key, forgets
 from .training import load_shadows
 
 SCORED_SPLITS = ("members", "non_members", "population")
+#: The splits whose scoring pass keeps the vocabulary moments: min-k%++ scores the membership sets only.
+MOMENT_SPLITS = ("members", "non_members")
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,13 @@ def _passes(audit: Audit, target: Target, handle: ModelHandle, base_key: str) ->
 
     def target_pass(split: str):
         return cached_scores(handle, texts[split], audit.run.path("arms", target.name, f"scores_{split}.npz"),
-                             key=stable_hash(target.key, split), desc=f"score {target.name} {split}")
+                             key=stable_hash(target.key, split), desc=f"score {target.name} {split}",
+                             moments=split in MOMENT_SPLITS)
 
     def reference_pass(split: str):
         return cached_scores(audit.base(), texts[split], audit.run.path("arms", "base", f"scores_{split}.npz"),
-                             key=stable_hash(base_key, split), desc=f"score base {split}")
+                             key=stable_hash(base_key, split), desc=f"score base {split}",
+                             moments=split in MOMENT_SPLITS)
 
     return ScoringPasses(texts=texts, target_pass=target_pass, reference_pass=reference_pass if target.reference else None)
 
@@ -245,6 +249,16 @@ def extra_stage(audit: Audit, target: Target, base_key: str, stage: str) -> None
 def read_stage(audit: Audit, model: str, family: str) -> AttackStage | None:
     path = stage_path(audit, model, family)
     return AttackStage.model_validate(read_json(path)) if path.exists() else None
+
+
+def scores_stage(audit: Audit, target: Target, base_key: str) -> None:
+    """``arms/<model>/scores_<split>.npz``: the model's one scoring pass over every scored text set, which its
+    utility and membership stages (and every arm's reference attacks, for the base model) read. One task per
+    model, before those that read it: two stages running at once on two workers never score the same texts."""
+    passes = _passes(audit, target, model_handle(audit, target), base_key)
+    for split, texts in scored_texts(audit).items():
+        if texts:
+            passes.target(split)
 
 
 def utility_stage(audit: Audit, target: Target, base_key: str) -> None:

@@ -118,6 +118,8 @@ def min_k_pp_token_z(scores: TokenScores, sigma_floor: float = 1e-6) -> np.ndarr
     predicted token (z_t = 0) or very negative otherwise (z_t → −huge, the
     right direction: an unexpected token under a confident model).
     """
+    if not scores.has_moments:
+        raise ValueError("min-k%++ needs the scoring pass's vocabulary moments; this pass ran with moments=False")
     lp = np.asarray(scores.logprob, dtype=np.float64)
     mu = np.asarray(scores.mu, dtype=np.float64)
     sigma = np.sqrt(np.maximum(np.asarray(scores.var, dtype=np.float64), 0.0))
