@@ -15,8 +15,11 @@ from . import board
 
 
 class Backend(Protocol):
-    def submit(self, task: Task) -> Any:
-        """Start ``task`` somewhere; returns a handle."""
+    #: Tasks it runs at once (None: as many as are submitted; the backend queues the rest itself).
+    slots: int | None
+
+    def submit(self, task: Task, wide: bool = False) -> Any:
+        """Start ``task`` somewhere; returns a handle. ``wide``: it may use every core of the backend's slots."""
 
     def wait(self, handles: list[Any]) -> list[Any]:
         """Those of ``handles`` that finished, waiting at most about half a second."""
@@ -42,13 +45,18 @@ def run_dynamic(graph: Graph, audit: Audit, backend: Backend, title: str) -> Non
         return
     done = set(graph.external) | {t.name for t in graph.tasks if t not in todo}
     in_flight: dict[Any, Task] = {}
-    waiting = list(todo)
+    # Ready tasks start longest chain first (Graph.priorities); ties in graph order (the sort is stable).
+    rank = graph.priorities()
+    waiting = sorted(todo, key=lambda t: -rank[t.name])
+    slots = getattr(backend, "slots", None)
     with view:
         try:
             while waiting or in_flight:
                 for task in [t for t in waiting if all(i in done for i in t.inputs)]:
+                    if slots is not None and len(in_flight) >= slots:
+                        break
                     waiting.remove(task)
-                    in_flight[backend.submit(task)] = task
+                    in_flight[backend.submit(task, wide=task.wide)] = task
                     view.submitted(task.name)
                 ready = backend.wait(list(in_flight))
                 view.poll()

@@ -108,10 +108,14 @@ class _PoolBackend:
     def __init__(self, ex: ProcessExecutor, audit: Audit) -> None:
         self.ex, self.audit = ex, audit
         self.root = str(audit.run.root.absolute())
+        # One task per worker at a time, so the scheduler (not the pool's queue) picks what starts next.
+        self.slots = ex.workers
 
-    def submit(self, task: Task) -> Future:
-        return self.ex.pool().submit(execute, self.audit.cfg, self.root, task, self.ex.cfg.cpus_per_task,
-                                     self.audit.run.lock_token)
+    def submit(self, task: Task, wide: bool = False) -> Future:
+        # A wide task (the base model, which every arm waits for) may use every worker's cores: what runs
+        # beside it (the data defences, the blind baseline) is short, and the cores are idle after.
+        threads = self.ex.cfg.cpus_per_task * (self.ex.workers if wide else 1)
+        return self.ex.pool().submit(execute, self.audit.cfg, self.root, task, threads, self.audit.run.lock_token)
 
     def wait(self, handles: list[Future]) -> list[Future]:
         return list(wait(handles, timeout=0.5, return_when=FIRST_COMPLETED).done) if handles else []

@@ -170,7 +170,9 @@ class _RayBackend:
         self.root = audit.run.root.absolute()
         self.checked: set[Resources] = set()
 
-    def submit(self, task: Task) -> ray.ObjectRef:
+    slots = None  # Ray queues what its cluster cannot start yet
+
+    def submit(self, task: Task, wide: bool = False) -> ray.ObjectRef:
         # Resources are worked out at submission: a user model's size is known once the base is.
         req = resources(task, self.audit.cfg, self.root)
         if req not in self.checked:

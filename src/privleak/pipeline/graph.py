@@ -49,6 +49,8 @@ from .evaluate import (
     attack_stage,
     extra_stage,
     family_specs,
+    SCORED_SPLITS,
+    scores_stage,
     utility_stage,
 )
 from .training import (
@@ -84,6 +86,12 @@ class Task:
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     kind: TaskKind = "light"
+    #: Roughly what the task costs (training: record-epochs; see :func:`train_cost`), for the parallel executors'
+    #: order: the longest chain of work starts first (:func:`priorities`). Never part of a key or a result.
+    cost: float = 1.0
+    #: The task may use every core the executor has: it runs while (almost) nothing else can (the base model,
+    #: which every arm waits for).
+    wide: bool = False
 
 
 @dataclass
@@ -112,6 +120,22 @@ class Graph:
 
     def __getitem__(self, name: str) -> Task:
         return self._names[name]
+
+    def priorities(self) -> dict[str, float]:
+        """Each task's cost plus the costliest chain of tasks that read its outputs (its critical path).
+
+        A parallel executor starting the ready task with the longest chain first keeps every worker busy
+        to the end (critical-path list scheduling): the DP arms, which train longest, start before the
+        quick ones, and a model's evaluation before the next training that nothing waits for."""
+        readers: dict[str, list[str]] = {t.name: [] for t in self.tasks}
+        for t in self.tasks:
+            for i in t.inputs:
+                if i in readers:
+                    readers[i].append(t.name)
+        out: dict[str, float] = {}
+        for t in reversed(self.tasks):  # a topological order, reversed: readers first
+            out[t.name] = t.cost + max((out[r] for r in readers[t.name]), default=0.0)
+        return out
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -156,6 +180,30 @@ def _base_model(audit: Audit) -> None:
 
 DATA = "data"
 
+#: One evaluation stage of one model (its scores, utility, an attack family), in the unit of :func:`train_cost`
+#: (about a CPU second of the default audit): a few seconds each.
+EVAL_COST = 5.0
+#: DP-SGD's step costs about this many plain steps (per-sample clipping; bench/bench_dp_insitu.py).
+DP_COST = 1.2
+
+
+def train_cost(record_epochs: float) -> float:
+    """A training's cost for the executors' order: record-epochs ÷ 200 (≈ CPU seconds of the embedded model)."""
+    return max(1.0, record_epochs / 200.0)
+
+
+def arm_cost(settings: dict[str, Any], n_members: int) -> float:
+    """An arm's (or shadow's) training cost from its settings: epochs × records, DP-SGD's clipping on top.
+    Only the order of the parallel executors reads it; an unknown kind counts as one plain epoch."""
+    epochs = settings.get("epochs") or settings.get("rounds") or 1.0
+    try:
+        epochs = float(epochs)
+    except (TypeError, ValueError):
+        epochs = 1.0
+    records = n_members * (1.0 + float(settings.get("replay") or 0.0))
+    dp = DP_COST if settings.get("kind") in ("dp", "dp-user") or settings.get("target_epsilon") else 1.0
+    return train_cost(epochs * records * dp)
+
 
 def data_task(cfg: AuditConfig) -> Task:
     """The root: splits and canaries. It runs before the rest of the graph is built, whose shape
@@ -172,7 +220,9 @@ def audit_graph(audit: Audit) -> Graph:
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
         g.add(Task("release", release_key(cfg, dkey), release_stage, (DATA,), ("release.json",)))
     bkey = base_key(cfg, dkey)
-    g.add(Task("base-model", bkey, _base_model, (DATA,), ("base_model.json",), kind="train"))
+    base_cost = train_cost(cfg.model.embedded.epochs * len(audit.splits()["public"])) if cfg.model.base is None else 1.0
+    g.add(Task("base-model", bkey, _base_model, (DATA,), ("base_model.json",), kind="train", cost=base_cost,
+               wide=True))
     # What every model trained on members reads: the splits, the base model and, if on, the audit canaries.
     trained_from = (DATA, "base-model")
     if cfg.one_run.canaries:
@@ -209,13 +259,15 @@ def audit_graph(audit: Audit) -> Graph:
             producer[name] = f"train/{name}"
             g.add(Task(producer[name], arm_keys[name], partial(train_arm, spec=spec, settings=settings),
                        trained_from + tuple(defence_task[d] for d in spec.data),
-                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train"))
+                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train",
+                       cost=arm_cost(settings, len(members))))
         elif kind.model == "derived":
             arm_keys[name] = stable_hash(f"arm-{kind.name}", arm_keys[kind.source], settings)
             producer[name] = f"derive/{name}"
             g.add(Task(producer[name], arm_keys[name], partial(derive_arm, spec=spec, settings=settings),
                        ("base-model", producer[kind.source]) + ((FORGET_TASK,) if kind.forgets else ()),
-                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train"))
+                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train",
+                       cost=arm_cost(settings, len(members))))
         else:
             arm_keys[name] = stable_hash(kind.name, arm_keys[kind.source], dkey)
             producer[name] = producer[kind.source]
@@ -239,7 +291,7 @@ def audit_graph(audit: Audit) -> Graph:
                 keys.append(key)
                 names.append(f"shadow/{arm}/{k + 1}")
                 g.add(Task(names[-1], key, partial(_train_shadow, spec=spec, settings=settings, k=k), reads,
-                           (f"arms/{arm}/shadows/{k}.npz",), kind="train"))
+                           (f"arms/{arm}/shadows/{k}.npz",), kind="train", cost=arm_cost(settings, len(members))))
             shadow_keys[arm] = stable_hash(*keys)
             shadow_tasks[arm] = tuple(names)
 
@@ -256,24 +308,31 @@ def add_evaluation(g: Graph, audit: Audit, targets: list[Target], producer: dict
     task that made each target's model."""
     cfg = audit.cfg
     shadow_keys, shadow_tasks = shadow_keys or {}, shadow_tasks or {}
-    for t in targets:
+    # The base model is scored first: every arm's reference attacks read its pass.
+    for t in sorted(targets, key=lambda t: t.name != "base"):
         reads = tuple(dict.fromkeys(reads_all + (producer[t.name],)))
+        scored: tuple[str, ...] = ()
         if not t.serves:
+            g.add(Task(f"scores/{t.name}", stable_hash("scores", t.key), partial(scores_stage, target=t, base_key=bkey),
+                       reads, tuple(f"arms/{t.name}/scores_{split}.npz" for split in (*SCORED_SPLITS, "public_heldout")),
+                       kind="eval", cost=EVAL_COST))
+            scored = (f"scores/{t.name}",) + (("scores/base",) if t.reference else ())
             g.add(Task(f"utility/{t.name}", stable_hash("utility", t.key, "texts"),
-                       partial(utility_stage, target=t, base_key=bkey), reads,
-                       (f"arms/{t.name}/utility.json", f"arms/{t.name}/utility_texts.npz"), kind="eval"))
+                       partial(utility_stage, target=t, base_key=bkey), reads + scored,
+                       (f"arms/{t.name}/utility.json", f"arms/{t.name}/utility_texts.npz"), kind="eval", cost=1.0))
         for family in FAMILIES:
             if not family_specs(audit, family, t):
                 continue
             shadows = family == "membership" and t.name in shadow_keys
             g.add(Task(f"{family}/{t.name}", attack_key(audit, family, t, bkey, shadow_keys.get(t.name)),
                        partial(attack_stage, family=family, target=t, base_key=bkey, shadows=shadows),
-                       reads + (shadow_tasks[t.name] if shadows else ()), (f"arms/{t.name}/attacks/{family}.json",),
-                       kind="eval"))
+                       reads + (scored if family == "membership" else ())
+                       + (shadow_tasks[t.name] if shadows else ()), (f"arms/{t.name}/attacks/{family}.json",),
+                       kind="eval", cost=EVAL_COST))
         for extra in (get_kind(t.kind).extra_stages() if t.kind else ()):
             g.add(Task(f"{extra.name}/{t.name}", stable_hash(extra.name, t.key, bkey, cfg.seed),
                        partial(extra_stage, target=t, base_key=bkey, stage=extra.name), reads,
-                       (f"arms/{t.name}/{extra.file}",), kind="eval"))
+                       (f"arms/{t.name}/{extra.file}",), kind="eval", cost=EVAL_COST))
 
 
 def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], None] = lambda s: None,
