@@ -46,6 +46,7 @@ class DP(ArmKind):
         recipe_batch, recipe_epochs = dp_recipe(n_members, spec.param)
         settings["batch_size"] = settings["batch_size"] or recipe_batch
         settings["epochs"] = settings["epochs"] or recipe_epochs
+        settings["data_size"] = public_data_size(cfg, n_members)
         if lora:
             settings["lr"] = settings.pop("lora_lr")
             if lora_base_bf16(cfg.dp.lora_base) and not cfg.dp.qlora:
@@ -74,7 +75,7 @@ class DP(ArmKind):
             target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
             expected_batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, accountant=s["accountant"],
             train_embeddings=s["train_embeddings"], train_output=s.get("train_output", False),
-            micro_batch_tokens=s["micro_batch_tokens"], grad_sample_mode=s["clipping"],
+            micro_batch_tokens=s["micro_batch_tokens"], grad_sample_mode=s["clipping"], data_size=s.get("data_size"),
             lora_rank=s["lora_rank"] if s["lora"] else None, debug_break=s.get("debug_break"),
             **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
                 "lora_base_bf16": s.get("lora_base") == "bf16",
@@ -96,6 +97,13 @@ class DP(ArmKind):
         # Poisson sampling: each step sees q·n records in expectation.
         return model, {"kind": "dp", "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": privacy,
                        "epochs_run": tlog.sample_rate * tlog.steps}
+
+
+def public_data_size(cfg, n_members: int) -> int:
+    """The training-set size a DP arm's q = B / N is computed from: the members (with the planted exposure
+    canaries, which the config fixes) and the one-run audit's canaries each is expected to include (½ of m).
+    The realised count moves with the audit canaries' random inclusion; q, σ and the steps must not."""
+    return int(n_members + round(cfg.one_run.canaries / 2))
 
 
 def lora_base_bf16(setting: str) -> bool:

@@ -62,6 +62,7 @@ from typing import Literal
 
 import torch
 from opacus import PrivacyEngine
+from opacus.data_loader import DPDataLoader
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import PreTrainedModel
@@ -90,6 +91,11 @@ class DPSettings:
     epochs: int
     expected_batch_size: int
     lr: float
+    # The data size the recipe was made for, a public quantity: q = expected_batch_size / data_size, and the
+    # noisy sum is divided by expected_batch_size. None: q = 1 / ⌈N / B⌉ from the records actually given, as
+    # Opacus derives it from a plain loader — which makes q, σ and the steps depend on N (on an audit's
+    # randomly included one-run canaries, say).
+    data_size: int | None = None
     weight_decay: float = 0.0
     warmup_fraction: float = 0.05
     seed: int = 0
@@ -348,8 +354,10 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         batch_size=settings.expected_batch_size,
         generator=torch.Generator().manual_seed(settings.seed),
     )
-    # q exactly as Opacus's DPDataLoader derives it from the plain loader.
-    sample_rate = 1 / len(loader)
+    if settings.data_size is not None:
+        sample_rate = public_sample_rate(settings.expected_batch_size, settings.data_size)
+    else:  # q exactly as Opacus's DPDataLoader derives it from the plain loader
+        sample_rate = 1 / len(loader)
     planned_steps = steps_for(sample_rate=sample_rate, epochs=settings.epochs)
     sigma = _calibrated_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, settings.accountant)
     full_model = None
@@ -368,7 +376,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     elif settings.debug_break == "no_clip":
         used = dataclasses.replace(settings, max_grad_norm=_NO_CLIP)
         used_sigma = sigma * settings.max_grad_norm / _NO_CLIP  # the same noise std σC, no clipping
-    private, optimizer, criterion, loader, engine = make_private(model, optimizer, loader, used_sigma, used)
+    private, optimizer, criterion, loader, engine = make_private(
+        model, optimizer, loader, used_sigma, used, sample_rate=sample_rate if settings.data_size is not None else None)
     if public is not None:
         attach_public_term(optimizer, PublicTerm(private._module, public, settings.public_weight, settings.public_batch_size,
                                                  settings.seed + 2, pad_id, max_length, quiet=lambda: _hooks_off(private)))
@@ -509,8 +518,22 @@ def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTraine
     return model
 
 
-def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
+def public_sample_rate(expected_batch: int, data_size: int) -> float:
+    """q = B / N for Poisson sampling, from the expected batch B and the data size N the recipe was made for.
+
+    Both are public (the config's sizes), so q, the steps T = E·⌊1/q⌋ and the σ calibrated for them are the
+    same whichever records a run's random draws put in the data (issue 37: q = 1/⌈N/B⌉ moved with the
+    one-run canaries each audit includes at random)."""
+    if expected_batch < 1 or data_size < 1:
+        raise UserError(f"DP-SGD needs a positive batch and data size, got B = {expected_batch}, N = {data_size}")
+    return min(1.0, expected_batch / data_size)
+
+
+def make_private(model, optimizer, loader, sigma: float, settings: DPSettings, sample_rate: float | None = None):
     """Opacus's ``make_private`` for the chosen mode; returns (module, optimizer, criterion or None, loader, engine).
+
+    ``sample_rate``: Poisson-sample each record with this q (a public quantity, :func:`public_sample_rate`) and
+    divide the noisy sum by ``settings.expected_batch_size``; None: q = 1 / len(loader), as Opacus derives it.
 
     A model with trainable layers book-keeping cannot clip (e.g. a user's
     model with RMSNorm) runs the reference ``hooks`` path instead, with a
@@ -524,13 +547,16 @@ def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
         )
         settings = dataclasses.replace(settings, grad_sample_mode="hooks")
     ensure_fp32_samplers()
+    if sample_rate is not None:
+        loader = DPDataLoader(loader.dataset, sample_rate=sample_rate,
+                              generator=torch.Generator().manual_seed(settings.seed))
     kwargs = dict(
         module=model,
         optimizer=optimizer,
         data_loader=loader,
         noise_multiplier=sigma,
         max_grad_norm=settings.max_grad_norm,
-        poisson_sampling=True,
+        poisson_sampling=sample_rate is None,  # else the loader above samples already
         # The noise is drawn on the weights' device (a CPU generator cannot feed CUDA tensors).
         noise_generator=torch.Generator(device=next(model.parameters()).device).manual_seed(settings.seed + 1),
         # Book-keeping uses Opacus's ghost-clipping optimiser (noise on the clipped sum in p.grad),
@@ -550,4 +576,9 @@ def make_private(model, optimizer, loader, sigma: float, settings: DPSettings):
         else:
             private, optimizer, loader = engine.make_private(**kwargs)
             criterion = None
+    if sample_rate is not None:
+        # Opacus sets the divisor to int(N·q) from the records given; the recipe's B is the public one.
+        optimizer.expected_batch_size = settings.expected_batch_size
+        if hasattr(private, "forbid_grad_accumulation"):
+            private.forbid_grad_accumulation()  # what make_private does for its own Poisson loader
     return private, optimizer, criterion, loader, engine
