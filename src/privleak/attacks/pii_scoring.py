@@ -3,7 +3,8 @@
 Reconstruction and inference both insert every candidate into the masked
 window and keep the candidate whose window has the lowest perplexity,
 exp(NLL) with NLL = mean token −log p (:meth:`TokenScores.nll`). All windows
-of all slots go through ONE batched :func:`~.scoring.score_texts` pass.
+of all slots go through one pass that runs each shared left context once
+(:func:`~.prefix_scoring.shared_prefix_nll`).
 
 The reference implementation kept candidates in a dict keyed by perplexity,
 so candidates with equal perplexity overwrote each other, and its final
@@ -24,7 +25,7 @@ from ..core.stats import rate_ci
 from ..core.typed import Typed, ratio
 from ..models.handle import ModelHandle
 from .base import Finding, Policy, count_finding
-from .scoring import score_texts
+from .prefix_scoring import shared_prefix_nll
 
 
 def choose_min(nlls: Sequence[float]) -> tuple[int, int]:
@@ -41,9 +42,12 @@ def choose_min(nlls: Sequence[float]) -> tuple[int, int]:
 
 
 def score_windows(handle: ModelHandle, windows: Sequence[Sequence[str]], desc: str = "scoring PII candidates") -> list[np.ndarray]:
-    """Mean NLL of every window, ``out[i][j]`` for ``windows[i][j]``; duplicates scored once."""
+    """Mean NLL of every window, ``out[i][j]`` for ``windows[i][j]``; duplicates scored once.
+
+    A slot's windows share their left context: :func:`~.prefix_scoring.shared_prefix_nll` runs it once per
+    slot (the same NLLs as the plain scoring pass, to float tolerance)."""
     uniq = list(dict.fromkeys(w for ws in windows for w in ws))
-    nll = score_texts(handle, uniq, desc=desc, moments=False).nll() if uniq else np.zeros(0)
+    nll = shared_prefix_nll(handle, uniq, desc=desc) if uniq else np.zeros(0)
     pos = {w: i for i, w in enumerate(uniq)}
     return [np.array([nll[pos[w]] for w in ws], dtype=float) for ws in windows]
 

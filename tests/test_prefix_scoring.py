@@ -1,0 +1,36 @@
+"""The shared-prefix scoring pass against the plain one: the same NLL for every text (issue 35)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privleak.attacks.pii_scoring import score_windows
+from privleak.attacks.prefix_scoring import shared_prefix_nll
+from privleak.attacks.scoring import score_texts
+
+LEFT = ["Patient Ann Lee was seen on day ", "General advice: drink water and ", "phone 555-01"]
+FILLS = ["3 for asthma.", "12 for gout; phone 555-0103.", "7", "", "31 for flu", "sleep well.", "05."]
+
+
+def test_shared_prefix_nll_equals_the_scoring_pass(tiny_handle):
+    texts = [left + fill for left in LEFT for fill in FILLS] + ["x", "General"]
+    fast = shared_prefix_nll(tiny_handle, texts, max_nodes=40)  # several calls, so the split is exercised too
+    plain = score_texts(tiny_handle, texts).nll()
+    np.testing.assert_allclose(fast, plain, rtol=2e-5, atol=2e-5)
+    assert len(set(np.round(plain, 4))) > 10  # distinct values: a constant could not pass
+
+
+def test_score_windows_keeps_each_slot_aligned(tiny_handle):
+    windows = [[left + f for f in FILLS] for left in LEFT]
+    got = score_windows(tiny_handle, windows)
+    for ws, nll in zip(windows, got):
+        np.testing.assert_allclose(nll, score_texts(tiny_handle, ws).nll(), rtol=2e-5, atol=2e-5)
+
+
+def test_texts_without_a_common_first_token_take_the_plain_pass(tiny_handle):
+    from privleak.models.handle import ModelHandle
+
+    plain = ModelHandle(model=tiny_handle.model, tokenizer=tiny_handle.tokenizer, max_length=tiny_handle.max_length)
+    plain.text_format = "plain"  # GPT-2's tokenizer adds nothing: texts start with their own first token
+    texts = ["Patient Ann", "General advice", "phone 555"]
+    np.testing.assert_allclose(shared_prefix_nll(plain, texts), score_texts(plain, texts).nll(), rtol=1e-6)
