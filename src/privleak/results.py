@@ -263,6 +263,11 @@ class Utility(Typed):
     ppl_public: float | None = None
     gain_recovered: float | None = None  # G; None without a best reference or when it gained nothing
     gain_recovered_ci95: tuple[float, float] | None = None  # paired bootstrap over the held-out texts
+    # The same on the held-out tokens outside PII spans: what a model should learn (the institution's
+    # language), without the names and numbers a defence is meant to remove (scrubbing replaces them).
+    nll_non_members_outside_pii: float | None = None
+    gain_recovered_outside_pii: float | None = None
+    gain_recovered_outside_pii_ci95: tuple[float, float] | None = None
 
 
 class EmpiricalEpsilonBound(Typed):

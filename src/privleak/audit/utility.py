@@ -42,10 +42,49 @@ def gain_recovered(l_base: float | None, l_arm: float | None, l_best: float | No
     return float((l_base - l_arm) / gain)
 
 
-def text_losses(scores: TokenScores) -> tuple[np.ndarray, np.ndarray]:
-    """(Σ_t −log p per text, tokens per text): what a bootstrap over texts resamples."""
-    counts = np.diff(scores.offsets)
-    return scores.nll() * np.maximum(counts, 1), counts
+def text_losses(scores: TokenScores, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ_t −log p per text, tokens per text): what a bootstrap over texts resamples. ``keep``: a mask over
+    the pass's predicted tokens (flat, as ``scores.logprob``); only those count (e.g. tokens outside PII)."""
+    if keep is None:
+        counts = np.diff(scores.offsets)
+        return scores.nll() * np.maximum(counts, 1), counts
+    lp = np.where(keep, scores.logprob.astype(np.float64), 0.0)
+    cum_lp = np.concatenate([[0.0], np.cumsum(lp)])
+    cum_n = np.concatenate([[0], np.cumsum(keep.astype(np.int64))])
+    starts, ends = scores.offsets[:-1], scores.offsets[1:]
+    return -(cum_lp[ends] - cum_lp[starts]), cum_n[ends] - cum_n[starts]
+
+
+def pii_token_mask(tokenizer, texts: list[str], spans: list[list[tuple[int, int]]], scores: TokenScores,
+                   lead: int) -> np.ndarray:
+    """True for every predicted token of the scoring pass that overlaps a PII span of its text.
+
+    The pass scores ``lead`` format tokens, the text's own tokens, then the format's tail (truncated to the
+    model's context); the text's token b is the pass's predicted token ``lead + b − 1`` (the first has nothing
+    before it when there is no lead). A token overlaps a span when their character ranges intersect — a
+    byte-level BPE token " Smith" carries the space before the name and counts as PII.
+    """
+    out = np.zeros(len(scores.logprob), dtype=bool)
+    if not any(spans):
+        return out
+    enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    for i, (offsets, text_spans) in enumerate(zip(enc["offset_mapping"], spans)):
+        if not text_spans:
+            continue
+        start, end = int(scores.offsets[i]), int(scores.offsets[i + 1])
+        for b, (a, z) in enumerate(offsets):
+            j = lead + b - 1
+            if j < 0 or start + j >= end:
+                continue
+            if any(a < s_end and s_start < z for s_start, s_end in text_spans):
+                out[start + j] = True
+    return out
+
+
+def mean_loss(losses: tuple[np.ndarray, np.ndarray]) -> float | None:
+    """L over the tokens :func:`text_losses` counted (None: none)."""
+    n = int(losses[1].sum())
+    return float(losses[0].sum() / n) if n else None
 
 
 def gain_interval(base: tuple[np.ndarray, np.ndarray], arm: tuple[np.ndarray, np.ndarray],

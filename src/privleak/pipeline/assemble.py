@@ -98,11 +98,13 @@ def _alarm_warnings(audit: Audit, results: AuditResults) -> None:
 BASE_MISFIT_RATIO = 20.0
 
 
-def _text_losses(audit: Audit, model: str) -> tuple[np.ndarray, np.ndarray] | None:
+def _text_losses(audit: Audit, model: str, outside_pii: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
     path = audit.run.path("arms", model, "utility_texts.npz")
     if not path.exists():
         return None
     with np.load(path, allow_pickle=False) as z:
+        if outside_pii:
+            return (z["nll_sum_outside_pii"], z["tokens_outside_pii"]) if "tokens_outside_pii" in z else None
         return z["nll_sum"], z["tokens"]
 
 
@@ -116,11 +118,20 @@ def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, Arm
     l_best = best.utility.nll_non_members if best else None
     texts_base = _text_losses(audit, "base")
     texts_best = _text_losses(audit, reference) if reference else None
+    o_base = _text_losses(audit, "base", outside_pii=True)
+    o_best = _text_losses(audit, reference, outside_pii=True) if reference else None
+    lo_base = base.utility.nll_non_members_outside_pii
+    lo_best = best.utility.nll_non_members_outside_pii if best else None
     for name, arm in [("base", base), *arms.items()]:
         arm.utility.gain_recovered = gain_recovered(l_base, arm.utility.nll_non_members, l_best)
         texts = _text_losses(audit, arm.serves or name)
         if arm.utility.gain_recovered is not None and texts is not None and texts_base is not None and texts_best:
             arm.utility.gain_recovered_ci95 = gain_interval(texts_base, texts, texts_best, seed=audit.cfg.seed)
+        # The same gain on the held-out tokens outside PII spans (None where the texts carry no spans).
+        arm.utility.gain_recovered_outside_pii = gain_recovered(lo_base, arm.utility.nll_non_members_outside_pii, lo_best)
+        outside = _text_losses(audit, arm.serves or name, outside_pii=True)
+        if arm.utility.gain_recovered_outside_pii is not None and outside is not None and o_base is not None and o_best:
+            arm.utility.gain_recovered_outside_pii_ci95 = gain_interval(o_base, outside, o_best, seed=audit.cfg.seed)
     if best is None or l_base is None or l_best is None:
         return
     if l_base - l_best < MIN_GAIN_NATS:

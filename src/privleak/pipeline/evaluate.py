@@ -26,7 +26,7 @@ from ..audit.alarms import unit_claim as group_claim
 from ..audit.blind import beats_chance, blind_baseline
 from ..attacks.membership.selection import MiaSelection, mia_selection
 from ..audit.runner import AttackStage, run_family
-from ..audit.utility import mean_nll, perplexity, text_losses
+from ..audit.utility import mean_loss, mean_nll, perplexity, pii_token_mask, text_losses
 from ..config import resolve_delta
 from ..core.io import atomic_path, read_json, stable_hash, write_json
 from ..core.masking import PiiMasker
@@ -267,12 +267,17 @@ def utility_stage(audit: Audit, target: Target, base_key: str) -> None:
     non_members = passes.target("non_members")
     public = passes.target("public_heldout") if scored_texts(audit)["public_heldout"] else None
     sums, counts = text_losses(non_members)  # per text: the bootstrap of G's interval resamples these
+    records = audit.splits()["non_members"]
+    pii = pii_token_mask(handle.tokenizer, [r.text for r in records], [[(p.start, p.end) for p in (r.pii or [])] for r in records],
+                         non_members, len(handle.lead_ids()))
+    outside = text_losses(non_members, ~pii)
     with atomic_path(audit.run.path("arms", target.name, "utility_texts.npz"), suffix=".npz") as tmp:
-        np.savez(tmp, nll_sum=sums, tokens=counts)
+        np.savez(tmp, nll_sum=sums, tokens=counts, nll_sum_outside_pii=outside[0], tokens_outside_pii=outside[1])
     write_json(audit.run.path("arms", target.name, "utility.json"),
                Utility(ppl_members=perplexity(passes.target("members")), ppl_non_members=perplexity(non_members),
                        nll_non_members=mean_nll(non_members), nll_public=mean_nll(public) if public else None,
-                       ppl_public=perplexity(public) if public else None).model_dump(mode="json"))
+                       ppl_public=perplexity(public) if public else None,
+                       nll_non_members_outside_pii=mean_loss(outside) if pii.any() else None).model_dump(mode="json"))
 
 
 BLIND_FEATURES = "word 1-2-grams + character 2-4-grams (TF-IDF), logistic regression, 5-fold CV"

@@ -99,7 +99,7 @@ def _validation(audit: Audit) -> Any:
 
         def validate(model: Any) -> float:
             handle = ModelHandle(model=model, tokenizer=base.tokenizer, max_length=audit.cfg.model.max_length)
-            return float(mean_nll(score_texts(handle, texts, desc="validate on population")) or math.inf)
+            return float(mean_nll(score_texts(handle, texts, desc="validate on population", moments=False)) or math.inf)
         return validate
     return make
 
@@ -216,8 +216,8 @@ def train_shadow(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int, 
     model, _ = fit(audit, spec, label, settings, records)
     handle = ModelHandle(model=model, tokenizer=base.tokenizer, max_length=cfg.model.max_length)
     # The shadow is scored on the original texts, as the target is.
-    nll_x = score_texts(handle, [plan.pool[i].text for i in plan.eval_x], desc=f"score {label}").nll()
-    nll_z = score_texts(handle, [r.text for r in audit.splits()["population"]], desc=f"score {label} population").nll()
+    nll_x = score_texts(handle, [plan.pool[i].text for i in plan.eval_x], desc=f"score {label}", moments=False).nll()
+    nll_z = score_texts(handle, [r.text for r in audit.splits()["population"]], desc=f"score {label} population", moments=False).nll()
     with atomic_path(run.path("arms", spec.name, "shadows", f"{k}.npz"), suffix=".npz") as tmp:
         np.savez(tmp, nll_x=nll_x, nll_z=nll_z, in_x=plan.in_mask[k][plan.eval_x])
 

@@ -65,7 +65,10 @@ def utility_table(results: AuditResults) -> Table:
     """Held-out utility per model — private domain (non-members) and generic public text — and what training cost."""
     t = Table(title="Utility and compute — L = held-out log-perplexity (nats/token); G = utility gain recovered "
                     "(L_base − L_arm) / (L_base − L_best)")
-    for col in ("arm", "L private", "ppl private", "ppl generic", "generic vs base", "G", "steps", "tokens", "train s"):
+    outside = any(arm.utility.gain_recovered_outside_pii is not None for _, arm in results.models())
+    cols = ("arm", "L private", "ppl private", "ppl generic", "generic vs base", "G",
+            *(("G outside PII",) if outside else ()), "steps", "tokens", "train s")
+    for col in cols:
         t.add_column(col, justify="left" if col == "arm" else "right")
     base_pub = results.base_model.utility.ppl_public if results.base_model else None
     for name, arm in results.models():
@@ -74,8 +77,9 @@ def utility_table(results: AuditResults) -> Table:
         change = (u.ppl_public / base_pub - 1) if (u.ppl_public is not None and base_pub) else None
         t.add_row(_user(name), fmt.num(u.nll_non_members, ".3f"), fmt.num(u.ppl_non_members, ".2f"),
                   fmt.num(u.ppl_public, ".2f"), "—" if change is None else f"{change:+.1%}",
-                  fmt.num(u.gain_recovered, ".2f"), fmt.num(tr.steps if tr else None, "d"),
-                  fmt.num(tr.tokens if tr else None, ",d"), fmt.num(secs, ".0f"))
+                  fmt.num(u.gain_recovered, ".2f"),
+                  *((fmt.num(u.gain_recovered_outside_pii, ".2f"),) if outside else ()),
+                  fmt.num(tr.steps if tr else None, "d"), fmt.num(tr.tokens if tr else None, ",d"), fmt.num(secs, ".0f"))
     return t
 
 

@@ -63,13 +63,16 @@ def scorecard(results: AuditResults) -> Block:
         u = m.utility
         rows.append([{"text": name, "cls": "arm"}, badge, _eps_cell(name, m, results),
                      _n(one.epsilon_steinke, ".2f") if one is not None and one.available else _t("—"),
-                     _t(_ci(u.gain_recovered, u.gain_recovered_ci95)),
+                     _t(_ci(u.gain_recovered, u.gain_recovered_ci95)
+                        + (f"; outside PII {_ci(u.gain_recovered_outside_pii, u.gain_recovered_outside_pii_ci95)}"
+                           if u.gain_recovered_outside_pii is not None else "")),
                      _t(f"{_ci(best.auc, best.auc_ci95, '.3f')} ({short(att)})" if best else "—"),
                      _t(_ci(exp.value, exp.ci) if exp is not None else "—"), _extracted(m)])
     return table(["arm", "verdict", "ε (accountant)", "one-run ε ≥", "G utility recovered [95% CI]",
                   "strongest attack AUC [95% CI]", "canary exposure, bits [95% CI]", "extracted"], rows,
                  id="scorecard", caption="Scorecard: one row per arm. G: 1 = the best non-private fine-tune's gain, "
-                                         "0 = none; AUC 0.5 = chance; exposure: chance ≈ "
+                                         "0 = none (on every held-out token, then on the tokens outside PII "
+                                         "spans: what a model should learn); AUC 0.5 = chance; exposure: chance ≈ "
                                          + num(results.data.canary_chance_exposure, ".2f") + " bits.")
 
 
