@@ -310,6 +310,20 @@ class AttackContext:
     attacks: dict[str, AttackSpec] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)
     local: dict[str, Any] = field(default_factory=dict)
+    # The target's and the reference model's unprompted samples (attacks.samples.SamplePool), drawn once per
+    # model by the pipeline; None: the attacks draw the same seeded streams themselves.
+    samples: Any = None
+    reference_samples: Any = None
+
+    def sample_pool(self, reference: bool = False) -> Any:
+        """The pool of the target's (or the reference model's) samples: the stored one, else a fresh one
+        memoised for this context (one per audit for the reference)."""
+        from .samples import SamplePool
+
+        if reference:
+            return self.reference_samples if self.reference_samples is not None else self.shared_memo(
+                "reference_sample_pool", lambda: SamplePool(self.seed))
+        return self.samples if self.samples is not None else self.memo("sample_pool", lambda: SamplePool(self.seed))
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
         """``build()`` once per context (inputs that depend on the target)."""

@@ -30,6 +30,7 @@ from ..data.canaries import Canary, derive_seed, make_canaries
 from ..data.records import Record
 from ..models.generation import GenerationSettings, generate, generate_ids
 from ..models.handle import ModelHandle
+from .samples import SAMPLING_MAX_NEW_TOKENS, SAMPLING_PROMPTS, SAMPLING_TOP_K, SamplePool, SampleSpec, split_evenly
 from .base import (
     AttackContext,
     AttackResult,
@@ -418,14 +419,14 @@ def sampling_extraction(
     non_member_index: VerbatimIndex,
     reference: ModelHandle | None = None,
     n_samples: int = 400,
-    prompts: Sequence[str] = ("", "Patient"),
-    max_new_tokens: int = 64,
-    top_k: int = 40,
+    prompts: Sequence[str] = SAMPLING_PROMPTS,
+    max_new_tokens: int = SAMPLING_MAX_NEW_TOKENS,
+    top_k: int = SAMPLING_TOP_K,
     top_n: int = 100,
     seed: int = 0,
-    batch_size: int = 64,
     n_examples: int = 5,
     public_index: VerbatimIndex | None = None,
+    pool: SamplePool | None = None,
 ) -> SamplingExtractionResult:
     """Carlini et al. (2021) sampling attack.
 
@@ -448,18 +449,18 @@ def sampling_extraction(
     floor (members and non-members swapped): template text recombined by
     chance lands in either set alike, so the extraction that matters is
     ``member_only_hits − non_member_only_hits``.
+
+    The samples come from ``pool`` (:mod:`.samples`: the model's seeded stream per prompt, which PII
+    extraction draws from too); without one, from a fresh pool with ``seed``.
     """
     from .scoring import score_texts  # one batched scoring pass per model
 
-    per = [n_samples // len(prompts) + (1 if i < n_samples % len(prompts) else 0) for i in range(len(prompts))]
+    pool = pool if pool is not None else SamplePool(seed)
     texts: list[str] = []
-    for i, (p, n) in enumerate(zip(prompts, per)):
-        if n == 0:
-            continue
-        outs = generate(handle, [p] * n, GenerationSettings(max_new_tokens=max_new_tokens, greedy=False, top_k=top_k,
-                                                            seed=seed + 7919 * i, batch_size=batch_size),
-                        desc="sampling extraction")
-        texts.extend((p + o[0]).strip() for o in outs)
+    for p, n in split_evenly(n_samples, prompts):
+        if n:
+            outs = pool.draw(handle, SampleSpec(p, max_new_tokens, top_k), n, desc="sampling extraction")
+            texts.extend((p + o).strip() for o in outs)
     uniq = [t for t in dict.fromkeys(texts) if t]
     nll = score_texts(handle, uniq, desc="scoring samples", moments=False).nll() if uniq else np.zeros(0)
     metrics: dict[str, np.ndarray] = {
@@ -536,4 +537,4 @@ def verbatim_indexes(ctx: AttackContext) -> tuple[VerbatimIndex, VerbatimIndex, 
 def sampling(target: ModelHandle, ctx: AttackContext) -> SamplingExtractionResult:
     members, non_members, public = verbatim_indexes(ctx)
     return sampling_extraction(target, members, non_members, reference=ctx.reference, n_samples=ctx.settings.extraction_samples,
-                               seed=ctx.seed, public_index=public)
+                               seed=ctx.seed, public_index=public, pool=ctx.sample_pool())

@@ -42,8 +42,8 @@ from ..core.masking import mask_pii
 from ..core.stats import diff_ci, rate_ci
 from ..core.typed import Typed, minus, ratio
 from ..data.records import Record
-from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
+from .samples import SamplePool, SampleSpec, split_evenly
 from .base import (
     by_label,
     PresentContext,
@@ -105,26 +105,23 @@ def tag_texts(analyzer: Any, texts: Sequence[str], labels: Sequence[str] = IDENT
 
 
 def sample_texts(handle: ModelHandle, n_samples: int, prompts: Sequence[str] = ("",), max_new_tokens: int = 64,
-                 top_k: int = 40, seed: int = 0, batch_size: int = 64) -> list[str]:
-    """``n_samples`` top-k samples split evenly over ``prompts`` (prompt text kept in front)."""
-    prompts = list(prompts) or [""]
-    per = [n_samples // len(prompts) + (1 if i < n_samples % len(prompts) else 0) for i in range(len(prompts))]
+                 top_k: int = 40, seed: int = 0, pool: SamplePool | None = None) -> list[str]:
+    """``n_samples`` top-k samples split evenly over ``prompts`` (prompt text kept in front), from ``pool``
+    (the model's seeded streams, :mod:`.samples`; sampling extraction reads the same draws) or a fresh one."""
+    pool = pool if pool is not None else SamplePool(seed)
     texts: list[str] = []
-    for i, (p, n) in enumerate(zip(prompts, per)):
-        if n <= 0:
-            continue
-        outs = generate(handle, [p], GenerationSettings(max_new_tokens=max_new_tokens, greedy=False, top_k=top_k,
-                                                        num_return_sequences=n, seed=seed + 7919 * i,
-                                                        batch_size=1), desc="PII extraction (sampling)")
-        texts.extend((p + o).strip() for o in outs[0])
+    for p, n in split_evenly(n_samples, prompts):
+        if n > 0:
+            outs = pool.draw(handle, SampleSpec(p, max_new_tokens, top_k), n, desc="PII extraction (sampling)")
+            texts.extend((p + o).strip() for o in outs)
     return texts
 
 
 def sample_and_tag(handle: ModelHandle, analyzer: Any, n_samples: int, prompts: Sequence[str] = ("",),
-                   max_new_tokens: int = 64, top_k: int = 40, seed: int = 0, batch_size: int = 64,
-                   labels: Sequence[str] = IDENTIFYING) -> TaggedSamples:
+                   max_new_tokens: int = 64, top_k: int = 40, seed: int = 0, labels: Sequence[str] = IDENTIFYING,
+                   pool: SamplePool | None = None) -> TaggedSamples:
     """Sample and tag: what a model emits unprompted (run once on the base model per audit)."""
-    texts = sample_texts(handle, n_samples, prompts, max_new_tokens, top_k, seed, batch_size)
+    texts = sample_texts(handle, n_samples, prompts, max_new_tokens, top_k, seed, pool)
     return tag_texts(analyzer, texts, labels)
 
 
@@ -343,7 +340,6 @@ def pii_extraction(
     max_new_tokens: int = 64,
     top_k: int = 40,
     seed: int = 0,
-    batch_size: int = 64,
     labels: Sequence[str] = IDENTIFYING,
 ) -> PiiExtractionResult:
     """Sample ``n_samples`` texts (or use ``samples``), tag PII, count against members and non-members.
@@ -354,10 +350,10 @@ def pii_extraction(
     """
     labels = usable_labels(analyzer, labels)
     texts = list(samples) if samples is not None else sample_texts(handle, n_samples, prompts, max_new_tokens, top_k,
-                                                                  seed, batch_size)
+                                                                  seed)
     target = tag_texts(analyzer, texts, labels)
     if isinstance(base, ModelHandle):
-        base = sample_and_tag(base, analyzer, n_samples, prompts, max_new_tokens, top_k, seed, batch_size, labels)
+        base = sample_and_tag(base, analyzer, n_samples, prompts, max_new_tokens, top_k, seed, labels)
     res = count_extraction(build_inventory(members, "member", labels),
                            build_inventory(non_members, "non_member", labels), target, base, labels)
     res.settings = {"n_samples": len(texts), "prompts": list(prompts), "max_new_tokens": max_new_tokens,
@@ -384,7 +380,8 @@ def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
 
     def build() -> TaggedSamples:
         return sample_and_tag(ctx.reference, pii_analyzer(ctx), s.extraction_samples, s.extraction_prompts,
-                              s.extraction_max_new_tokens, s.top_k, ctx.seed, s.batch_size, IDENTIFYING)
+                              s.extraction_max_new_tokens, s.top_k, ctx.seed, IDENTIFYING,
+                              pool=ctx.sample_pool(reference=True))
     return ctx.shared_memo("base_pii_emissions", build)
 
 
@@ -396,7 +393,7 @@ def target_emissions(target: ModelHandle, ctx: AttackContext) -> TaggedSamples:
     def build() -> TaggedSamples:
         analyzer = pii_analyzer(ctx)
         texts = sample_texts(target, s.extraction_samples, s.extraction_prompts, s.extraction_max_new_tokens,
-                             s.top_k, ctx.seed, s.batch_size)
+                             s.top_k, ctx.seed, pool=ctx.sample_pool())
         return tag_texts(analyzer, texts, usable_labels(analyzer, IDENTIFYING))
     return ctx.memo("pii_emissions", build)
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..attacks.base import AttackContext, AttackSpec, ScoringPasses, ShadowData
+from ..attacks.base import FAMILIES, AttackContext, AttackSpec, ScoringPasses, ShadowData
 from ..attacks.registry import ATTACKS, select
+from ..attacks.samples import SamplePool, draw_pool, requests
 from ..attacks.scoring import cached_scores
 from ..arms import get as get_kind
 from ..arms import specs
@@ -154,7 +155,14 @@ def context(audit: Audit, target: Target, handle: ModelHandle, base_key: str, sh
         scoring=_passes(audit, target, handle, base_key), mia_members=mi, mia_non_members=ni,
         reference=audit.base() if target.reference else None, shadows=shadow, audit_canaries=audit.audit_canaries(),
         clients=has_clients(audit), forget=audit.forget_set() if forgets(audit.cfg) else None,
-        attacks=dict(ATTACKS), shared=audit.memo("attack_shared", dict))
+        attacks=dict(ATTACKS), shared=audit.memo("attack_shared", dict),
+        samples=_stored_pool(audit, target.serves or target.name),
+        reference_samples=_stored_pool(audit, "base") if target.reference else None)
+
+
+def _stored_pool(audit: Audit, model: str) -> SamplePool | None:
+    path = samples_path(audit, model)
+    return SamplePool.load(path, audit.cfg.seed) if path.exists() else None
 
 
 def has_clients(audit: Audit) -> bool:
@@ -249,6 +257,23 @@ def extra_stage(audit: Audit, target: Target, base_key: str, stage: str) -> None
 def read_stage(audit: Audit, model: str, family: str) -> AttackStage | None:
     path = stage_path(audit, model, family)
     return AttackStage.model_validate(read_json(path)) if path.exists() else None
+
+
+def sample_requests(audit: Audit, target: Target) -> dict:
+    """What the target's selected attacks draw from its pool of unprompted samples (:mod:`privleak.attacks.samples`)."""
+    names = [sp.name for fam in FAMILIES for sp in family_specs(audit, fam, target)]
+    return requests(audit.cfg.attack_settings(), names)
+
+
+def samples_path(audit: Audit, model: str) -> Path:
+    return audit.run.path("arms", model, "samples.json")
+
+
+def samples_stage(audit: Audit, target: Target, base_key: str) -> None:
+    """``arms/<model>/samples.json``: the model's unprompted samples, drawn once for every attack that reads
+    them (sampling and PII extraction; the base model's also serve every arm's PII floor)."""
+    draw_pool(model_handle(audit, target), sample_requests(audit, target), audit.cfg.seed,
+              samples_path(audit, target.name))
 
 
 def scores_stage(audit: Audit, target: Target, base_key: str) -> None:

@@ -50,6 +50,8 @@ from .evaluate import (
     extra_stage,
     family_specs,
     SCORED_SPLITS,
+    sample_requests,
+    samples_stage,
     scores_stage,
     utility_stage,
 )
@@ -120,6 +122,9 @@ class Graph:
 
     def __getitem__(self, name: str) -> Task:
         return self._names[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
 
     def priorities(self) -> dict[str, float]:
         """Each task's cost plus the costliest chain of tasks that read its outputs (its critical path).
@@ -317,9 +322,18 @@ def add_evaluation(g: Graph, audit: Audit, targets: list[Target], producer: dict
                        reads, tuple(f"arms/{t.name}/scores_{split}.npz" for split in (*SCORED_SPLITS, "public_heldout")),
                        kind="eval", cost=EVAL_COST))
             scored = (f"scores/{t.name}",) + (("scores/base",) if t.reference else ())
+            want = sample_requests(audit, t)
+            if want:
+                g.add(Task(f"samples/{t.name}", stable_hash("samples", t.key, sorted(s.key() for s in want),
+                                                            sorted(want.values()), cfg.seed),
+                           partial(samples_stage, target=t, base_key=bkey), reads, (f"arms/{t.name}/samples.json",),
+                           kind="eval", cost=EVAL_COST))
             g.add(Task(f"utility/{t.name}", stable_hash("utility", t.key, "texts"),
                        partial(utility_stage, target=t, base_key=bkey), reads + scored,
                        (f"arms/{t.name}/utility.json", f"arms/{t.name}/utility_texts.npz"), kind="eval", cost=1.0))
+        # A served arm reads its source model's pool; every arm's PII floor reads the base model's.
+        sampled = tuple(f"samples/{m}" for m in dict.fromkeys((t.serves or t.name, *(("base",) if t.reference else ())))
+                        if f"samples/{m}" in g)
         for family in FAMILIES:
             if not family_specs(audit, family, t):
                 continue
@@ -327,6 +341,7 @@ def add_evaluation(g: Graph, audit: Audit, targets: list[Target], producer: dict
             g.add(Task(f"{family}/{t.name}", attack_key(audit, family, t, bkey, shadow_keys.get(t.name)),
                        partial(attack_stage, family=family, target=t, base_key=bkey, shadows=shadows),
                        reads + (scored if family == "membership" else ())
+                       + (sampled if family in ("extraction", "pii") else ())
                        + (shadow_tasks[t.name] if shadows else ()), (f"arms/{t.name}/attacks/{family}.json",),
                        kind="eval", cost=EVAL_COST))
         for extra in (get_kind(t.kind).extra_stages() if t.kind else ()):

@@ -1,0 +1,39 @@
+"""One pool of unprompted samples per model (issue 35): a seeded stream per spec, shared by the attacks."""
+
+from __future__ import annotations
+
+from privleak.attacks.samples import BATCH, SamplePool, SampleSpec, requests, split_evenly
+from privleak.attacks.settings import AttackSettings, PiiSizes
+from privleak.defenses.guard.generate import GuardedHandle
+
+SPEC = SampleSpec("", 8, 40)
+
+
+def test_a_stream_is_the_same_whoever_draws_it_and_however_far(tiny_handle, tmp_path):
+    small = SamplePool(seed=3).draw(tiny_handle, SPEC, 5)
+    big = SamplePool(seed=3)
+    more = big.draw(tiny_handle, SPEC, BATCH + 7)
+    assert len(small) == 5 and len(more) == BATCH + 7 and more[:5] == small
+    assert SamplePool(seed=4).draw(tiny_handle, SPEC, 5) != small  # the seed matters
+    big.save(tmp_path / "samples.json")
+    stored = SamplePool.load(tmp_path / "samples.json", 3)
+    assert stored.draw(tiny_handle, SPEC, BATCH + 7) == more
+    assert SamplePool.load(tmp_path / "samples.json", 4).stored == {}  # another seed's pool is not read
+
+
+def test_a_guarded_handle_reads_its_model_s_draws_through_its_filter(tiny_handle):
+    pool = SamplePool(seed=1)
+    raw = pool.draw(tiny_handle, SPEC, 6)
+    guarded = GuardedHandle(model=tiny_handle.model, tokenizer=tiny_handle.tokenizer, max_length=tiny_handle.max_length,
+                            text_format=tiny_handle.text_format,
+                            output_filter=lambda texts, prompts: [t.upper() for t in texts])
+    assert pool.draw(guarded, SPEC, 6) == [t.upper() for t in raw]
+
+
+def test_requests_union_of_sampling_and_pii_extraction():
+    s = AttackSettings(extraction_samples=400).model_copy(update={"pii_sizes": PiiSizes()})
+    want = requests(s, ["sampling_extraction", "pii_extraction"])
+    # Both draw top-k 40 continuations of 64 tokens from the empty prompt: one stream, the larger count.
+    assert want == {SampleSpec("", 64, 40): 200, SampleSpec("Patient", 64, 40): 200}
+    assert requests(s, ["prefix_extraction"]) == {}
+    assert split_evenly(5, ["a", "b"]) == [("a", 3), ("b", 2)]
