@@ -137,8 +137,17 @@ class BookKeeping:
         """(squared norm per sample, clipped-sum function of c) for one layer."""
         if a.dim() == 2:
             a, b = a.unsqueeze(1), b.unsqueeze(1)
-        # fp32 whatever the forward's precision: these are DP-SGD's norms and clipped sums.
-        a, b = a.float(), b.float()
+        # A forward under bf16 autocast leaves bf16 activations or output gradients: the per-sample weight
+        # gradient is then the bf16 product (as the batch's weight gradient of a plain bf16 step is), made
+        # fp32 before anything reads it. Norms, clipping factors and clipped sums are fp32 whatever the
+        # forward's precision, and the norm and the clipped sum read the very same per-sample gradient.
+        low = torch.bfloat16 if torch.bfloat16 in (a.dtype, b.dtype) else None
+        explicit = (module.weight in self._trainable and not isinstance(module, nn.LayerNorm)
+                    and keeps_grads(a.shape[1], a.shape[-1], b.shape[-1]))
+        a_low, b_low = (a.to(low), b.to(low)) if explicit and low is not None else (None, None)
+        # fp32 copies only of what is read in fp32: the explicit path's G_i comes from the bf16 copies.
+        a = a if explicit and low is not None else a.float()
+        b = b.float()
         sq = torch.zeros(b.shape[0], dtype=b.dtype, device=b.device)
         if isinstance(module, nn.LayerNorm):
             xhat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
@@ -160,7 +169,8 @@ class BookKeeping:
         grads = None  # the per-sample weight gradients, where the norm is the explicit one
         if module.weight in self._trainable:
             if keeps_grads(a.shape[1], a.shape[-1], b.shape[-1]):
-                grads = torch.bmm(a.transpose(1, 2), b)  # (n, in, out): G_i, reused for the clipped sum
+                # (n, in, out): G_i, reused for the clipped sum
+                grads = torch.bmm(a_low.transpose(1, 2), b_low).float() if low is not None else torch.bmm(a.transpose(1, 2), b)
                 sq += grads.reshape(grads.shape[0], -1).norm(2, dim=1).pow(2)
             else:
                 sq += weight_grad_norms(a, b).pow(2)
