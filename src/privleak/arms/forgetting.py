@@ -35,6 +35,7 @@ is at most α); otherwise **inconclusive**, with the items that would settle it.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -279,12 +280,14 @@ def assess_forgetting(own: dict[str, AttackResult], ref: dict[str, AttackResult]
     if can is not None and can.extracted > can.extracted_reference:
         more.append(f"{can.extracted} of {can.n} forgotten canary secrets are still generated exactly "
                     f"({can.extracted_reference} by {versus})")
-    unsettled = [x for x in (
-        *[_open(f"forget-set {m.attack} AUC", m.equivalence, "forgotten persons") for m in mia],
-        _open("forgotten canaries' mean exposure (bits)", can.equivalence, "canaries") if can else None,
-        _open("share of forgotten persons with a PII value out" if pii.persons is not None else
-              "share of forgotten PII values out", pii.equivalence, "persons" if pii.persons is not None else "values")
-        if pii else None) if x]
+    figures = [*[(f"forget-set {m.attack} AUC", m.equivalence, "forgotten persons") for m in mia],
+               *([("forgotten canaries' mean exposure (bits)", can.equivalence, "canaries")] if can else []),
+               *([("share of forgotten persons with a PII value out" if pii.persons is not None else
+                   "share of forgotten PII values out", pii.equivalence,
+                   "persons" if pii.persons is not None else "values")] if pii else [])]
+    # The binding figure first: one whose estimate reaches its margin, then the most items short.
+    figures.sort(key=lambda x: -(math.inf if x[1] is None or x[1].n_needed is None else x[1].n_needed / max(1, x[1].n)))
+    unsettled = [x for x in (_open(*f) for f in figures) if x]
     outcome: Outcome = "not_forgotten" if more else "over_forgotten" if less else \
         "inconclusive" if unsettled else "forgotten"
     if not mia and can is None and pii is None:

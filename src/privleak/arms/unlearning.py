@@ -124,8 +124,9 @@ class UnlearningKind(ArmKind):
         return Verdict(level=level, label=LABELS[a.outcome], text=text, findings=a.reasons, figures=figures,
                        unsettled=a.unsettled,
                        error_control=(f"Not / over-forgotten: Holm over the {a.n_tests} one-sided tests (both ways) at "
-                                      f"family-wise α = {a.alpha:g}. FORGOTTEN: every figure within its margin of "
-                                      f"{a.versus}'s by two one-sided tests at α = {a.alpha:g} (intersection–union)."))
+                                      f"family-wise α = {a.alpha:g}. FORGOTTEN: every figure within its margin of the "
+                                      f"reference's ({a.versus}) by two one-sided tests at α = {a.alpha:g} "
+                                      "(intersection–union)."))
 
     def notes_for(self, name: str, arm: ArmResult) -> list[str]:
         """Sentences about one of its arms under the unlearning table (e.g. SISA's shards)."""
