@@ -121,6 +121,13 @@ def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, Arm
         texts = _text_losses(audit, arm.serves or name)
         if arm.utility.gain_recovered is not None and texts is not None and texts_base is not None and texts_best:
             arm.utility.gain_recovered_ci95 = gain_interval(texts_base, texts, texts_best, seed=audit.cfg.seed)
+    for name, arm in arms.items():  # the recommendation's training noise: G of each extra training seed
+        for k in range(1, audit.cfg.recommendation.seeds + 1):
+            path = audit.run.path("arms", name, "seeds", str(k), "utility.json")
+            if path.exists():
+                g = gain_recovered(l_base, Utility.model_validate(read_json(path)).nll_non_members, l_best)
+                if g is not None:
+                    arm.utility.gain_recovered_seeds.append(g)
     if best is None or l_base is None or l_best is None:
         return
     if l_base - l_best < MIN_GAIN_NATS:
