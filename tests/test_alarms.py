@@ -7,6 +7,9 @@ claimed 5 %, i.e. when the data say the rate exceeds 5 %. Were the true rate exa
 check would fail with probability ≤ 1 % (its own false-failure rate); the same check run on the old
 per-arm rule fails it (``test_the_harness_catches_a_per_arm_alpha``; the old per-point ROC rule too,
 ``-m slow``), so it can fail.
+The alarm's p-value itself is checked where Steinke et al.'s bound is tight — canaries that are exactly
+ε-randomised response — on 3,000 audits, enough that a true 7 % false-alarm rate fails the check with
+probability ≥ 0.95 (``test_the_rate_check_has_power``; at the former 400 it passed three times in four).
 The full-size simulation (every route, 200 audits per setting, the audit's default thresholds and
 three attacks) is ``test_every_route_full_size`` (``-m slow``).
 """
@@ -18,6 +21,7 @@ import math
 import numpy as np
 import pytest
 from dp_sim import broken, gaussian, laplace, simulate
+from scipy import special, stats
 
 from privleak.audit import alarms as al
 from privleak.audit.epsilon import (
@@ -30,7 +34,7 @@ from privleak.audit.epsilon import (
     held_out_counts,
     roc_band_check,
 )
-from privleak.audit.one_run import guess_counts, steinke_epsilon
+from privleak.audit.one_run import guess_counts, one_run_p_value, steinke_epsilon, steinke_p_value
 from privleak.core.metrics import roc_auc, roc_curve
 from privleak.core.stats import clopper_pearson
 
@@ -156,14 +160,63 @@ def test_roc_band_p_value_is_the_dkw_band_check():
 
 # ----------------------------------------------------------------------------- simulated audits
 
-@pytest.mark.parametrize("mech", [laplace(1.0), laplace(4.0), gaussian(1.0), gaussian(4.0)], ids=lambda m: m.name)
-def test_alarm_false_rate_on_exactly_dp_mechanisms(mech):
-    """400 audits of one exactly ε-DP arm with m = 1000 one-run canaries: the alarm (every route that
-    can raise it) fires in ≤ 5 %. n, the members per side, does not enter the alarm (the membership
-    routes are diagnostics, and adding them never changes it: the decision-rule test); the
-    diagnostics' own rate, at n = 500 and 2000, is the next test."""
-    tally = simulate([mech], n=500, runs=400, seed=26, membership=False)
-    assert not _above(tally.alarms, tally.runs, ALPHA), tally
+#: Audits per rate check: enough that a true 7 % false-alarm rate fails the check (power ≥ 0.95, exact:
+#: ``test_the_rate_check_has_power``), where the former 400 failed only at ≥ 8 % and passed a true 7 % 76 % of
+#: the time (issue 37 item 9).
+AUDITS = 3000
+LEVELS = (0.01, 0.05, 0.25)
+
+
+def _rr_p_values(eps: float, m: int, audits: int, seed: int, union: bool = True) -> np.ndarray:
+    """The alarm's p-value of "ε-DP" in ``audits`` simulated audits whose m canaries are each exactly
+    ε-randomised response — the case where Steinke et al.'s bound is tight: each canary's inclusion bit
+    (a fair coin) is reported truthfully with probability e^ε/(1 + e^ε), the report is the canary's score
+    (ties broken at random), and the audit guesses from the scores as for a model
+    (:func:`~privleak.audit.one_run.guess_counts` on the fixed grid). ``union=False``: the smallest p over the
+    grid without paying for the choice — a broken p-value the rate check must catch. Vectorised draws; the
+    product's own guess counting and p-value per audit."""
+    rng = np.random.default_rng([seed, int(eps * 1000)])
+    q = float(special.expit(eps))
+    inc = rng.random((audits, m)) < 0.5
+    told = np.where(rng.random((audits, m)) < q, inc, ~inc)
+    scores = told + 0.5 * rng.random((audits, m))
+    out = np.empty(audits)
+    for j in range(audits):
+        counts = [(r, v) for *_, r, v in guess_counts(scores[j], inc[j])]
+        out[j] = one_run_p_value(m, counts, eps, 0.0) if union else \
+            min(steinke_p_value(m, r, v, eps, 0.0) for r, v in counts)
+    return out
+
+
+def _fails_check(n: int, true_rate: float, claimed: float = ALPHA) -> float:
+    """P[the rate check fails] over n audits whose true alarm rate is ``true_rate``: the binomial mass of the
+    counts k whose one-sided 99 % CP lower bound exceeds ``claimed`` (:func:`_above`), computed exactly."""
+    ks = np.arange(n + 1)
+    lower = clopper_pearson(ks, np.full(n + 1, n), 0.01, "lower")[0]
+    return float(stats.binom.pmf(ks[lower > claimed], n, true_rate).sum())
+
+
+@pytest.mark.parametrize("eps", [1.0, 4.0])
+def test_alarm_p_value_is_valid_on_exact_randomised_response(eps):
+    """P[p ≤ a] ≤ a for a = 1 %, 5 %, 25 %: 3,000 audits of m = 1,000 exactly ε-randomised-response canaries
+    (measured at ε = 1: 0.6 %, 2.7 %, 12 %; the grid's union keeps it below a). Each check fails when the
+    one-sided 99 % CP lower bound of the rate exceeds a, so the three together fail a valid p-value with
+    probability ≤ 3 %."""
+    p = _rr_p_values(eps, 1000, AUDITS, seed=37)
+    for a in LEVELS:
+        assert not _above(int((p <= a).sum()), AUDITS, a), (a, float((p <= a).mean()))
+
+
+def test_the_rate_check_has_power():
+    """The check can fail, and at the size the issue asks: with 3,000 audits a true 7 % false-alarm rate at
+    a = 5 % fails it with probability ≥ 0.95 (exact binomial) and a true 5 % at most 1 % of the time; at the
+    old 400 audits a true 7 % failed it only ≈ 24 % of the time. On the same canaries, the p-value that does
+    not pay for its choice among the guess grid (≈ 9 % alarms at ε = 1) fails it."""
+    assert _fails_check(400, 0.07) < 0.3  # the old size: a true 7 % passed three times in four
+    assert _fails_check(AUDITS, 0.07) >= 0.95
+    assert _fails_check(AUDITS, 0.05) <= 0.01
+    raw = _rr_p_values(1.0, 1000, AUDITS, seed=37, union=False)
+    assert _above(int((raw <= 0.05).sum()), AUDITS, 0.05), float((raw <= 0.05).mean())
 
 
 def test_alarm_false_rate_over_several_arms():

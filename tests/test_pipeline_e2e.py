@@ -48,7 +48,7 @@ def test_results_contract(first_run):
         assert {c.repeats for c in exposure.canaries} == {1, 8}
         assert all(0 <= c.exposure <= c.max_exposure for c in exposure.canaries)
         assert arm.utility.ppl_non_members > 1
-        assert arm.verdict is not None and arm.verdict.level in ("chance", "some", "leaks")
+        assert arm.verdict is not None and arm.verdict.level in ("chance", "inconclusive", "some", "leaks")
     assert results.recommendation is not None
     assert set(results.durations_s) >= {"data", "base-model", "train/baseline", "train/dp-4", "membership/dp-4"}
 

@@ -214,4 +214,60 @@ def test_a_forgotten_secret_generated_exactly_is_not_forgotten():
     res = assess_forgetting(results(True, 7.6), results(False, 1.2), "retrain", ["canary-001"])
     assert res.outcome == "not_forgotten" and "generated exactly" in res.reasons[-1]
     assert res.canaries.n == 1 and res.canaries.extracted == 1 and res.canaries.extracted_reference == 0
-    assert assess_forgetting(results(False, 1.2), results(False, 1.2), "retrain", ["canary-001"]).outcome == "forgotten"
+    # The same figures as retrain's, but one forgotten canary cannot show its exposure within a bit of retrain's
+    # (issue 37: "forgotten" is an equivalence claim, not the absence of a finding).
+    same = assess_forgetting(results(False, 1.2), results(False, 1.2), "retrain", ["canary-001"])
+    assert same.outcome == "inconclusive" and "forgotten canaries' mean exposure" in same.unsettled[0]
+
+
+def _pii_result(persons: int, extracted: list[int], n_values: int | None = None):
+    from privleak.attacks.forget import ForgetPiiResult
+
+    return ForgetPiiResult(n_values=n_values or persons, extracted=len(extracted), n_floor_values=persons,
+                           floor_extracted=0, n_samples=200, n_persons_with_values=persons,
+                           persons_extracted=extracted, persons_digest="same-persons")
+
+
+def test_forget_pii_is_compared_person_by_person():
+    """Issue 37 item 7: the forget-set PII comparison applied Fisher's test to paired, person-clustered outcomes.
+    Both models are asked about the same 30 forgotten persons: retrain emits a value of 10 of them, the
+    unlearned model of the same 10 and 6 more. Fisher on the counts (16 vs 10 of 30, as if independent
+    samples) finds nothing (p ≈ 0.1); McNemar on the 6 discordant persons, all one way, does (p = 1/64), and
+    the arm is not forgotten. Counted per person, a person with several values is one outcome."""
+    from privleak.arms.forgetting import assess_forgetting
+    from privleak.core.stats import fisher_exact_test
+
+    ref = {"forget_membership": _forget_result(0.0), "forget_pii_extraction": _pii_result(30, list(range(10)))}
+    own = {"forget_membership": _forget_result(0.0), "forget_pii_extraction": _pii_result(30, list(range(16)))}
+    assert fisher_exact_test(16, 30, 10, 30, "greater")[1] > 0.05
+    res = assess_forgetting(own, ref, "retrain", [])
+    assert res.pii.test.startswith("McNemar") and (res.pii.model_only, res.pii.reference_only) == (6, 0)
+    assert res.pii.p_greater == pytest.approx(1 / 64)
+    assert res.outcome == "not_forgotten" and "McNemar" in res.reasons[0] and res.n_tests == 3
+    # Without the per-person counts (older results) the value counts are all there is: Fisher, said so.
+    for r in (own, ref):
+        r["forget_pii_extraction"] = r["forget_pii_extraction"].model_copy(update={"persons_extracted": None})
+    old = assess_forgetting(own, ref, "retrain", [])
+    assert old.pii.test.startswith("Fisher") and old.outcome != "not_forgotten"
+
+
+def test_forgotten_is_shown_not_assumed():
+    """A handful of forgotten persons that no test tells from retrain's were called FORGOTTEN; it is an
+    equivalence claim now (ΔAUC within ±0.02 by TOST on DeLong's paired variance): 8 persons cannot show it —
+    INCONCLUSIVE, with how many would — while 2,000 persons scored alike by both models do."""
+    from privleak.arms.forgetting import assess_forgetting
+
+    def pair(n: int, noise: float) -> tuple[dict, dict]:
+        ref = _forget_result(0.0, seed=1, n=n)
+        own = _forget_result(0.0, seed=1, n=n)
+        rng = np.random.default_rng(2)
+        a = own.attacks["loss"]
+        a.forget_scores = [x + rng.normal(0, noise) for x in a.forget_scores]
+        a.holdout_scores = [x + rng.normal(0, noise) for x in a.holdout_scores]
+        return {"forget_membership": own}, {"forget_membership": ref}
+
+    small = assess_forgetting(*pair(8, 0.3), "retrain", [])
+    assert small.outcome == "inconclusive" and not small.reasons
+    assert "forget-set loss AUC within ±0.02" in small.unsettled[0] and "forgotten persons" in small.unsettled[0]
+    large = assess_forgetting(*pair(2000, 0.05), "retrain", [])
+    assert large.outcome == "forgotten" and large.membership[0].equivalence.equivalent

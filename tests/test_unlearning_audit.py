@@ -60,7 +60,7 @@ def test_every_model_is_attacked_on_the_forget_set_with_the_same_records(unlearn
 
 def test_unlearning_arms_are_judged_against_retrain_and_retrain_against_the_control(unlearning_run):
     _, results, console = unlearning_run
-    levels = {"forgotten", "not_forgotten", "over_forgotten"}
+    levels = {"forgotten", "not_forgotten", "over_forgotten", "inconclusive"}
     r = results.arms["retrain"]
     assert r.details.assessment.versus == "control" and r.verdict.level in levels
     for name in ("unlearn-ga", "unlearn-sisa"):

@@ -20,26 +20,30 @@ def results(audited):
 
 
 def _leaking_text_attacks(results) -> dict:
+    """The baseline's extraction attacks that leak strongly enough to survive the arm's family-wise (Holm)
+    decision: exact (no p-value needed) or p well below α over the arm's attacks."""
     base, control = results.arms["baseline"], results.base_model
-    return {n: r for n, r in base.attacks.items()
-            if n in ("canary_extraction", "sampling_extraction", "phi_extraction", "pii_extraction")
-            and r.assess(n, control.attacks.get(n), Policy()).leaks}
+    found = {n: (r, r.assess(n, control.attacks.get(n), Policy())) for n, r in base.attacks.items()
+             if n in ("canary_extraction", "sampling_extraction", "phi_extraction", "pii_extraction")}
+    return {n: r for n, (r, f) in found.items() if f.leaks and (f.p_leak is None or f.p_leak <= 0.05 / 20)}
 
 
 def test_an_arm_whose_only_leak_is_extraction_is_not_near_chance(results):
     leaks = _leaking_text_attacks(results)
     assert leaks, "the memorising baseline should leak through at least one extraction attack"
     arm = results.arms["dp-8"]
-    # Every attack reads exactly what it reads on the control (which never saw the members) ...
+    # Every attack reads exactly what it reads on the control (which never saw the members): no leak — though
+    # at this tiny size not every attack can show its figure within its margin (then INCONCLUSIVE) ...
     arm.attacks = {**results.base_model.attacks}
     arm.empirical_epsilon = None
     v = arm_verdict("dp-8", arm, results)
-    assert v.level == "chance", v
+    assert v.level in ("chance", "inconclusive") and not v.attacks_leaking, v
+    assert v.level == "chance" or v.unsettled
     # ... except one extraction attack that gets member data out.
     name, leaking = next(iter(leaks.items()))
     arm.attacks[name] = leaking
     v = arm_verdict("dp-8", arm, results)
-    assert v.level != "chance" and not v.near_chance
+    assert v.level in ("some", "leaks") and not v.near_chance
     assert v.attacks_leaking == [name] and v.findings, v
     judged = judge(results)
     assert judged.recommendation.arm != "dp-8"
@@ -82,14 +86,18 @@ def test_guard_arm_is_judged_by_what_it_stops_and_never_recommended(results):
     assert judged.base_model.verdict.level == "control"
 
 
-def test_recommendation_is_the_best_utility_among_near_chance_arms(results):
+def test_recommendation_is_only_ever_an_arm_shown_near_chance(results):
     judged = judge(results)
-    ok = {n: a for n, a in judged.arms.items() if a.verdict.near_chance}
+    ok = {n for n, a in judged.arms.items() if a.verdict.near_chance}
+    rec = judged.recommendation
     if ok:
-        best = min(ok, key=lambda n: ok[n].utility.ppl_non_members)
-        assert judged.recommendation.arm == best
+        assert rec.arm in ok and set(rec.tied) <= ok
     else:
-        assert judged.recommendation.arm is None
+        assert rec.arm is None and "none is recommended" in rec.text
+        # provisional: among the INCONCLUSIVE arms whose estimates lie inside their margins, never another
+        settleable = {n for n, a in judged.arms.items() if a.verdict.level == "inconclusive" and a.verdict.settleable}
+        assert rec.provisional is None or rec.provisional in settleable
+    assert rec.training_noise
 
 
 def test_no_arm_near_chance_recommends_none(results):
@@ -99,7 +107,7 @@ def test_no_arm_near_chance_recommends_none(results):
             arm.attacks[name] = leaking
     judged = judge(results)
     assert judged.recommendation.arm is None
-    assert "No arm meets the near-chance thresholds" in judged.recommendation.text
+    assert "No arm is shown near chance" in judged.recommendation.text
 
 
 def test_exposure_wording_says_what_was_measured(results):

@@ -268,6 +268,9 @@ class Utility(Typed):
     nll_non_members_outside_pii: float | None = None
     gain_recovered_outside_pii: float | None = None
     gain_recovered_outside_pii_ci95: tuple[float, float] | None = None
+    #: G of the same recipe retrained on extra training seeds (``recommendation.seeds``; the audited model's G is
+    #: ``gain_recovered``): the training variance the recommendation's tie rule reads.
+    gain_recovered_seeds: list[float] = []
 
 
 class EmpiricalEpsilonBound(Typed):
@@ -385,13 +388,24 @@ class Verdict(Typed):
     """Plain-language verdict of one arm (audit/verdicts.py)."""
 
     #: forgotten / not_forgotten / over_forgotten: an unlearning arm, judged on its forget set (arms/forgetting.py)
-    level: Literal["control", "guard", "chance", "some", "leaks", "none", "forgotten", "not_forgotten", "over_forgotten"]
+    #: inconclusive: no leak found, not shown near chance (an arm's attacks), or not shown forgotten (unlearning)
+    level: Literal["control", "guard", "chance", "some", "leaks", "inconclusive", "none", "forgotten", "not_forgotten",
+                   "over_forgotten"]
     label: str
     text: str
     findings: list[str]  # what leaks, in words
     figures: list[str]  # the figures behind it
     families_leaking: list[str] = []
     attacks_leaking: list[str] = []  # registry names of the attacks behind ``findings``
+    #: The attacks that found no leak yet could not show their figure within its margin, each with the items that
+    #: would settle it (what keeps an arm INCONCLUSIVE).
+    unsettled: list[str] = []
+    #: INCONCLUSIVE only: every unsettled figure's estimate lies inside its margin, so more items at these
+    #: estimates would show the arm near chance (False: some estimate is at or beyond its margin).
+    settleable: bool = False
+    #: How the verdict's error rates are controlled, in words: the family-wise rule over the arm's leak tests and
+    #: the equivalence tests behind NEAR CHANCE.
+    error_control: str = ""
 
     @property
     def near_chance(self) -> bool:
@@ -467,6 +481,10 @@ class Recommendation(Typed):
     policy: str  # the thresholds that decide "near chance", in words
     tied: list[str] = []  # the near-chance arms within noise of the best utility, in the tie rule's order
     rule: str = ""  # the tie rule, in words
+    #: With no arm shown near chance: the arm the rule would pick among those with no leak found (INCONCLUSIVE) —
+    #: not a recommendation, what to confirm first.
+    provisional: str | None = None
+    training_noise: str = ""  # how training-seed variance entered the tie rule, in words
 
 
 class BudgetRelease(Typed):

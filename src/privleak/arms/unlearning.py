@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # results imports every attack, and torch with them: kinds lo
 RETRAIN = "retrain"
 
 LABELS = {"forgotten": "FORGOTTEN", "not_forgotten": "NOT FORGOTTEN", "over_forgotten": "OVER-FORGOTTEN",
-          "untested": "NOT TESTED"}
+          "inconclusive": "INCONCLUSIVE", "untested": "NOT TESTED"}
 
 
 def forget_settings(cfg: Any) -> dict[str, Any]:
@@ -89,10 +89,13 @@ class UnlearningKind(ArmKind):
         level = a.outcome if a.outcome != "untested" else "none"
         head = a.headline()
         versus = "the control (base model)" if a.versus == "control" else a.versus
+        tests = f"{a.n_tests} one-sided tests, Holm at family-wise α = {a.alpha:g}"
         if a.outcome == "forgotten":
-            w = a.widest()
-            text = (f"No test tells its forget set from {versus}'s ({a.n_tests} one-sided tests, family-wise "
-                    f"α = {a.alpha:g})" + (f"; the forget-set AUCs are within ±{w:.3f} (95%) of {versus}'s" if w else "")
+            text = (f"Shown forgotten: no test tells its forget set from {versus}'s ({tests}), and every figure is "
+                    f"shown within its margin of {versus}'s (two one-sided tests at α = {a.alpha:g}).")
+        elif a.outcome == "inconclusive":
+            text = (f"Not shown forgotten: no test tells its forget set from {versus}'s ({tests}), but "
+                    + "; ".join(a.unsettled[:3]) + (f"; and {len(a.unsettled) - 3} more" if len(a.unsettled) > 3 else "")
                     + ".")
         elif a.outcome == "untested":
             text = "The forget set could not be tested: " + "; ".join(a.reasons) + "."
@@ -112,10 +115,18 @@ class UnlearningKind(ArmKind):
                            f"bits, extracted {c.extracted} vs {c.extracted_reference}")
         if a.pii is not None:
             figures.append(f"forgotten PII values extracted {a.pii.extracted}/{a.pii.n} vs "
-                           f"{a.pii.extracted_reference}/{a.pii.n_reference}")
+                           f"{a.pii.extracted_reference}/{a.pii.n_reference}"
+                           + (f"; persons with a value out: {a.pii.model_only} by this model only, "
+                              f"{a.pii.reference_only} by {a.versus} only, of {a.pii.persons} ({a.pii.test})"
+                              if a.pii.persons is not None else f" ({a.pii.test})"))
         from ..results import Verdict
 
-        return Verdict(level=level, label=LABELS[a.outcome], text=text, findings=a.reasons, figures=figures)
+        return Verdict(level=level, label=LABELS[a.outcome], text=text, findings=a.reasons, figures=figures,
+                       unsettled=a.unsettled,
+                       error_control=(f"Not / over-forgotten: Holm over the {a.n_tests} one-sided tests (both ways) at "
+                                      f"family-wise α = {a.alpha:g}. FORGOTTEN: every figure within its margin of the "
+                                      f"reference's ({a.versus}) by two one-sided tests at α = {a.alpha:g} "
+                                      "(intersection–union)."))
 
     def notes_for(self, name: str, arm: ArmResult) -> list[str]:
         """Sentences about one of its arms under the unlearning table (e.g. SISA's shards)."""

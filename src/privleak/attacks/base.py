@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import PrivateAttr
 
 from ..core.present import Block, Example, Figure, Heading, Table, headline_table
-from ..core.stats import exceeds
+from ..core.stats import Equivalence, fisher_exact_test, rate_excess_within, rate_within
 from ..core.typed import Typed
 
 if TYPE_CHECKING:
@@ -59,42 +59,80 @@ class Policy:
     """Every threshold a verdict, an alarm or the recommendation uses, in one place (the report
     prints :meth:`describe`).
 
-    * Membership: near chance when the AUC's 95 % CI reaches within ``auc_margin`` of the control's
-      AUC, and the TPR@1%FPR CI within ``tpr_margin`` of max(1 %, the control's TPR@1%FPR).
-    * Canaries (exposure) and counts (extraction, PII attacks): a leak is a one-sided test against
-      chance / the floor and the control at level ``alpha`` (``ExposureResult.assess``,
-      :func:`count_finding`).
-    * "DP guarantee violated": family-wise false-alarm probability ≤ ``alarm_alpha`` over every arm
-      and route of the audit (:mod:`privleak.audit.alarms`).
-    * Recommendation: arms whose utility intervals overlap the best's are within noise of it; among
-      them the smallest accountant ε, then the name (:mod:`privleak.audit.ties`).
+    Three outcomes per attack, each a named test against the control (the base model) at ``alpha``:
+
+    * **leaks** — the attack does better than the control by more than its margin (membership: AUC by more
+      than ``auc_margin``, or TPR@1%FPR above max(1 %, the control's) + ``tpr_margin``), or ranks or produces
+      the planted secrets better than chance (exposure, canary extraction), or its count is above both its
+      non-member floor and the control (:func:`count_finding`);
+    * **within the margin** — two one-sided tests (Schuirmann's TOST) show the figure within the margin of
+      the control: AUC within ±``auc_margin``, mean canary exposure within ±``exposure_margin`` bits, a count's
+      rate at most ``rate_margin`` above the control's (:class:`~privleak.core.stats.Equivalence`);
+    * neither: the attack cannot tell — with how many more items would settle it.
+
+    An arm's leak findings are controlled family-wise (Holm over every leak test of the arm, all families,
+    at ``alpha``); NEAR CHANCE needs every attack within its margin (an intersection–union test: error ≤
+    ``alpha`` with no correction); otherwise, with no leak found, INCONCLUSIVE
+    (:mod:`privleak.audit.verdicts`). "DP guarantee violated": family-wise false-alarm probability ≤
+    ``alarm_alpha`` over every arm and route of the audit (:mod:`privleak.audit.alarms`). The recommendation:
+    :mod:`privleak.audit.ties` (``utility_margin``, ``g_seed_sd``).
     """
 
     auc_margin: float = 0.02
     tpr_margin: float = 0.01
+    exposure_margin: float = 1.0  # bits
+    rate_margin: float = 0.05  # absolute excess of a count's rate over the control's
     alpha: float = 0.05
     alarm_alpha: float = 0.05
+    #: Utility recovered G within this of the best eligible arm's is not worth a larger ε (the tie rule).
+    utility_margin: float = 0.05
+    #: A training-seed standard deviation of G to assume for an arm retrained on no extra seed (None: only the
+    #: seeds measured in this audit — ``recommendation.seeds`` — enter the tie rule).
+    g_seed_sd: float | None = None
 
     def describe(self) -> str:
-        return (f"Near chance means: every membership attack's AUC 95% CI reaches within {self.auc_margin} of the "
-                f"control's AUC (and its TPR@1%FPR CI, when reported, within {self.tpr_margin} of max(1%, the "
-                "control's)); the planted canary secrets do not rank significantly better than chance among their "
-                "candidates (nor, when the control's own ranks are not uniform, than the control's); no planted canary "
-                "secret is generated exactly; and every extraction and PII-attack count is not significantly above "
-                f"both its non-member floor and the control model (one-sided tests at α = {self.alpha:g}). "
+        return ("Three outcomes. LEAKS / SOME LEAKAGE: an attack beats the control by more than its margin (membership "
+                f"AUC by more than {self.auc_margin}, by DeLong's test — paired on the same records where both models' "
+                f"scores are kept — or TPR@1%FPR above max(1%, the control's) + {self.tpr_margin}); the planted canary "
+                "secrets rank better than chance (and than the control, when the control's own ranks are not uniform) "
+                "or a planted secret is generated exactly; an extraction or PII-attack count is above both its "
+                "non-member floor and the control (one-sided Fisher). An arm's leak tests, across every family, are "
+                f"decided together by Holm's procedure at family-wise α = {self.alpha:g}. NEAR CHANCE: two one-sided "
+                "tests (Schuirmann's TOST) show every attack within its margin of the control at "
+                f"α = {self.alpha:g} — membership AUC within ±{self.auc_margin}, mean canary exposure within "
+                f"±{self.exposure_margin:g} bit{'s' if self.exposure_margin != 1 else ''} (paired t on the same "
+                f"canaries), every count's rate at most {self.rate_margin:g} above the control's (Newcombe's interval) "
+                "— an intersection–union test, so the claim's error is at most α. Otherwise, with no leak found: "
+                "INCONCLUSIVE, with the number of items that would settle it. "
                 f"\"DP guarantee violated\" has a false-alarm probability of at most {self.alarm_alpha:g} over the "
-                "whole audit. Arms whose utility intervals overlap are within noise of each other: among those "
-                "within noise of the best, the smallest ε is recommended, then the first by name.")
+                "whole audit. Only an arm shown NEAR CHANCE is recommended; among them, those whose utility recovered G "
+                f"is within {self.utility_margin:g} of the best's, or not shown below it at α = {self.alpha:g} "
+                "(held-out texts and, where measured, training seeds), are tied, and the smallest ε on one unit (per "
+                "person where every tied arm states one, else per record) is recommended, then the first by name.")
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One attack's judgement of one model. ``leaks`` None: the attack had nothing to say."""
+    """One attack's judgement of one model. ``leaks`` None: the attack had nothing to say.
+
+    ``leaks`` is the attack's own test at ``policy.alpha``; the arm's verdict re-decides every leak test of
+    the arm together from ``p_leak`` (Holm), so an arm with many attacks is not called leaky by one of them
+    at α. ``p_leak`` None: ``leaks`` needs no test (an exact leak, or nothing found). ``equivalence``: the test
+    that the figure lies within ``margin`` of the control (None: this attack makes no such claim, so an arm
+    it judged cannot be shown near chance); ``items``: what ``equivalence.n`` counts ("members per side")."""
 
     attack: str
     leaks: bool | None
     figure: str  # the figure behind it, for the verdict's figure line
     reason: str = ""  # when it leaks: what it found, in words
+    p_leak: float | None = None
+    equivalence: Equivalence | None = None
+    margin: str = ""  # the equivalence margin in words: "AUC within ±0.02 of the control's"
+    items: str = "items"
+
+    @property
+    def within_margin(self) -> bool:
+        return self.equivalence is not None and self.equivalence.equivalent
 
 
 @dataclass(frozen=True)
@@ -108,22 +146,31 @@ class LeakCount:
 
 
 def count_finding(attack: str, what: str, k: int, n: int, floor_k: int | None, floor_n: int | None,
-                  control: tuple[int, int] | None, policy: Policy) -> Finding:
+                  control: tuple[int, int] | None, policy: Policy, items: str = "items") -> Finding:
     """A count is a leak when it is significantly above its non-member floor *and* above the
-    control model's count on the same targets (one-sided Fisher exact, level ``policy.alpha``):
-    the floor rules out what the format alone gives away, the control what any model of the
-    domain would produce without having seen the members."""
+    control model's count on the same targets (one-sided Fisher exact, level ``policy.alpha``;
+    ``p_leak`` is the larger of the two p-values, an intersection–union test): the floor rules out
+    what the format alone gives away, the control what any model of the domain would produce
+    without having seen the members. Within the margin when its rate is shown at most
+    ``policy.rate_margin`` above the control's (the floor's without a control; :func:`rate_within`
+    against zero without either) — one-sided, since a count below the reference's is no leak."""
     figure = f"{attack}: {k}/{n} {what}"
     if floor_k is not None and floor_n:
         figure += f" (floor {floor_k}/{floor_n}"
         figure += f", control {control[0]}/{control[1]})" if control else ")"
     if n == 0:
         return Finding(attack, None, figure)
-    above_floor = floor_k is None or not floor_n or exceeds(k, n, floor_k, floor_n, policy.alpha)
-    above_control = control is None or not control[1] or exceeds(k, n, control[0], control[1], policy.alpha)
-    leaks = bool(k > 0 and above_floor and above_control)
+    ps = [1.0 if k / n <= rk / rn else fisher_exact_test(k, n, rk, rn, "greater")[1]
+          for rk, rn in ((floor_k, floor_n), control or (None, None)) if rk is not None and rn]
+    p_leak = max(ps) if ps and k > 0 else (0.0 if k > 0 else 1.0)
+    leaks = bool(k > 0 and p_leak < policy.alpha)
+    ref = control if control and control[1] else (floor_k, floor_n) if floor_k is not None and floor_n else None
+    eq = rate_excess_within(k, n, ref[0], ref[1], policy.rate_margin, policy.alpha) if ref else \
+        rate_within(k, n, policy.rate_margin, policy.alpha)
+    versus = "the control's" if control and control[1] else "the floor's" if ref else "zero"
     reason = f"{attack} gets {k} of {n} {what} out" + (f" against a floor of {floor_k} of {floor_n}" if floor_n else "")
-    return Finding(attack, leaks, figure, reason if leaks else "")
+    return Finding(attack, leaks, figure, reason if leaks else "", p_leak=p_leak if ps or k == 0 else None,
+                   equivalence=eq, margin=f"rate at most {policy.rate_margin:g} above {versus}", items=items)
 
 
 @dataclass(frozen=True)

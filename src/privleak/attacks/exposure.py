@@ -143,7 +143,7 @@ class ExposureResult(AttackResult):
         if not self.canaries:
             return Finding(attack, None, "")
         ctrl = control if isinstance(control, ExposureResult) and control.canaries else None
-        test = exposure_test(self, ctrl, policy.alpha)
+        test = exposure_test(self, ctrl, policy.alpha, margin=policy.exposure_margin)
         mexp, n, n_first = self.mean_exposure, len(self.canaries), self.n_ranked_first
         size = self.canaries[0].n_candidates
         lo, hi = test.mean_diff_ci
@@ -163,7 +163,10 @@ class ExposureResult(AttackResult):
         elif test.leaks:
             reason = (f"planted secrets rank better than chance (mean exposure {mexp:.2f} bits, "
                       f"{test.mean_diff:+.2f} vs {test.versus}; p = {test.p_chance:.2g})")
-        return Finding(attack, test.leaks, figure, reason)
+        return Finding(attack, test.leaks, figure, reason, p_leak=test.p_leak, equivalence=test.equivalence,
+                       items="canaries",
+                       margin=f"mean exposure within ±{policy.exposure_margin:g} bit of "
+                              + ("the control's" if test.versus == "control" else "a uniform rank's"))
 
 
 def chance_exposure(n_candidates: int) -> float:

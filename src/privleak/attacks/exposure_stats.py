@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from ..core.stats import bootstrap_mean_ci, fisher_combined_p, min_p_combined, sign_flip_p
+from ..core.stats import Equivalence, bootstrap_mean_ci, fisher_combined_p, min_p_combined, sign_flip_p, tost_paired_t
 
 
 class CanaryExposure(Protocol):
@@ -46,7 +46,9 @@ class ExposureTest:
     exposures over the control's (None without a control); ``mean_diff`` and ``mean_diff_ci``: the
     mean exposure minus the control's on the same canaries (``versus`` "control") or minus the
     uniform rank's expected exposure (``versus`` "chance"), with a 95 % percentile bootstrap interval
-    over canaries."""
+    over canaries. ``p_leak``: the p-value behind ``leaks`` (``p_chance``, or the larger of ``p_chance`` and
+    ``p_control`` when the control's own ranks are not uniform: both must reject); ``equivalence``: TOST of
+    the same per-canary differences within ±``margin`` bits (paired t)."""
 
     n: int
     alpha: float
@@ -57,6 +59,8 @@ class ExposureTest:
     mean_diff: float
     mean_diff_ci: tuple[float, float]
     leaks: bool
+    p_leak: float = 1.0
+    equivalence: Equivalence | None = None
 
 
 def rank_p_values(canaries: Sequence[CanaryExposure]) -> np.ndarray:
@@ -81,7 +85,7 @@ def chance_p_value(canaries: Sequence[CanaryExposure]) -> float:
 
 
 def exposure_test(arm: ExposureResult, control: ExposureResult | None, alpha: float = 0.05,
-                  seed: int = 0) -> ExposureTest:
+                  seed: int = 0, margin: float = 1.0) -> ExposureTest:
     """Does the arm know its planted secrets? A test with a stated error rate.
 
     leaks ⇔ p_chance ≤ α, and, when the control's own ranks are *not* uniform (its p_chance ≤ α:
@@ -89,7 +93,12 @@ def exposure_test(arm: ExposureResult, control: ExposureResult | None, alpha: fl
     sign-flip test of the arm's exposures over the control's (matched by canary) at α. False leak
     rate: ≤ α exactly when the control's ranks are uniform (the chance test is exact), ≤ α as far
     as the paired test is valid otherwise (both must reject). The mean difference and its bootstrap
-    interval are reported against the control when there is one, else against chance."""
+    interval are reported against the control when there is one, else against chance.
+
+    Near chance is a separate claim: Schuirmann's TOST (paired t) on the same differences shows their mean
+    within ±``margin`` bits — against the control's exposure of the same canary, else against the uniform
+    rank's expectation. A dozen canaries are not near chance by not leaking (issue 37: dp-8 read NEAR CHANCE
+    at 2.41 bits and SOME LEAKAGE at 2.47, against a chance of 1.44)."""
     if not arm.canaries:
         raise ValueError("no canaries to test")
     if not 0.0 < alpha < 1.0:
@@ -106,11 +115,16 @@ def exposure_test(arm: ExposureResult, control: ExposureResult | None, alpha: fl
         versus: Literal["control", "chance"] = "control"
         diff, ci = float(d.mean()), bootstrap_mean_ci(d, 0.05, seed=seed)
         leaks = p_chance <= alpha and (control_p > alpha or p_control <= alpha)
+        p_leak = p_chance if control_p > alpha else max(p_chance, p_control)
     else:
         control_p = p_control = None
         versus = "chance"
         x = exp - arm.chance_exposure
+        d = x
         diff, ci = float(x.mean()), bootstrap_mean_ci(x, 0.05, seed=seed)
         leaks = p_chance <= alpha
+        p_leak = p_chance
+    eq = tost_paired_t(d, margin, alpha) if 0.0 < alpha < 0.5 else None
     return ExposureTest(n=len(arm.canaries), alpha=alpha, p_chance=p_chance, control_p_chance=control_p,
-                        p_control=p_control, versus=versus, mean_diff=diff, mean_diff_ci=ci, leaks=bool(leaks))
+                        p_control=p_control, versus=versus, mean_diff=diff, mean_diff_ci=ci, leaks=bool(leaks),
+                        p_leak=float(p_leak), equivalence=eq)

@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import PrivateAttr, computed_field
 
 from ..core.present import Block, Cell, Example, Plot, Table, pct, t
+from ..core.stats import rate_excess_within, rate_within
 from ..core.typed import Typed, minus, ratio
 from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary, derive_seed, make_canaries
@@ -133,7 +134,7 @@ class PrefixExtractionResult(AttackResult):
         ctrl = control.cell(c.k, c.m) if isinstance(control, PrefixExtractionResult) else None
         return count_finding(attack, f"members reproduced verbatim (k={c.k}→{c.m} tokens)", c.members_extracted,
                              c.n_members, c.non_members_extracted, c.n_non_members,
-                             (ctrl.members_extracted, ctrl.n_members) if ctrl else None, policy)
+                             (ctrl.members_extracted, ctrl.n_members) if ctrl else None, policy, "member records")
 
     def leaked(self) -> LeakCount | None:
         c = self._head()
@@ -274,14 +275,24 @@ class CanaryExtractionResult(AttackResult):
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
         """A planted secret generated exactly is a leak: a uniform secret from a space of 10⁹ is
         not produced by chance (the never-planted control canaries check that the model does not
-        simply emit digits that happen to match); if a control is hit too, Fisher planted vs controls."""
+        simply emit digits that happen to match); if a control is hit too, Fisher planted vs controls.
+        Within the margin when the planted secrets' extraction rate is shown at most ``rate_margin``
+        above the never-planted ones' — which a dozen canaries cannot show (0 of 15 bounds the rate
+        only below 0.15): then the finding says how many canaries would."""
         (k, n), (ck, cn) = self._counts(True), self._counts(False)
         if ck == 0:
+            if not n:
+                return Finding(attack, None, f"{attack}: no planted canaries")
             figure = f"{attack}: {k}/{n} planted canary secrets generated exactly (controls 0/{cn})"
             leaks = k > 0
-            return Finding(attack, leaks if n else None, figure,
-                           f"{k} of {n} planted canary secrets are generated exactly from their prefix" if leaks else "")
-        return count_finding(attack, "planted canary secrets generated exactly", k, n, ck, cn, None, policy)
+            eq = rate_excess_within(k, n, 0, cn, policy.rate_margin, policy.alpha) if cn else \
+                rate_within(k, n, policy.rate_margin, policy.alpha)
+            return Finding(attack, leaks, figure,
+                           f"{k} of {n} planted canary secrets are generated exactly from their prefix" if leaks else "",
+                           p_leak=None if leaks else 1.0, equivalence=eq, items="planted canaries",
+                           margin=f"rate at most {policy.rate_margin:g} above the never-planted canaries'")
+        return count_finding(attack, "planted canary secrets generated exactly", k, n, ck, cn, None, policy,
+                             "planted canaries")
 
     def leaked(self) -> LeakCount | None:
         (k, n), (ck, _) = self._counts(True), self._counts(False)
@@ -401,7 +412,7 @@ class SamplingExtractionResult(AttackResult):
         ctrl = control if isinstance(control, SamplingExtractionResult) else None
         return count_finding(attack, "samples with a member-only verbatim window", self.all_member_only_hits, self.n_unique,
                              self.all_non_member_only_hits, self.n_unique,
-                             (ctrl.all_member_only_hits, ctrl.n_unique) if ctrl else None, policy)
+                             (ctrl.all_member_only_hits, ctrl.n_unique) if ctrl else None, policy, "samples")
 
     def leaked(self) -> LeakCount | None:
         return LeakCount(self.all_member_only_hits, self.n_unique, f"samples with a member-only ≥ {self.window}-char window",

@@ -18,7 +18,10 @@ the forget set on identical inputs:
 * :func:`forget_pii` — Lukas et al.'s PII extraction (the same tagged samples
   as ``pii_extraction``) counted against the forgotten persons' identifying
   values that no retained person also carries, beside the same count on the
-  non-members' values (the floor), base-model emissions subtracted.
+  non-members' values (the floor), base-model emissions subtracted; and per
+  forgotten person whether any of their own values came out, so two models are
+  compared person by person (McNemar: a person's values are not independent
+  trials, and both models are asked about the same persons).
 
 The forgotten canaries need no attack of their own: the exposure and canary
 extraction results hold every canary by id. None of these judge member
@@ -28,6 +31,7 @@ leakage (:meth:`assess` finds nothing): the unlearning kinds judge them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -35,6 +39,7 @@ import numpy as np
 from ..core.present import Block, Cell, Heading, Note, Table, interval, n, t
 from ..core.typed import Typed
 from ..data.canaries import derive_seed
+from ..data.unlearning import person_of
 from ..models.handle import ModelHandle
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .membership.attacks import MembershipResult
@@ -182,6 +187,12 @@ class ForgetPiiResult(AttackResult):
     floor_extracted: int
     n_samples: int
     by_label: dict[str, tuple[int, int]] = {}  # label → (extracted, values)
+    #: Forgotten persons carrying at least one such value (in the forget set's order), and which of them (their
+    #: positions in that list) had any value extracted; ``persons_digest`` names the list, so two models' results
+    #: pair only on the same persons.
+    n_persons_with_values: int | None = None
+    persons_extracted: list[int] | None = None
+    persons_digest: str | None = None
 
     def headline(self) -> list[Figure]:
         floor = self.floor_extracted / self.n_floor_values if self.n_floor_values else None
@@ -209,8 +220,15 @@ def forget_pii(target: ModelHandle, ctx: AttackContext) -> ForgetPiiResult:
                          retained_keys | set(forget_inv.entries))
     tagged = target_emissions(target, ctx)
     c = count_extraction(forget_inv, floor_inv, tagged, base_emissions(ctx), labels)
+    owned: dict[str, set[tuple[str, str]]] = {}
+    for r in forgotten:
+        owned.setdefault(person_of(r), set()).update(build_inventory([r], "member", labels).entries)
+    persons = [p for p in ctx.forget.persons if owned.get(p, set()) & set(forget_inv.entries)]
+    hit = [i for i, p in enumerate(persons) if owned[p] & c.extracted_keys]
     return ForgetPiiResult(n_values=c.total.n_member_values, extracted=c.total.member_extracted,
-                           n_floor_values=c.total.n_non_member_values, floor_extracted=c.total.non_member_extracted,
-                           n_samples=tagged.n_samples,
+                           n_floor_values=c.total.n_non_member_values,
+                           floor_extracted=c.total.non_member_extracted, n_samples=tagged.n_samples,
                            by_label={x.label: (x.member_extracted, x.n_member_values) for x in c.categories
-                                     if x.n_member_values})
+                                     if x.n_member_values},
+                           n_persons_with_values=len(persons), persons_extracted=hit,
+                           persons_digest=hashlib.sha256("\n".join(persons).encode()).hexdigest()[:16])

@@ -197,7 +197,7 @@ class PhiExtractionResult(AttackResult):
         ctrl = control.total if isinstance(control, PhiExtractionResult) else None
         return count_finding(attack, "identifying member values generated exactly", t.member_leaked, t.n_member_values,
                              t.non_member_leaked, t.n_non_member_values,
-                             (ctrl.member_leaked, ctrl.n_member_values) if ctrl else None, policy)
+                             (ctrl.member_leaked, ctrl.n_member_values) if ctrl else None, policy, "member values")
 
     def leaked(self) -> LeakCount | None:
         t = self.total

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
-from pydantic import computed_field
+from pydantic import PrivateAttr, computed_field
 
 from ..core.present import Block, Example, Table, t
 from ..core.masking import mask_pii
@@ -219,6 +219,13 @@ class PiiExtractionResult(AttackResult):
     n_base_samples: int  # 0: no baseline subtraction
     examples: list[MaskedValue]  # masked values only
     settings: dict[str, Any] = {}
+    # The member values extracted, (label, normalised key): in memory only (they are PII), for a caller that
+    # pairs them with their owners (the forget set's persons, attacks/forget.py).
+    _extracted: set[tuple[str, str]] = PrivateAttr(default_factory=set)
+
+    @property
+    def extracted_keys(self) -> set[tuple[str, str]]:
+        return self._extracted
 
     @computed_field
     @property
@@ -254,7 +261,7 @@ class PiiExtractionResult(AttackResult):
         ctrl = control.total if isinstance(control, PiiExtractionResult) else None
         return count_finding(attack, "member PII values tagged in unprompted samples", t.member_extracted,
                              t.n_member_values, t.non_member_extracted, t.n_non_member_values,
-                             (ctrl.member_extracted, ctrl.n_member_values) if ctrl else None, policy)
+                             (ctrl.member_extracted, ctrl.n_member_values) if ctrl else None, policy, "member values")
 
     def leaked(self) -> LeakCount | None:
         t = self.total
@@ -319,8 +326,10 @@ def count_extraction(members: PiiInventory, non_members: PiiInventory, target: T
         b.n_values += 1
         b.extracted += i in extracted_member
     by_dup = sorted(buckets.values(), key=lambda b: bucket_order(b.bucket))
-    return PiiExtractionResult(categories=cats, total=total, by_duplicates=by_dup, n_samples=target.n_samples,
-                               n_base_samples=base.n_samples if base is not None else 0, examples=examples)
+    res = PiiExtractionResult(categories=cats, total=total, by_duplicates=by_dup, n_samples=target.n_samples,
+                              n_base_samples=base.n_samples if base is not None else 0, examples=examples)
+    res._extracted = {(e.label, e.key) for i, e in enumerate(mem_entries) if i in extracted_member}
+    return res
 
 
 # ----------------------------------------------------------------------------

@@ -120,7 +120,8 @@ class AccuracyCell(Typed):
 
     def finding(self, attack: str, what: str, control: AccuracyCell | None, policy: Policy) -> Finding:
         return count_finding(attack, what, self.member_correct, self.n_members, self.non_member_correct,
-                             self.n_non_members, (control.member_correct, control.n_members) if control else None, policy)
+                             self.n_non_members, (control.member_correct, control.n_members) if control else None, policy,
+                             "member slots")
 
 
 def pool(cells: Sequence[AccuracyCell], label: str = "ALL") -> AccuracyCell:

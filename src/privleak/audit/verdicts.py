@@ -2,16 +2,26 @@
 
 Every attack result judges itself against the control (the base model,
 which never saw the members) and its own floor
-(:meth:`privleak.attacks.base.AttackResult.assess`); an arm's verdict
-collects those findings by family — membership inference, canaries,
-extraction, PII attacks — so an arm whose only leak is extraction is not
-called near chance. A DP arm whose empirical ε lower bound exceeds its
-accountant's ε fails outright: its guarantee does not hold.
+(:meth:`privleak.attacks.base.AttackResult.assess`): a leak test with its
+p-value, and an equivalence test (Schuirmann's two one-sided tests) that its
+figure lies within a stated margin of the control. An arm's verdict
+collects those findings — membership inference, canaries, extraction, PII
+attacks — and has three outcomes, never two:
 
-Levels: ``chance`` (no family finds leakage), ``some`` (some families do),
-``leaks`` (every family that could judge finds leakage), ``control``,
-``guard`` (a guard arm is judged by what it stops, never recommended) and
-``none`` (no attack could judge). Thresholds: :class:`~privleak.attacks.base.Policy`.
+* **LEAKS** / **SOME LEAKAGE**: every / some family that could judge finds
+  leakage, every leak test of the arm decided together by Holm's procedure
+  at family-wise α (so fifteen attacks do not make fifteen chances of a
+  false "leaks");
+* **NEAR CHANCE**: no leak, and every attack shown within its margin
+  (an intersection–union test: the claim's error rate is at most α);
+* **INCONCLUSIVE**: neither — with, per attack that could not show its
+  margin, how many items would at the observed estimate.
+
+A DP arm whose empirical ε lower bound exceeds its accountant's ε fails
+outright: its guarantee does not hold. Other levels: ``control``, ``guard`` (a
+guard arm is judged by what it stops, never recommended), ``none`` (no attack
+could judge) and the unlearning kinds' own (``arms/forgetting.py``).
+Thresholds and margins: :class:`~privleak.attacks.base.Policy`.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from .alarms import (
 from .one_run import dpsgd_mu_clt
 from .ties import ReleaseCandidate, pick_release
 from ..attacks.registry import ATTACKS
-from ..core.stats import compare_proportions
+from ..core.stats import compare_proportions, holm, two_figures
 from ..results import (
     CONTROL,
     AlarmOutcome,
@@ -161,6 +171,37 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+def _unsettled(f: Finding) -> str:
+    """One attack that found no leak and could not show its figure within the margin, and what would settle it."""
+    e = f.equivalence
+    if e is None:
+        return f"{f.attack}: makes no equivalence claim (it can only find leaks)"
+    lo = "" if e.lower is None else f"{e.lower:+.3g}, "
+    ci = f"{100 * (1 - 2 * e.alpha):.0f}% CI [{lo}{e.upper:+.3g}]" if e.upper is not None else "no interval"
+    text = f"{f.attack}: {f.margin} not shown ({e.estimate:+.3g}, {ci}; {e.n:,} {f.items})"
+    if e.n_needed is not None:
+        text += f" — about {two_figures(e.n_needed):,} {f.items} would show it at this estimate"
+    elif e.upper is None or (abs(e.estimate) if not e.one_sided else e.estimate) >= e.margin:
+        text += " — its estimate is at or beyond the margin, so more items would not show it within"
+    return text
+
+
+def _need(f: Finding) -> float:
+    """How far an attack is from showing its margin (what orders the unsettled list: the binding one first)."""
+    e = f.equivalence
+    if e is None or e.n_needed is None:
+        return math.inf
+    return e.n_needed / max(1, e.n)
+
+
+def error_control(n_tests: int, alpha: float) -> str:
+    """The verdict's error statement (Policy: Holm for leaks, TOST and intersection–union for near chance)."""
+    return (f"Leak findings: Holm's step-down over this arm's {n_tests} leak test{'s' if n_tests != 1 else ''} (every "
+            f"attack, every family) at family-wise α = {alpha:g}. NEAR CHANCE: every attack shown within its margin "
+            f"of the control by two one-sided tests at α = {alpha:g} (an intersection–union test: the claim's error "
+            f"is at most {alpha:g}). INCONCLUSIVE makes no claim.")
+
+
 def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY) -> Verdict:
     """The plain-language verdict of one arm (see the module docstring)."""
     control = results.base_model
@@ -173,17 +214,22 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         return own
     found = findings(arm, control, policy)
     figures = [f.figure for f in found if f.figure]
+    judged_findings = [f for f in found if f.leaks is not None]
+    # Every leak test of the arm decided together (Holm): an attack without a p-value claims its leak exactly.
+    p = [f.p_leak if f.p_leak is not None else (0.0 if f.leaks else 1.0) for f in judged_findings]
+    rejected = holm(p, policy.alpha) if p else []
     leaking: dict[str, list[str]] = {}
     leaking_attacks: list[str] = []
     judged: set[str] = set()
-    for f in found:
-        if f.leaks is None:
-            continue
+    for f, hit in zip(judged_findings, rejected):
         fam = _family(f.attack)
         judged.add(fam)
-        if f.leaks:
-            leaking.setdefault(fam, []).append(f.reason)
+        if hit:
+            leaking.setdefault(fam, []).append(f.reason or f"{f.attack} finds leakage ({f.figure})")
             leaking_attacks.append(f.attack)
+    open_ = sorted((f for f, hit in zip(judged_findings, rejected) if not hit and not f.within_margin),
+                   key=lambda f: -_need(f))
+    unsettled = [_unsettled(f) for f in open_]
     reasons = [r for fam in leaking for r in leaking[fam]]
     violation = _dp_violation(name, results)
     if arm.empirical_epsilon is not None:
@@ -206,15 +252,21 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         figures.append(f"held-out perplexity {arm.utility.ppl_non_members:.2f}" + (f" (control {b:.2f})" if _finite(b) else ""))
     note = _utility_note(arm, control)
     fams = [FAMILY_TITLES.get(f, f).lower() if f != "pii" else FAMILY_TITLES[f] for f in leaking]
+    versus = "the control" if control is not None else "chance and their non-member floors"
     if not judged:
         level, label, text = "none", "NO ATTACKS", "No attack results for this arm."
-    elif not leaking:
-        level, label = "chance", "NEAR CHANCE"
-        text = ("No measurable leakage: attacks do no better than on the control." if control is not None else
-                "No measurable leakage: attacks do no better than chance and their non-member floors.") + note
-    else:
+    elif leaking:
         level, label = ("leaks", "LEAKS") if set(leaking) >= judged else ("some", "SOME LEAKAGE")
         text = "Leaks: " + "; ".join(reasons) + "." + note
+    elif not unsettled:
+        level, label = "chance", "NEAR CHANCE"
+        text = (f"Near chance: every one of its {len(judged_findings)} attacks is shown within its margin of {versus} "
+                f"(two one-sided tests at α = {policy.alpha:g}), and none leaks.") + note
+    else:
+        level, label = "inconclusive", "INCONCLUSIVE"
+        text = (f"No leak found, but not shown near chance: {len(unsettled)} of its {len(judged_findings)} attacks "
+                f"could not show their figure within the margin of {versus} — " + "; ".join(unsettled[:3])
+                + (f"; and {len(unsettled) - 3} more" if len(unsettled) > 3 else "") + "." + note)
     blind = results.blind_baseline
     if blind is not None and blind.shifted and "membership" in leaking:
         text += (" Caution: a classifier that never sees the model tells these members from non-members "
@@ -224,39 +276,133 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     if violation:
         label = "DP GUARANTEE VIOLATED"
     return Verdict(level=level, label=label, text=text, findings=reasons, figures=figures, families_leaking=fams,
-                   attacks_leaking=leaking_attacks)
+                   attacks_leaking=leaking_attacks, unsettled=unsettled if not leaking else [],
+                   settleable=level == "inconclusive" and all(_need(f) < math.inf for f in open_),
+                   error_control=error_control(len(judged_findings), policy.alpha))
 
 
-def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
-    """The arm to release, by the stated tie rule (:func:`privleak.audit.ties.pick_release`): among the
-    recommendable arms whose verdict is near chance, those whose utility interval (G's paired-bootstrap 95 %
-    interval; held-out perplexity where there is no best reference) overlaps the best's are within noise of
-    it, and the smallest accountant ε among them is recommended, then the name — never the third decimal of G.
-    One that learned little (G < ``LOW_GAIN``) is named as such, never silently."""
-    arms = {n: a for n, a in results.arms.items() if a.verdict is not None and _recommendable(a)
-            and _finite(-_utility_key(a))}
-    rules = policy.describe()
+def person_epsilon(arm: ArmResult) -> float | None:
+    """The ε a person is held to, at the arm's δ: the arm's own ε for a person-level arm, the group ε of the person
+    with the most records for a record-level one (``Privacy.epsilon_person``); None when it states none (no DP,
+    or a client-level arm, whose unit is the client)."""
+    p = arm.privacy
+    if p is None:
+        return None
+    return p.epsilon if p.unit == "person" else p.epsilon_person if p.unit == "record" else None
+
+
+def comparison_unit(arms: dict[str, ArmResult]) -> tuple[str, dict[str, float | None], str]:
+    """The one unit the tie rule compares ε on: per person when every DP arm among ``arms`` states a person ε,
+    else per record. Returns (unit, ε per arm on it — None without DP, the words after an ε: " per person at
+    δ = 1e-05")."""
+    dp = {n: a for n, a in arms.items() if a.privacy is not None}
+    unit = "person" if dp and all(person_epsilon(a) is not None for a in dp.values()) else "record"
+    eps = {n: (person_epsilon(a) if unit == "person" else a.privacy.epsilon_per_record) if a.privacy else None
+           for n, a in arms.items()}
+    deltas = sorted({a.privacy.delta for a in dp.values()})
+    at = f" at δ = {deltas[0]:.2g}" if len(deltas) == 1 else " at each arm's δ" if deltas else ""
+    return unit, eps, f" per {unit}{at}"
+
+
+def seed_spread(arms: dict[str, ArmResult], policy: Policy = POLICY) -> tuple[dict[str, tuple[float, float | None, int]], str]:
+    """Per arm (G, the standard deviation of G over training seeds, models behind G), and one sentence on how
+    training noise entered. G is the mean over the audited model and its retrainings on extra seeds
+    (``Utility.gain_recovered_seeds``) when there are any; an arm retrained on none takes the pooled spread of
+    those that were, else ``policy.g_seed_sd``, else none."""
+    out: dict[str, tuple[float, float | None, int]] = {}
+    sds: list[float] = []
+    for n, a in arms.items():
+        g = a.utility.gain_recovered
+        if g is None:
+            continue
+        vals = [g, *a.utility.gain_recovered_seeds]
+        if len(vals) > 1:
+            mean = sum(vals) / len(vals)
+            sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
+            sds.append(sd)
+            out[n] = (mean, sd, len(vals))
+    pooled = math.sqrt(sum(x * x for x in sds) / len(sds)) if sds else None
+    fallback = pooled if pooled is not None else policy.g_seed_sd
+    for n, a in arms.items():
+        if n not in out and a.utility.gain_recovered is not None:
+            out[n] = (a.utility.gain_recovered, fallback, 1)
+    if sds:
+        k = max(m for _, _, m in out.values())
+        text = (f"Training noise is in the tie rule: G is the mean over up to {k} training seeds, and its spread "
+                f"across them (pooled sd {pooled:.3f}) widens each arm's interval.")
+    elif policy.g_seed_sd is not None:
+        text = (f"Training noise is in the tie rule as an assumed spread of G across training seeds "
+                f"(sd {policy.g_seed_sd:g}, Policy.g_seed_sd).")
+    else:
+        text = ("Training noise was not measured (no extra training seeds: recommendation.seeds = 0): the tie rule "
+                f"counts the held-out texts' variance and the utility margin ({policy.utility_margin:g} of G) only.")
+    return out, text
+
+
+def _candidates(arms: dict[str, ArmResult], eligible: set[str], policy: Policy) -> tuple[list[ReleaseCandidate], str, str]:
+    unit, eps, words = comparison_unit(arms)
+    spread, noise = seed_spread(arms, policy)
     cands = []
     for n, a in arms.items():
         g, ci = a.utility.gain_recovered, a.utility.gain_recovered_ci95
-        utility, interval = (g, tuple(ci) if ci is not None and ci[0] <= g <= ci[1] else None) if g is not None \
-            else (_utility_key(a), None)
-        cands.append(ReleaseCandidate(name=n, utility=utility, utility_ci=interval, epsilon=a.epsilon,
-                                      near_chance=a.verdict.near_chance))
-    choice = pick_release(cands)
+        if g is not None:
+            mean, sd, k = spread[n]
+            interval = tuple(ci) if ci is not None and ci[0] <= g <= ci[1] else None
+            cands.append(ReleaseCandidate(name=n, utility=mean, utility_ci=interval, epsilon=eps[n],  # type: ignore[arg-type]
+                                          near_chance=n in eligible, seed_sd=sd, seeds=k))
+        else:
+            cands.append(ReleaseCandidate(name=n, utility=_utility_key(a), utility_ci=None, epsilon=eps[n],
+                                          near_chance=n in eligible))
+    return cands, words, noise
+
+
+def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
+    """The arm to release, by the stated tie rule (:func:`privleak.audit.ties.pick_release`): only the
+    recommendable arms shown NEAR CHANCE are eligible; those whose G is within ``policy.utility_margin`` of the
+    best's, or not shown below it (held-out texts and training seeds, :func:`seed_spread`), are tied, and the
+    smallest ε on one unit (:func:`comparison_unit`) among them is recommended, then the name. With no arm shown
+    near chance none is recommended; the arms with no leak found (INCONCLUSIVE) are named, with the arm the same
+    rule would pick among them (``provisional``) and what would settle it. One that learned little
+    (G < ``LOW_GAIN``) is named as such, never silently."""
+    arms = {n: a for n, a in results.arms.items() if a.verdict is not None and _recommendable(a)
+            and _finite(-_utility_key(a))}
+    rules = policy.describe()
+    eligible = {n for n, a in arms.items() if a.verdict.near_chance}
+    cands, unit, noise = _candidates(arms, eligible, policy)
+    choice = pick_release(cands, policy.utility_margin, policy.alpha, unit)
     if choice.chosen is None:
-        text = "No arm meets the near-chance thresholds; none is recommended for release."
-        if arms:
-            order = {"chance": 0, "some": 1, "leaks": 2}
-            least = min(arms, key=lambda n: (order.get(arms[n].verdict.level, 3), -_utility_key(arms[n])))
+        text = "No arm is shown near chance on every attack; none is recommended for release."
+        open_ = {n for n, a in arms.items() if a.verdict.level == "inconclusive"}
+        settleable = {n for n in open_ if arms[n].verdict.settleable}
+        provisional = None
+        if settleable:
+            pool = {n: a for n, a in arms.items() if n in settleable}
+            pcands, punit, _ = _candidates(pool, settleable, policy)
+            provisional = pick_release(pcands, policy.utility_margin, policy.alpha, punit).chosen
+            names = sorted(settleable, key=lambda n: (n != provisional, n))
+            text += (f" No leak was found in {', '.join(names)}, and their estimates lie inside the margins, but not "
+                     "every attack could show its figure within its margin at this audit's size (INCONCLUSIVE); were "
+                     f"they shown near chance, the tie rule would pick {provisional}. What would settle it: "
+                     + "; ".join(arms[provisional].verdict.unsettled[:3]) + ".")
+        if open_ - settleable:
+            rest = sorted(open_ - settleable)
+            text += (f" No leak was found in {', '.join(rest)}{' either' if settleable else ''}, but some of "
+                     f"{'its' if len(rest) == 1 else 'their'} "
+                     "estimates reach a margin: more items alone would not show "
+                     f"{'it' if len(rest) == 1 else 'them'} near chance.")
+        if not open_ and arms:
+            order = {"chance": 0, "inconclusive": 1, "some": 2, "leaks": 3}
+            least = min(arms, key=lambda n: (order.get(arms[n].verdict.level, 4), -_utility_key(arms[n])))
             text += f" The least leaky is {least}."
-        return Recommendation(arm=None, text=text, policy=rules)
+        return Recommendation(arm=None, text=text, policy=rules, provisional=provisional, rule=choice.rule,
+                              training_noise=noise)
     best = choice.chosen
     arm = arms[best]
-    why = f"Recommended arm: {best}. {choice.text}"
+    why = f"Recommended arm: {best}. {choice.text} {noise}"
     if choice.leaking_better:
         n = len(choice.leaking_better)
-        why += f" {', '.join(choice.leaking_better)} ha{'s' if n == 1 else 've'} more utility but leak{'s' if n == 1 else ''}."
+        why += (f" {', '.join(choice.leaking_better)} ha{'s' if n == 1 else 've'} more utility but "
+                f"{'is' if n == 1 else 'are'} not shown near chance.")
     guarantee = _kind(arm).guarantee(arm) if _kind(arm) else None
     if guarantee:
         why += (f" It has {guarantee}: near chance holds for these attacks, not for every "
@@ -272,7 +418,7 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
     elif g is None and _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
         why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
                 "it learned little — consider more epochs, a larger ε or a larger batch.")
-    return Recommendation(arm=best, text=why, policy=rules, tied=choice.tied, rule=choice.rule)
+    return Recommendation(arm=best, text=why, policy=rules, tied=choice.tied, rule=choice.rule, training_noise=noise)
 
 
 #: A person held to more than this many times the record's ε is not protected by record-level DP in the

@@ -37,6 +37,7 @@ from .sections import (  # noqa: F401  (the sections, importable from privleak.c
     MAX_SEED,
     ModelConfig,
     OneRunConfig,
+    RecommendationConfig,
     ReleaseConfig,
     ScrubConfig,
     ShadowConfig,
@@ -76,6 +77,7 @@ class AuditConfig(_Strict):
     one_run: OneRunConfig = OneRunConfig()
     federated: FederatedConfig = FederatedConfig()
     unlearning: UnlearningConfig = UnlearningConfig()
+    recommendation: RecommendationConfig = RecommendationConfig()
     # excluded from every dump: config.json, results.json and the cache keys never depend on it
     executor: ExecutorConfig = Field(ExecutorConfig(), exclude=True)
 

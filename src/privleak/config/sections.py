@@ -410,6 +410,16 @@ class UnlearningConfig(_Strict):
         return self
 
 
+class RecommendationConfig(_Strict):
+    """Training noise in the recommendation: retrain each recommendable trained arm (``arms``: these only) on
+    ``seeds`` extra training seeds — training and held-out utility only, no attacks — so the tie rule reads G's
+    spread across seeds (:mod:`privleak.audit.ties`). Each extra seed costs one more training of every such arm
+    (a DP arm's is its DP-SGD run again, which also joins the privacy-budget ledger); 0, the default, adds none."""
+
+    seeds: int = Field(0, ge=0, le=8)
+    arms: tuple[str, ...] | None = None
+
+
 class ComputeConfig(_Strict):
     """How the models compute on the chosen ``device`` (see :mod:`privleak.models.device`)."""
 

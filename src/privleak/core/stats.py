@@ -10,6 +10,7 @@ pure numpy/scipy and checked against ``scipy.stats`` in ``tests/test_stats.py``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -276,3 +277,228 @@ def bootstrap_mean_ci(x, alpha: float = 0.05, n_resamples: int = 4000, seed: int
     means = arr[rng.integers(0, arr.size, size=(n_resamples, arr.size))].mean(axis=1)
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
+
+
+# ----------------------------------------------------------------------------
+# Equivalence (two one-sided tests), paired counts and family-wise control
+
+
+class Equivalence(Typed):
+    """An equivalence claim "|θ| < margin" (or "θ < margin" when ``one_sided``) by Schuirmann's (1987) two
+    one-sided tests: H0⁺ θ ≥ margin and H0⁻ θ ≤ −margin each rejected at level α, which is the (1 − 2α)
+    interval lying inside (−margin, margin). By the intersection–union principle (Berger 1982)
+    the claim's error rate is ≤ α with no multiplicity correction, and an arm whose every attack is shown
+    equivalent is shown near chance at α too.
+
+    ``lower``/``upper``: the (1 − 2α) interval (None: unbounded on that side, as a one-sided claim is);
+    ``p_value``: max(p⁺, p⁻) (p⁺ alone when one-sided); ``n``: the items the estimate rests on;
+    ``n_needed``: how many items (per side, at the same share between sides) would show it at the observed
+    estimate and spread — None when the estimate itself is at or beyond the margin (more data could only
+    confirm that it is not within)."""
+
+    estimate: float
+    lower: float | None
+    upper: float | None
+    margin: float
+    alpha: float
+    p_value: float
+    equivalent: bool
+    one_sided: bool = False
+    n: int = 0
+    n_needed: int | None = None
+    method: str = ""
+
+
+def _needed(n: int, shows_at: Callable[[float], bool], limit: int = 10**9) -> int | None:
+    """The smallest item count m ≥ n (scaling every side by m / n) at which ``shows_at(m / n)`` holds; None
+    beyond ``limit``. ``shows_at`` must be monotone in the scale (more items: a narrower interval)."""
+    if n < 1:
+        return None
+    lo, hi = 1.0, 2.0
+    while not shows_at(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi * n > limit:
+            return None
+    while (hi - lo) * n > 0.5:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if shows_at(mid) else (mid, hi)
+    return int(math.ceil(hi * n))
+
+
+def two_figures(n: int) -> int:
+    """n rounded up to two significant figures: what an extrapolated sample size (``n_needed``) is worth."""
+    if n < 100:
+        return int(n)
+    step = 10 ** (len(str(int(n))) - 2)
+    return int(-(-int(n) // step) * step)
+
+
+def tost_normal(estimate: float, se: float, margin: float, alpha: float = 0.05, *, n: int = 0,
+                one_sided: bool = False, method: str = "normal") -> Equivalence:
+    """TOST with a normal estimate: p⁺ = Φ((θ̂ − Δ)/se), p⁻ = 1 − Φ((θ̂ + Δ)/se); interval θ̂ ± z_{1−α}·se.
+
+    Used for AUC differences with DeLong's standard error (DeLong et al. 1988; two-sided: an AUC well below
+    the control's is a membership signal too). ``se`` = 0 (e.g. two identical score sets) decides by the
+    estimate alone. ``n_needed`` assumes se ∝ 1/√n."""
+    if not margin > 0 or not 0.0 < alpha < 0.5:
+        raise ValueError(f"need margin > 0 and 0 < α < 0.5, got {margin}, {alpha}")
+    if not (math.isfinite(estimate) and math.isfinite(se) and se >= 0):
+        raise ValueError(f"need a finite estimate and se ≥ 0, got {estimate}, {se}")
+    if se == 0.0:
+        p_up = 0.0 if estimate < margin else 1.0
+        p_lo = 0.0 if estimate > -margin else 1.0
+    else:
+        p_up = float(st.norm.cdf((estimate - margin) / se))
+        p_lo = float(st.norm.sf((estimate + margin) / se))
+    p = p_up if one_sided else max(p_up, p_lo)
+    z = float(st.norm.isf(alpha))
+    interval = (-math.inf if one_sided else estimate - z * se, estimate + z * se)
+    eq = p <= alpha
+    gap = margin - (estimate if one_sided else abs(estimate))
+    needed = None
+    if not eq and gap > 0 and se > 0 and n > 0:
+        needed = int(math.ceil(n * (z * se / gap) ** 2))
+    return Equivalence(estimate=float(estimate), lower=None if one_sided else float(interval[0]),
+                       upper=float(interval[1]), margin=margin,
+                       alpha=alpha, p_value=p, equivalent=eq, one_sided=one_sided, n=n, n_needed=needed,
+                       method=method)
+
+
+def tost_paired_t(d, margin: float, alpha: float = 0.05) -> Equivalence:
+    """Schuirmann's TOST on paired differences ``d`` (e.g. a canary's exposure under the arm minus under the
+    control): t = (d̄ ∓ Δ)/(s/√n) against Student's t with n − 1 degrees of freedom. Fewer than two
+    differences cannot show anything (p = 1). ``n_needed`` at the observed mean and spread."""
+    x = np.asarray(d, dtype=np.float64).ravel()
+    if not margin > 0 or not 0.0 < alpha < 0.5:
+        raise ValueError(f"need margin > 0 and 0 < α < 0.5, got {margin}, {alpha}")
+    if x.size == 0 or not np.isfinite(x).all():
+        raise ValueError("need finite paired differences")
+    n, mean = int(x.size), float(x.mean())
+    if n < 2:
+        return Equivalence(estimate=mean, lower=None, upper=None, margin=margin, alpha=alpha, p_value=1.0,
+                           equivalent=False, n=n, n_needed=None, method="paired t")
+    sd = float(x.std(ddof=1))
+    se = sd / math.sqrt(n)
+    t = float(st.t.isf(alpha, n - 1))
+    if se == 0.0:
+        p = 0.0 if abs(mean) < margin else 1.0
+    else:
+        p = max(float(st.t.cdf((mean - margin) / se, n - 1)), float(st.t.sf((mean + margin) / se, n - 1)))
+    eq = p <= alpha
+    gap = margin - abs(mean)
+    needed = None
+    if not eq and gap > 0 and sd > 0:
+        needed = _needed(n, lambda s: float(st.t.isf(alpha, max(1.0, s * n - 1))) * sd / math.sqrt(s * n) < gap)
+    return Equivalence(estimate=mean, lower=mean - t * se, upper=mean + t * se, margin=margin, alpha=alpha,
+                       p_value=p, equivalent=eq, n=n, n_needed=needed, method="paired t")
+
+
+def _invert_level(rejects: Callable[[float], bool]) -> float:
+    """The smallest level a in (0, 0.5] at which ``rejects(a)`` holds (rejection only gets easier as a grows),
+    by bisection on log a; 1.0 when it does not hold even at 0.5."""
+    if not rejects(0.5):
+        return 1.0
+    lo, hi = -30.0, math.log(0.5)
+    if rejects(math.exp(lo)):
+        return math.exp(lo)
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if rejects(math.exp(mid)) else (mid, hi)
+    return math.exp(hi)
+
+
+def rate_excess_within(k1: int, n1: int, k2: int, n2: int, margin: float, alpha: float = 0.05) -> Equivalence:
+    """Is rate 1 at most ``margin`` above rate 2 (two independent counts)? One-sided: the upper end of
+    Newcombe's hybrid score interval for p1 − p2 at level 1 − 2α lies below the margin (a count below the
+    reference's is no leak, so the lower test is not asked). Unpaired, hence conservative when the two counts
+    share items (positively correlated outcomes). ``n_needed``: items of side 1 (side 2 scaled alike) that
+    would show it at the observed rates."""
+    if not margin > 0 or not 0.0 < alpha < 0.5:
+        raise ValueError(f"need margin > 0 and 0 < α < 0.5, got {margin}, {alpha}")
+    if n1 < 1 or n2 < 1:
+        raise ValueError("need both counts over at least one item")
+    d = k1 / n1 - k2 / n2
+
+    def upper(a: float, s: float = 1.0) -> float:
+        return newcombe_diff_ci(k1 * s, n1 * s, k2 * s, n2 * s, 2 * a)[1]
+
+    hi = upper(alpha)
+    p = _invert_level(lambda a: upper(a) < margin)
+    eq = hi < margin
+    needed = _needed(n1, lambda s: upper(alpha, s) < margin) if not eq and d < margin else None
+    return Equivalence(estimate=d, lower=None, upper=hi, margin=margin, alpha=alpha, p_value=p, equivalent=eq,
+                       one_sided=True, n=int(n1), n_needed=needed, method="Newcombe hybrid score")
+
+
+def paired_excess_within(b: int, c: int, n: int, margin: float, alpha: float = 0.05,
+                         two_sided: bool = False) -> Equivalence:
+    """Is P[A only] − P[B only] within ``margin`` on n paired items (b: items where only A succeeds, c: only
+    B)? An exact, conservative bound: the difference is at most P[A only], whose one-sided Clopper–Pearson
+    (1 − α) upper bound is taken (and, ``two_sided``, at least −P[B only]). Exact whatever the pairs'
+    dependence; tight when the other model's successes are rare, as for a model close to its reference."""
+    if n < 1 or not (0 <= b and 0 <= c and b + c <= n):
+        raise ValueError(f"need 0 ≤ b, c and b + c ≤ n ≥ 1, got b={b}, c={c}, n={n}")
+    if not margin > 0 or not 0.0 < alpha < 0.5:
+        raise ValueError(f"need margin > 0 and 0 < α < 0.5, got {margin}, {alpha}")
+
+    def up(k: float, a: float, s: float = 1.0) -> float:
+        return clopper_pearson(min(k * s, n * s), n * s, a, "upper")[1] if k * s < n * s else 1.0
+
+    hi, lo = up(b, alpha), (-up(c, alpha) if two_sided else None)
+    d = (b - c) / n
+
+    def shows(a: float, s: float = 1.0) -> bool:
+        return up(b, a, s) < margin and (not two_sided or up(c, a, s) < margin)
+
+    eq = shows(alpha)
+    p = _invert_level(lambda a: shows(a))
+    needed = None
+    if not eq and b / n < margin and (not two_sided or c / n < margin):
+        needed = _needed(n, lambda s: shows(alpha, s))
+    return Equivalence(estimate=d, lower=lo, upper=hi, margin=margin, alpha=alpha, p_value=p, equivalent=eq,
+                       one_sided=not two_sided, n=int(n), n_needed=needed, method="exact bound on discordant pairs")
+
+
+def rate_within(k: int, n: int, margin: float, alpha: float = 0.05) -> Equivalence:
+    """Is a rate below ``margin`` (a count with no reference to compare with: its excess over zero)? The
+    one-sided Clopper–Pearson (1 − α) upper bound of k/n below the margin: exact."""
+    e = paired_excess_within(k, 0, n, margin, alpha)
+    return e.model_copy(update={"method": "Clopper–Pearson"})
+
+
+def mcnemar_p(b: int, c: int, alternative: str = "greater") -> float:
+    """McNemar's exact (conditional binomial) test on paired binary outcomes: of the b + c discordant pairs,
+    b are "A only"; under H0 (A and B succeed alike) b ~ Binomial(b + c, ½). ``alternative`` "greater": A
+    succeeds more often; "less"; "two-sided" (doubled smaller tail, capped at 1). No discordant pair: 1."""
+    if b < 0 or c < 0:
+        raise ValueError(f"need b, c ≥ 0, got {b}, {c}")
+    m = b + c
+    if m == 0:
+        return 1.0
+    greater = float(st.binom.sf(b - 1, m, 0.5))
+    less = float(st.binom.cdf(b, m, 0.5))
+    if alternative == "greater":
+        return greater
+    if alternative == "less":
+        return less
+    if alternative == "two-sided":
+        return min(1.0, 2.0 * min(greater, less))
+    raise ValueError(f"alternative must be 'greater', 'less' or 'two-sided', got {alternative!r}")
+
+
+def holm(p_values, alpha: float = 0.05) -> list[bool]:
+    """Holm's (1979) step-down procedure: sort the m p-values, reject p_(i) while p_(i) ≤ α/(m − i + 1).
+    Family-wise error ≤ α under any dependence; uniformly more powerful than Bonferroni. Returns the
+    rejections in input order."""
+    p = [float(x) for x in p_values]
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if any(not 0.0 <= x <= 1.0 for x in p):
+        raise ValueError("p-values must lie in [0, 1]")
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    out = [False] * len(p)
+    for rank, i in enumerate(order):
+        if p[i] > alpha / (len(p) - rank):
+            break
+        out[i] = True
+    return out

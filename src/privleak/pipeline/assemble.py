@@ -132,6 +132,13 @@ def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, Arm
         outside = _text_losses(audit, arm.serves or name, outside_pii=True)
         if arm.utility.gain_recovered_outside_pii is not None and outside is not None and o_base is not None and o_best:
             arm.utility.gain_recovered_outside_pii_ci95 = gain_interval(o_base, outside, o_best, seed=audit.cfg.seed)
+    for name, arm in arms.items():  # the recommendation's training noise: G of each extra training seed
+        for k in range(1, audit.cfg.recommendation.seeds + 1):
+            path = audit.run.path("arms", name, "seeds", str(k), "utility.json")
+            if path.exists():
+                g = gain_recovered(l_base, Utility.model_validate(read_json(path)).nll_non_members, l_best)
+                if g is not None:
+                    arm.utility.gain_recovered_seeds.append(g)
     if best is None or l_base is None or l_best is None:
         return
     if l_base - l_best < MIN_GAIN_NATS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..arms import ArmSpec, specs
 from ..config import AuditConfig
 from ..core.errors import UserError
 from ..core.limits import BYTES_PER_RECORD, available_memory, check_fits
@@ -49,6 +50,21 @@ def check_memory(cfg: AuditConfig, available: int | None = None) -> None:
         check_fits("release.ldp_k × release.ldp_m", cfg.release.ldp_k * cfg.release.ldp_m, 16, available)
 
 
+def seed_arms(cfg: AuditConfig) -> list[ArmSpec]:
+    """The arms retrained on extra training seeds (``recommendation``): every recommendable trained arm, or those
+    named; a named arm that is not one of them is refused (before any work: :func:`preflight` asks)."""
+    if not cfg.recommendation.seeds:
+        return []
+    found = [s for s in specs(cfg) if s.kind_obj.model == "trained" and s.kind_obj.recommendable]
+    named = cfg.recommendation.arms
+    if named is not None:
+        unknown = sorted(set(named) - {s.name for s in found})
+        if unknown:
+            raise UserError(f"recommendation.arms: {', '.join(unknown)} is not a recommendable trained arm of this "
+                            f"audit; name some of {', '.join(s.name for s in found) or '(none)'}")
+    return [s for s in found if named is None or s.name in named]
+
+
 def preflight(cfg: AuditConfig) -> None:
     """Fail on bad input before any output or work: the user's corpus must load
     and split, a ``--model`` reference must be a model directory or hub id, and
@@ -56,6 +72,7 @@ def preflight(cfg: AuditConfig) -> None:
     # The model and stage modules import torch and transformers (seconds): only when a check needs them, so the
     # console script can run these checks before it loads anything heavy.
     check_memory(cfg)
+    seed_arms(cfg)
     if cfg.model.text_format not in ("auto", "privleak"):
         raise UserError(f"model.text_format = {cfg.model.text_format}: `run` trains its arms in PrivLeak's own format "
                         "(<eos> text <eos>) and scores them in it; set it to auto, or use it with privleak attack")

@@ -39,7 +39,7 @@ from .data_release import release_key, release_stage
 from .rundir import RunDir
 from .assemble import assemble
 from .audit import Audit
-from .checks import preflight
+from .checks import preflight, seed_arms
 from .data import audit_canaries_key, base_key, data_key, make_audit_canaries_stage, make_data, resolve_base
 from .forget import FORGET_TASK, forget_key, forget_stage, forgets
 from .evaluate import (
@@ -62,9 +62,11 @@ from .training import (
     defence_keys,
     scrub_pool_stage,
     scrub_stage,
+    seed_name,
     shadow_arms,
     shadow_plan,
     train_arm,
+    train_seed,
     train_shadow,
 )
 
@@ -302,6 +304,20 @@ def audit_graph(audit: Audit) -> Graph:
 
     # evaluation: the base control, every arm (a served arm through its wrapper)
     add_evaluation(g, audit, targets, producer, trained_from, bkey, shadow_keys, shadow_tasks)
+    # training noise for the recommendation: the recommendable arms again on extra training seeds, utility only
+    for spec in seed_arms(cfg):
+        settings = arm_settings(cfg, spec, len(members))
+        reads = trained_from + tuple(defence_task[d] for d in spec.data)
+        for k in range(1, cfg.recommendation.seeds + 1):
+            name = seed_name(spec.name, k)
+            key = stable_hash("arm-seed", arm_keys[spec.name], k)
+            g.add(Task(f"train/{name}", key, partial(train_seed, spec=spec, settings=settings, k=k), reads,
+                       (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train",
+                       cost=arm_cost(settings, len(members))))
+            t = Target(name, key, None, reference=True, kind=spec.kind_obj.name)
+            g.add(Task(f"utility/{name}", stable_hash("utility", key, "texts"),
+                       partial(utility_stage, target=t, base_key=bkey), reads + (f"train/{name}",),
+                       (f"arms/{name}/utility.json", f"arms/{name}/utility_texts.npz"), kind="eval", cost=EVAL_COST))
     return g
 
 

@@ -104,11 +104,14 @@ def _validation(audit: Audit) -> Any:
     return make
 
 
-def fit(audit: Audit, spec: ArmSpec, label: str, settings: dict[str, Any], records: list[Record]
-        ) -> tuple[Any, dict[str, Any]]:
+def fit(audit: Audit, spec: ArmSpec, label: str, settings: dict[str, Any], records: list[Record],
+        seed: int | None = None) -> tuple[Any, dict[str, Any]]:
     """A fresh copy of the base model fitted by the arm's kind on ``records`` (after :meth:`ArmKind.prepare`,
-    e.g. public rehearsal); (model, training record with tokens, records and seconds)."""
+    e.g. public rehearsal); (model, training record with tokens, records and seconds). ``seed``: a training
+    seed other than the audit's (the kind reads it as ``FitContext.seed``; the data stay the audit's)."""
     cfg, base, kind = audit.cfg, audit.base(), spec.kind_obj
+    if seed is not None:
+        cfg = cfg.model_copy(update={"seed": seed})
     ctx = FitContext(cfg=cfg, data=None, records=records, pad=base.pad_id, label=label,  # type: ignore[arg-type]
                      public=lambda: audit.splits()["public"], population=lambda: audit.splits()["population"],
                      validation=_validation(audit), forget=audit.forget_set,
@@ -139,6 +142,30 @@ def train_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
     _save(audit, spec.name, model, record)
     members = audit.memo("members_hash", lambda: members_hash(audit.splits()["members"]))
     entry = entry_for(members, spec.name, audit.run.root, settings, record.get("privacy") or {})
+    if entry is not None:
+        record_training(audit.run.root, entry)
+
+
+def training_seed(seed: int, k: int) -> int:
+    """Extra training seed k of an audit seeded ``seed``: its own stream, never the audit's."""
+    return derive_seed(seed, f"training-seed-{k}") % 2**31
+
+
+def seed_name(arm: str, k: int) -> str:
+    """Where extra seed k of an arm lives (``arms/<arm>/seeds/<k>``) and its stages' names."""
+    return f"{arm}/seeds/{k}"
+
+
+def train_seed(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int) -> None:
+    """The arm's recipe on the same records with extra training seed k (:func:`training_seed`): its model and
+    train.json under ``arms/<arm>/seeds/<k>``. A DP training spends privacy budget like the arm's own, so it
+    joins the ledger too."""
+    seed = training_seed(audit.cfg.seed, k)
+    name = seed_name(spec.name, k)
+    model, record = fit(audit, spec, name, {**settings, "seed": seed}, training_records(audit, spec), seed=seed)
+    _save(audit, name, model, record)
+    members = audit.memo("members_hash", lambda: members_hash(audit.splits()["members"]))
+    entry = entry_for(members, name, audit.run.root, {**settings, "seed": seed}, record.get("privacy") or {})
     if entry is not None:
         record_training(audit.run.root, entry)
 

@@ -104,10 +104,12 @@ def section_summary(results: AuditResults) -> Section:
     for name, m in models:
         v = m.verdict
         blocks.append({"kind": "details", "summary": f"{name}: {v.label}", "level": v.level, "label": v.label,
-                       "arm": name, "text": v.text, "figures": "; ".join(v.figures)})
+                       "arm": name, "text": v.text,
+                       "figures": "; ".join([*v.figures, *v.unsettled[3:], *([v.error_control] if v.error_control else [])])})
     if rec is not None:
         blocks.append({"kind": "details", "summary": "How verdicts, alarms and the recommendation are decided",
-                       "text": rec.policy + (f" Tie rule: {rec.rule}." if rec.rule else ""), "figures": ""})
+                       "text": rec.policy + (f" Tie rule: {rec.rule}." if rec.rule else "")
+                       + (f" {rec.training_noise}" if rec.training_noise else ""), "figures": ""})
     return {"id": "summary", "title": "Summary", "blocks": blocks}
 
 

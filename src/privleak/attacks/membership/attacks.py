@@ -12,12 +12,15 @@ attacks on the same evaluation sets.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+from scipy.stats import binom, norm
 
-from ...core.metrics import mia_metrics, roc_points
+from ...core.metrics import delong_paired, mia_metrics, roc_points
+from ...core.stats import tost_normal
 from ...data.splits import unit_of
 from ...models.handle import ModelHandle
 from ...core.present import Block, Cell, Plot, Table, interval, n, t
@@ -62,6 +65,11 @@ class MembershipResult(KeepsScores):
     tpr_at_0_1pct_fpr_ci95: tuple[float, float] | None = None
     roc: Roc
     parameters: dict[str, float | int | bool | str] = {}
+    #: The evaluated records' scores (higher = member), kept so the verdict can compare this model with the
+    #: control on the same records (DeLong, paired); ``evaluated`` names which records, in which order.
+    member_scores: list[float] | None = None
+    non_member_scores: list[float] | None = None
+    evaluated: str | None = None
 
     def headline(self) -> list[Figure]:
         return [Figure("AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5),
@@ -117,27 +125,82 @@ class MembershipResult(KeepsScores):
         return [Table(cols, rows, console_title=f"Membership inference — AUC (TPR at 1 % FPR) on {first.n_members} "  # type: ignore[attr-defined]
                                                 f"members vs as many non-members{unit}")]
 
+    def auc_se(self) -> float | None:
+        """The AUC's standard error: DeLong's (1988) from the kept scores, else read off the bootstrap interval
+        (its width / 2·1.96); None with neither."""
+        if self.member_scores and self.non_member_scores and len(self.member_scores) > 1 \
+                and len(self.non_member_scores) > 1:
+            pos, neg = np.asarray(self.member_scores), np.asarray(self.non_member_scores)
+            return float(np.sqrt(max(delong_paired(pos, neg, pos, neg).var_a, 0.0)))
+        if self.auc_ci95 is not None:
+            return (self.auc_ci95[1] - self.auc_ci95[0]) / (2 * 1.959963984540054)
+        return None
+
+    def paired_with(self, other: MembershipResult) -> bool:
+        """Whether both results kept their scores on the same evaluated records (a paired test applies)."""
+        return (self.evaluated is not None and self.evaluated == other.evaluated and bool(self.member_scores)
+                and bool(other.member_scores) and len(self.member_scores) == len(other.member_scores or [])
+                and len(self.non_member_scores or []) == len(other.non_member_scores or []))
+
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
-        """Near chance when the AUC's CI reaches within ``auc_margin`` of the control's AUC (what
-        distribution shift alone gives), and the TPR@1%FPR CI within ``tpr_margin`` of max(1 %,
-        the control's TPR@1%FPR): strong at low FPR counts even when the AUC looks harmless."""
+        """Against the control's AUC on the same records (what distribution shift alone gives), else chance
+        (0.5): d = AUC − reference with DeLong's standard error — paired (DeLong, DeLong & Clarke-Pearson 1988)
+        when both models kept their scores on the same records, else the two standard errors combined, which
+        is conservative for two models scored on the same texts.
+
+        Leaks when d > ``auc_margin`` (one-sided z) or, strong at low FPR even when the AUC looks harmless,
+        TPR@1%FPR above max(1 %, the control's) + ``tpr_margin`` (exact binomial on the members above the
+        threshold, the threshold taken as fixed); ``p_leak`` is twice the smaller p (Bonferroni over the two
+        routes). Within the margin when TOST shows |d| < ``auc_margin``."""
         ctrl = control if isinstance(control, MembershipResult) else None
         ref = ctrl.auc if ctrl else 0.5
-        low = self.auc_ci95[0] if self.auc_ci95 else self.auc
-        ok = low <= ref + policy.auc_margin
+        d, se, how = self.auc - ref, None, "no standard error"
+        if ctrl is not None and self.paired_with(ctrl):
+            pd = delong_paired(np.asarray(self.member_scores), np.asarray(self.non_member_scores),
+                               np.asarray(ctrl.member_scores), np.asarray(ctrl.non_member_scores))
+            d, se, how = pd.diff, pd.se_diff, "DeLong, paired"
+        elif ctrl is not None:
+            se_a, se_c = self.auc_se(), ctrl.auc_se()
+            if se_a is not None and se_c is not None:
+                se, how = float(np.hypot(se_a, se_c)), "DeLong, unpaired"
+        else:
+            se, how = self.auc_se(), "DeLong"
         tref = max(0.01, ctrl.tpr_at_1pct_fpr if ctrl else 0.0)
-        tci = self.tpr_at_1pct_fpr_ci95
-        if tci is not None and tci[0] > tref + policy.tpr_margin:
-            ok = False
+        k = int(round(self.tpr_at_1pct_fpr * self.n_members))
+        p_tpr = float(binom.sf(k - 1, self.n_members, min(1.0, tref + policy.tpr_margin))) if self.n_members else 1.0
+        if se is None:
+            p_auc = 0.0 if d > policy.auc_margin else 1.0
+            eq = None
+        else:
+            p_auc = float(norm.sf((d - policy.auc_margin) / se)) if se > 0 else (0.0 if d > policy.auc_margin else 1.0)
+            eq = tost_normal(d, se, policy.auc_margin, policy.alpha, n=self.n_members, method=how)
+        p_leak = min(1.0, 2.0 * min(p_auc, p_tpr))
+        leaks = p_leak <= policy.alpha
         ci = f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else ""
         figure = (f"{attack} MIA AUC {self.auc:.3f}{ci} vs {ref:.3f} for the {'control' if ctrl else 'coin flip'}, "
                   f"TPR@1%FPR {self.tpr_at_1pct_fpr:.3f}")
+        if eq is not None and eq.upper is not None and eq.lower is not None:
+            figure += f"; Δ AUC {d:+.3f} [{100 * (1 - 2 * policy.alpha):.0f}% CI {eq.lower:+.3f}, {eq.upper:+.3f}] ({how})"
         reason = ""
-        if not ok:
+        if leaks:
             reason = (f"the {attack} membership attack tells members from non-members (AUC {self.auc:.2f} vs {ref:.2f} "
-                      "for the control" + (f"; it flags {self.tpr_at_1pct_fpr:.0%} of members at a 1% false-alarm rate"
-                                           if self.tpr_at_1pct_fpr > 0 else "") + ")")
-        return Finding(attack, not ok, figure, reason)
+                      f"for the {'control' if ctrl else 'coin flip'}" + (f"; it flags {self.tpr_at_1pct_fpr:.0%} of "
+                                                                        "members at a 1% false-alarm rate"
+                                                                        if self.tpr_at_1pct_fpr > 0 else "") + ")")
+        return Finding(attack, leaks, figure, reason, p_leak=p_leak, equivalence=eq, items="members per side",
+                       margin=f"AUC within ±{policy.auc_margin:g} of the {'control' if ctrl else 'coin flip'}'s")
+
+
+def _kept(x: np.ndarray) -> list[float]:
+    """Scores as JSON keeps them: 7 significant digits (float32's precision) — ties this makes are mid-ranked."""
+    return [float(f"{v:.7g}") for v in np.asarray(x, dtype=np.float64)]
+
+
+def _digest(members: np.ndarray, non_members: np.ndarray) -> str:
+    """Which records were evaluated, in order: equal digests make two models' scores a paired sample."""
+    h = hashlib.sha256(np.asarray(members, dtype=np.int64).tobytes() + b"|"
+                       + np.asarray(non_members, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
 
 
 def membership_result(ctx: AttackContext, member_scores: np.ndarray, non_member_scores: np.ndarray,
@@ -149,7 +212,8 @@ def membership_result(ctx: AttackContext, member_scores: np.ndarray, non_member_
     res = MembershipResult(auc=m.auc, tpr_at_1pct_fpr=m.tpr_at_1pct_fpr, tpr_at_0_1pct_fpr=m.tpr_at_0_1pct_fpr,
                            n_members=m.n_members, n_non_members=m.n_non_members, auc_ci95=m.auc_ci95,
                            tpr_at_1pct_fpr_ci95=m.tpr_at_1pct_fpr_ci95, tpr_at_0_1pct_fpr_ci95=m.tpr_at_0_1pct_fpr_ci95,
-                           roc=Roc(**roc_points(pos, neg)), parameters=parameters)
+                           roc=Roc(**roc_points(pos, neg)), parameters=parameters, member_scores=_kept(pos),
+                           non_member_scores=_kept(neg), evaluated=_digest(ctx.mia_members, ctx.mia_non_members))
     res._scores = (pos, neg)
     return res
 

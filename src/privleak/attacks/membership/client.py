@@ -26,8 +26,10 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import numpy as np
+from scipy.stats import norm
 
 from ...core.metrics import mia_metrics
+from ...core.stats import tost_normal
 from ...data.clients import client_labels
 from ...models.handle import ModelHandle
 from ..base import AttackContext, AttackResult, Figure, Finding, Policy
@@ -50,23 +52,37 @@ class ClientMembershipResult(AttackResult):
     def headline(self) -> list[Figure]:
         return [Figure("client AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
 
+    def auc_se(self) -> float:
+        """Hanley & McNeil's (1982) standard error of the client AUC from the AUC and the client counts alone:
+        se² = (A(1−A) + (n₁−1)(Q₁−A²) + (n₂−1)(Q₂−A²)) / (n₁n₂), Q₁ = A/(2−A), Q₂ = 2A²/(1+A) — with a few
+        clients and few bootstrap replicates the percentile interval is too rough to test with."""
+        a, n1, n2 = self.auc, max(1, self.n_member_clients), max(1, self.n_heldout_clients)
+        q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+        return float(np.sqrt(max(a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n2 - 1) * (q2 - a * a), 0.0) / (n1 * n2)))
+
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
-        """Leaks when the AUC and its whole CI lie above the control's AUC plus ``auc_margin`` (as record-level
-        membership) — the control's only when it used the same score (an arm's reference score against the
-        control's LOSS compares two different statistics); else above chance, 0.5."""
+        """As record-level membership: against the control's AUC — only when it used the same score (an arm's
+        reference score against the control's LOSS compares two different statistics) — else chance, 0.5.
+        Leaks when d = AUC − reference > ``auc_margin`` (one-sided z, standard errors by :meth:`auc_se`,
+        unpaired); within the margin when TOST shows |d| < ``auc_margin`` — which twenty clinics per side
+        cannot show (se ≈ 0.09): the finding then says how many clients would."""
         ctrl = control if isinstance(control, ClientMembershipResult) and control.score == self.score else None
         ref = ctrl.auc if ctrl else 0.5
-        low = self.auc_ci95[0] if self.auc_ci95 else self.auc
-        # The point estimate too: with a few clients and few bootstrap replicates the percentile CI can sit
-        # above its own AUC, and a model must never "leak" against a copy of itself.
-        leaks = low > ref + policy.auc_margin and self.auc > ref + policy.auc_margin
+        d = self.auc - ref
+        se = float(np.hypot(self.auc_se(), ctrl.auc_se())) if ctrl else self.auc_se()
+        p_leak = float(norm.sf((d - policy.auc_margin) / se)) if se > 0 else (0.0 if d > policy.auc_margin else 1.0)
+        # A model must never "leak" against a copy of itself: d = 0 gives p ≥ ½ whatever the se.
+        leaks = p_leak <= policy.alpha
+        eq = tost_normal(d, se, policy.auc_margin, policy.alpha, n=self.n_member_clients,
+                         method="Hanley–McNeil" + (", unpaired" if ctrl else ""))
         figure = (f"{attack} client AUC {self.auc:.3f}"
                   + (f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else "")
                   + f" over {self.n_member_clients} vs {self.n_heldout_clients} clients, "
                   + (f"control {ref:.3f} ({self.score} score)" if ctrl else f"chance 0.5 ({self.score} score)"))
         reason = (f"a client's records together give it away: client-level AUC {self.auc:.2f} vs {ref:.2f} for "
                   + ("the control" if ctrl else "chance")) if leaks else ""
-        return Finding(attack, leaks, figure, reason)
+        return Finding(attack, leaks, figure, reason, p_leak=p_leak, equivalence=eq, items="clients per side",
+                       margin=f"client AUC within ±{policy.auc_margin:g} of the {'control' if ctrl else 'coin flip'}'s")
 
 
 def _client_means(labels: list[str], scores: np.ndarray) -> tuple[np.ndarray, list[int]]:
