@@ -231,13 +231,18 @@ class Privacy(Typed):
     # ``epsilon_record`` (replace-one of the client's update, :mod:`privleak.accountants.analysis.federated`).
     unit: Literal["record", "client", "person"] = "record"
     epsilon_record: float | None = None
-    # The person (a synthetic patient, a --group-field group, a distinct text — each canary is its own person)
-    # with the most records in the training data is held to ``epsilon_person`` at the same δ
-    # (privleak.accountants.group_epsilon for record-level arms; the arm's own ε for person-level ones).
+    # The real person (a synthetic patient, a --group-field group, else a distinct raw text; the unit is stamped
+    # from the raw data before any defence) with the most records in the training data is guaranteed
+    # ε ≤ ``epsilon_person`` at the same δ (an accountant's upper bound: privleak.accountants.group_epsilon for
+    # record-level arms; the arm's own ε for person-level ones). Planted canaries (each its own made-up
+    # individual) are reported apart: the one with the most copies, ``canary_records``, at ``epsilon_canary``.
     epsilon_person: float | None = None
     person_records: int | None = None
     person_accounting: str | None = None
     records_per_person: dict[str, int] = {}
+    epsilon_canary: float | None = None
+    canary_records: int | None = None
+    records_per_canary: dict[str, int] = {}
 
     @property
     def epsilon_per_record(self) -> float:
