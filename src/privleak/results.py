@@ -470,19 +470,25 @@ class Recommendation(Typed):
 
 
 class BudgetRelease(Typed):
-    """Some of the audit's DP models released together, and the ε that costs (their trainings composed)."""
+    """Some of the audit's DP models released together, and the ε that costs (their trainings composed): per
+    record (every training's record-level event: add/remove, or replace-one for person- and client-level
+    trainings) and per real person (every training's event for the person with the most records), both
+    guaranteed upper bounds at ``delta``."""
 
     what: str
     arms: list[str]
-    epsilon: float
+    epsilon: float  # per record
     delta: float
+    epsilon_person: float | None = None
+    person_records: int | None = None  # that person's records in the training that held most of them
 
 
 class PrivacyBudget(Typed):
     """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.ledger`): each arm alone, and
-    every one of them together — the composition of their trainings on the same members (``members``: their
-    content hash), one privacy ``unit`` per block. Other trainings on these members (tuning, earlier runs) are in
-    the ledgers ``privleak budget`` reads, not here."""
+    every one of them together — the composition of their trainings of the same people (``members``: the members'
+    content hash) at one common unit, whatever unit each arm's own accountant states: ``epsilon`` per record
+    (``unit``), ``epsilon_person`` per person. Other trainings of these people (tuning, earlier runs) are in the
+    ledgers ``privleak budget`` reads, not here."""
 
     members: str
     unit: str
