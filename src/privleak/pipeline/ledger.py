@@ -545,6 +545,11 @@ def budget(entries: Sequence[LedgerEntry], release: Sequence[str] | None = None,
         lines, notes = [], []
         for i, e in enumerate(es):
             line, note = _line(c, f"{e.arm} alone" + (f" ({Path(e.run).name})" if e.run else ""), [i], e.delta)
+            # Alone, a training's own accountant figure is the bound for the unit it was accounted at (checked
+            # against σ, q and steps when read): the same number the arm's privacy block prints.
+            if e.unit in ("record", "person"):
+                line = line.model_copy(update={"epsilon": e.epsilon} if e.unit == "record" else
+                                       {"epsilon_person": e.epsilon if line.epsilon_person is not None else None})
             lines.append(line)
             notes.append(note)
         if release:
