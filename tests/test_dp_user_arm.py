@@ -93,10 +93,12 @@ def test_dp_user_results_validate_and_hold_each_person_to_epsilon(user_run):
     assert p.epsilon_record == pytest.approx(record_epsilon(sample_rate=p.sample_rate, noise_multiplier=p.sigma,
                                                             rounds=p.steps, delta=p.delta), rel=1e-9)
     assert p.epsilon < p.epsilon_record and p.epsilon_per_record == p.epsilon_record
-    # The 8× canary is one person with 8 records (one definition of a person, as the record-level arms').
-    assert p.person_records >= 8 and p.records_per_person.get("5-8", 0) >= 1
+    # The 8× canary is one made-up person with 8 records (one definition of a person, as the record-level
+    # arms'), reported apart from the real people (issue 37 item 2).
+    assert p.canary_records == 8 and p.records_per_canary.get("5-8", 0) == 1 and p.epsilon_canary == p.epsilon
     d = arm.details
-    assert d.kind == "dp-user" and d.method == "uls" and d.people == sum(p.records_per_person.values())
+    assert d.kind == "dp-user" and d.method == "uls"
+    assert d.people == sum(p.records_per_person.values()) + sum(p.records_per_canary.values())
     assert d.records_per_step <= d.records_per_person_cap * d.people_per_step
     assert arm.training.steps == p.steps > 0 and arm.utility.ppl_non_members > 1
     assert any("ε per person" in f for f in arm.verdict.figures)
@@ -168,8 +170,10 @@ def test_the_recommendation_says_whether_record_level_dp_is_enough():
     many = {"dp-8": NS(privacy=_privacy("record", 8.0, 511.0, 16)),
             "dp-user-8": NS(privacy=_privacy("person", 8.0, 8.0, 16)), "baseline": NS(privacy=None)}
     s = people_sentence("dp-user-8", many["dp-user-8"], many)
-    assert s.startswith("Record-level DP is not enough") and "dp-8 holds that person only to ε ≈ 511" in s
-    assert "dp-user-8 holds every person, up to 16 records each, to ε = 8" in s
+    assert s.startswith("Record-level DP is not enough")
+    # An accountant's figure is an upper bound, printed with its δ (issue 37 item 3).
+    assert "dp-8 guarantees that person only ε ≤ 511 at δ = 1e-05" in s
+    assert "dp-user-8 guarantees every person, up to 16 records each, ε ≤ 8 at δ = 1e-05" in s
     s = people_sentence("dp-8", many["dp-8"], many)
     assert "not enough" in s and "dp-user-ε" in s
     few = {"dp-8": NS(privacy=_privacy("record", 8.0, 9.5, 2))}

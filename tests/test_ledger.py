@@ -22,6 +22,13 @@ def _pld(trainings, delta: float) -> float:
     return float(acc.get_epsilon(delta))
 
 
+def _alone(q: float, s: float, t: int) -> float:
+    """The ε an arm records: its accountant's (PRV) for its own training (a ledger line is checked against it)."""
+    from privleak.accountants import epsilon_prv
+
+    return epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA)
+
+
 def test_three_trainings_compose_as_dp_accounting_says():
     from privleak.accountants import Training, compose_epsilon, epsilon_prv
 
@@ -48,7 +55,7 @@ def test_the_ledger_counts_each_training_once_and_composes_per_members(tmp_path,
         run.mkdir()
         for arm in arms:
             q, s, t = TRAININGS[["dp-1", "dp-4", "dp-8"].index(arm)]
-            privacy = {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": 1.0}
+            privacy = {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": _alone(q, s, t)}
             e = entry_for(h, arm, run, {"arm": arm}, privacy)
             record_training(run, e)
             record_training(run, e)  # a redone stage: the same training
@@ -82,7 +89,8 @@ def test_budget_command_composes_the_run_directories_ledgers(tmp_path, monkeypat
     run.mkdir()
     for arm, (q, s, t) in zip(["dp-1", "dp-4", "dp-8"], TRAININGS):
         record_training(run, entry_for(h, arm, run, {"arm": arm},
-                                       {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": 1.0}))
+                                       {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA,
+                                        "epsilon": _alone(q, s, t)}))
     res = CliRunner().invoke(app, ["budget", str(run), "--release", "dp-1,dp-8", "--no-cache", "--json"])
     assert res.exit_code == 0, res.output
     [group] = json.loads(res.stdout)

@@ -12,7 +12,7 @@ from privleak.attacks.membership.selection import MIN_UNITS, mia_selection
 from privleak.core.errors import UserError
 from privleak.data.loaders import load_corpus
 from privleak.data.records import PiiSpan, Record
-from privleak.data.splits import split_corpus, unit_of
+from privleak.data.splits import split_corpus, text_digest, unit_of
 
 
 def _note(person: str, i: int, visit: int = 0) -> Record:
@@ -63,7 +63,7 @@ def test_too_few_units_is_unavailable_not_a_number():
 def test_unit_of_prefers_person_then_group_then_text():
     assert unit_of(Record("x", meta={"person_id": 4, "group": "g"})) == ("person", "4")
     assert unit_of(Record("x", meta={"group": "g"})) == ("group", "g")
-    assert unit_of(Record("  a  b ")) == ("text", "a b")
+    assert unit_of(Record("  a  b ")) == ("text", text_digest("a b"))  # a digest of the normalised text
 
 
 def test_split_keeps_a_group_and_its_duplicate_texts_in_one_split():

@@ -231,13 +231,18 @@ class Privacy(Typed):
     # ``epsilon_record`` (replace-one of the client's update, :mod:`privleak.accountants.analysis.federated`).
     unit: Literal["record", "client", "person"] = "record"
     epsilon_record: float | None = None
-    # The person (a synthetic patient, a --group-field group, a distinct text — each canary is its own person)
-    # with the most records in the training data is held to ``epsilon_person`` at the same δ
-    # (privleak.accountants.group_epsilon for record-level arms; the arm's own ε for person-level ones).
+    # The real person (a synthetic patient, a --group-field group, else a distinct raw text; the unit is stamped
+    # from the raw data before any defence) with the most records in the training data is guaranteed
+    # ε ≤ ``epsilon_person`` at the same δ (an accountant's upper bound: privleak.accountants.group_epsilon for
+    # record-level arms; the arm's own ε for person-level ones). Planted canaries (each its own made-up
+    # individual) are reported apart: the one with the most copies, ``canary_records``, at ``epsilon_canary``.
     epsilon_person: float | None = None
     person_records: int | None = None
     person_accounting: str | None = None
     records_per_person: dict[str, int] = {}
+    epsilon_canary: float | None = None
+    canary_records: int | None = None
+    records_per_canary: dict[str, int] = {}
 
     @property
     def epsilon_per_record(self) -> float:
@@ -488,19 +493,25 @@ class Recommendation(Typed):
 
 
 class BudgetRelease(Typed):
-    """Some of the audit's DP models released together, and the ε that costs (their trainings composed)."""
+    """Some of the audit's DP models released together, and the ε that costs (their trainings composed): per
+    record (every training's record-level event: add/remove, or replace-one for person- and client-level
+    trainings) and per real person (every training's event for the person with the most records), both
+    guaranteed upper bounds at ``delta``."""
 
     what: str
     arms: list[str]
-    epsilon: float
+    epsilon: float  # per record
     delta: float
+    epsilon_person: float | None = None
+    person_records: int | None = None  # that person's records in the training that held most of them
 
 
 class PrivacyBudget(Typed):
     """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.ledger`): each arm alone, and
-    every one of them together — the composition of their trainings on the same members (``members``: their
-    content hash), one privacy ``unit`` per block. Other trainings on these members (tuning, earlier runs) are in
-    the ledgers ``privleak budget`` reads, not here."""
+    every one of them together — the composition of their trainings of the same people (``members``: the members'
+    content hash) at one common unit, whatever unit each arm's own accountant states: ``epsilon`` per record
+    (``unit``), ``epsilon_person`` per person. Other trainings of these people (tuning, earlier runs) are in the
+    ledgers ``privleak budget`` reads, not here."""
 
     members: str
     unit: str

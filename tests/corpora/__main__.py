@@ -6,6 +6,7 @@ KIND is one of:
 
   pii            the multi-domain PII corpus (n=3000; seed 0 = REPORTING, 1 = DEVELOPMENT)
   email          the corporate mailbox (n=2000; ``author`` also top-level)
+  forum          the hobby forum, 1 to 200 posts a person (n=1500; ``author`` also top-level)
   shifted-a      source A of the shifted pair (n = records per source, 600)
   shifted-b      source B of the shifted pair
   domain         the private support-chat transcripts (n=2000)
@@ -24,6 +25,7 @@ from typing import Any, Callable
 
 from .chat import build_domain_corpus
 from .email import build_email_corpus
+from .forum import build_forum_corpus
 from .pii import build_pii_corpus
 from .render import write_jsonl
 from .shifted import build_shifted_corpus
@@ -32,6 +34,7 @@ from .shifted import build_shifted_corpus
 KINDS: dict[str, tuple[int, Callable[[int, int, int], list[dict[str, Any]]], tuple[str, ...]]] = {
     "pii": (3000, lambda n, s, _: build_pii_corpus(n, s), ()),
     "email": (2000, lambda n, s, _: build_email_corpus(n, s), ("author",)),
+    "forum": (1500, lambda n, s, _: build_forum_corpus(n, s), ("author",)),
     "shifted-a": (600, lambda n, s, _: build_shifted_corpus(n, s)[0], ()),
     "shifted-b": (600, lambda n, s, _: build_shifted_corpus(n, s)[1], ()),
     # The private set is drawn record by record before the public one, so a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..data.splits import unit_of
+from ..data.splits import is_canary_unit, unit_of
 
 if TYPE_CHECKING:
     from ..config import AuditConfig
@@ -56,34 +56,55 @@ def _bucket(k: int) -> str:
     return str(k) if k <= 2 else f"{lo}-{hi}"
 
 
-def person_sizes(records: list) -> dict[str, int]:
-    """How many records each person (unit: ``meta.person_id``, a ``--group-field`` group, else a distinct
-    text — so each canary, planted k times, is one person with k records) has in ``records``: a histogram
-    {"1": n, "2": n, "3-4": n, "5-8": n, …}."""
-    counts: dict[tuple[str, str], int] = {}
+def unit_counts(records: list) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """Records per unit, (real people, planted canaries): the unit stamped from the raw data
+    (:func:`privleak.data.splits.unit_of`), so a defence never merges or splits one."""
+    people: dict[tuple[str, str], int] = {}
+    canaries: dict[tuple[str, str], int] = {}
     for r in records:
         u = unit_of(r)
-        counts[u] = counts.get(u, 0) + 1
+        side = canaries if is_canary_unit(u) else people
+        side[u] = side.get(u, 0) + 1
+    return people, canaries
+
+
+def _histogram(counts: dict[tuple[str, str], int]) -> dict[str, int]:
     hist: dict[str, int] = {}
     for k in sorted(counts.values()):
         hist[_bucket(k)] = hist.get(_bucket(k), 0) + 1
     return hist
 
 
+def person_sizes(records: list, *, canaries: bool = False) -> dict[str, int]:
+    """How many records each real person (unit: ``meta.person_id``, a ``--group-field`` group, else a distinct
+    raw text) has in ``records`` — or, with ``canaries``, each planted canary (one made-up individual, planted k
+    times): a histogram {"1": n, "2": n, "3-4": n, "5-8": n, …}."""
+    people, planted = unit_counts(records)
+    return _histogram(planted if canaries else people)
+
+
 def person_privacy(records: list, *, sample_rate: float, noise_multiplier: float, steps: int,
                    delta: float) -> dict[str, Any]:
-    """What a record-level DP-SGD run gives the person with the most records in its training data: ε at the
-    run's δ for a group of that size (:func:`privleak.accountants.group_epsilon`: the direct mixture-of-Gaussians
-    accounting or the group-privacy conversion, whichever is smaller — both sound), and the records-per-person
-    histogram behind it."""
+    """What a record-level DP-SGD run guarantees the real person with the most records in its training data,
+    and apart from them the planted canary with the most copies: ε at the run's δ for a group of that size
+    (:func:`privleak.accountants.group_epsilon`: the direct mixture-of-Gaussians accounting or the
+    group-privacy conversion, whichever is smaller — both sound upper bounds), and the records-per-unit
+    histograms behind them."""
     from ..accountants import group_epsilon
 
-    counts: dict[tuple[str, str], int] = {}
-    for r in records:
-        u = unit_of(r)
-        counts[u] = counts.get(u, 0) + 1
-    k = max(counts.values(), default=1)
-    g = group_epsilon(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, delta=delta,
-                      group_size=k)
-    return {"epsilon_person": g.epsilon, "person_records": k, "person_accounting": g.method,
-            "records_per_person": person_sizes(records)}
+    people, planted = unit_counts(records)
+
+    def eps(k: int) -> tuple[float, str]:
+        g = group_epsilon(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, delta=delta,
+                          group_size=k)
+        return g.epsilon, g.method
+
+    k = max(people.values(), default=1)
+    e_person, method = eps(k)
+    out: dict[str, Any] = {"epsilon_person": e_person, "person_records": k, "person_accounting": method,
+                           "records_per_person": _histogram(people)}
+    if planted:
+        kc = max(planted.values())
+        out |= {"epsilon_canary": e_person if kc == k else eps(kc)[0], "canary_records": kc,
+                "records_per_canary": _histogram(planted)}
+    return out

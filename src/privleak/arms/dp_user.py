@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..config import resolve_delta
 from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, FitContext
-from .common import data_settings, person_sizes
+from .common import data_settings, person_sizes, unit_counts
 from .registry import ArmSpec, register
 
 _LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_targets")
@@ -128,6 +128,7 @@ class DPUser(ArmKind):
         sizes: dict[str, int] = {}
         for p in persons:
             sizes[p] = sizes.get(p, 0) + 1
+        people, planted = unit_counts(ctx.records)
         k = s["records_per_person"]
         if s["method"] == "uls":
             batch, epochs = user_dp_recipe(len(sizes), s["target_epsilon"])
@@ -168,10 +169,13 @@ class DPUser(ArmKind):
             "unit": "person" if uls else "record",
             "epsilon": log.epsilon if uls else log.epsilon_record,
             "epsilon_record": log.epsilon_record if uls else None,
-            "epsilon_person": log.epsilon, "person_records": max(sizes.values(), default=1),
+            "epsilon_person": log.epsilon, "person_records": max(people.values(), default=1),
             "person_accounting": (f"uls: people Poisson-sampled, ≤ {k} records each per step, clipped as one"
                                   if uls else f"els: ≤ {k} records per person kept, mixture-of-Gaussians PLD"),
             "records_per_person": person_sizes(ctx.records),
+            # A planted canary is a unit like a person, reported apart: the same person-level ε holds for it.
+            **({"epsilon_canary": log.epsilon, "canary_records": max(planted.values()),
+                "records_per_canary": person_sizes(ctx.records, canaries=True)} if planted else {}),
         }
         user = {"method": log.method, "people": log.people, "records_per_person_cap": log.records_per_person,
                 "people_per_step": log.people_per_step, "records_per_step": log.records_per_step,

@@ -91,6 +91,23 @@ class HeldOutBound:
         return d
 
 
+def exceeds_scaled(lhs: float, epsilon: float, rate: float) -> bool:
+    """lhs > e^ε · rate, decided in log space: a unit's ε can be in the thousands (a person with many
+    records under record-level DP), where e^ε overflows a double (``math.exp`` raises past ε ≈ 709)."""
+    if lhs <= 0.0:
+        return False
+    if rate <= 0.0:
+        return True
+    return math.log(lhs) > epsilon + math.log(rate)
+
+
+def _scaled(rate: np.ndarray, epsilon: float) -> np.ndarray:
+    """e^ε · rate elementwise, +∞ where it exceeds a double (never an OverflowError), 0 where rate is 0."""
+    rate = np.asarray(rate, dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore"):
+        return np.where(rate > 0, np.exp(epsilon + np.log(np.where(rate > 0, rate, 1.0))), 0.0)
+
+
 def _eps_from_bounds(p_lo: np.ndarray, q_hi: np.ndarray, delta: float) -> np.ndarray:
     num = np.asarray(p_lo, dtype=np.float64) - delta
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -145,13 +162,12 @@ def epsilon_test_p_value(k_p: int, n_p: int, k_q: int, n_q: int, epsilon: float,
         raise ValueError(f"need 0 ≤ k ≤ n, n ≥ 1, got {k_p}/{n_p} and {k_q}/{n_q}")
     if epsilon < 0 or not 0.0 <= delta <= 1.0:
         raise ValueError(f"need ε ≥ 0 and δ in [0, 1], got {epsilon}, {delta}")
-    e = math.exp(epsilon)
 
     def rejects(log_a: float) -> bool:
         a = math.exp(log_a)
         p_lo = clopper_pearson(k_p, n_p, a / 2, "lower")[0]
         q_hi = clopper_pearson(k_q, n_q, a / 2, "upper")[1]
-        return p_lo - delta > e * q_hi
+        return exceeds_scaled(p_lo - delta, epsilon, q_hi)
 
     lo, hi = -700.0, math.log(1.0 - 1e-12)
     if not rejects(hi):
@@ -340,7 +356,6 @@ def dp_bound_check(
     if epsilon < 0 or not 0 <= delta <= 1:
         raise ValueError(f"need epsilon ≥ 0 and delta in [0, 1], got {epsilon}, {delta}")
     stat = n_pos is not None and n_neg is not None
-    e = math.exp(epsilon)
 
     def lo(rate, n):
         if not stat:
@@ -363,7 +378,7 @@ def dp_bound_check(
     max_excess = -np.inf
     for name, l_rate, l_n, r_rate, r_n in forms:
         lhs = lo(l_rate, l_n)
-        rhs = e * hi(r_rate, r_n) + delta
+        rhs = _scaled(hi(r_rate, r_n), epsilon) + delta
         excess = lhs - rhs
         if excess.size:
             max_excess = max(max_excess, float(excess.max()))
@@ -427,7 +442,8 @@ def roc_band_check(pos_eval: np.ndarray, neg_eval: np.ndarray, epsilon: float, d
     as :func:`dp_bound_check`) are tested together at level alpha, with no
     union bound over points: a violation is lhs − λ_lhs > e^ε·(rhs + λ_rhs) + δ.
     The p-value is closed-form: with c* = max over points and forms of
-    (lhs − e^ε·rhs − δ) / (1/√(2 n_lhs) + e^ε/√(2 n_rhs)), p = min(1, 4·e^{−c*²}).
+    (lhs − e^ε·rhs − δ) / (1/√(2 n_lhs) + e^ε/√(2 n_rhs)), p = min(1, 4·e^{−c*²})
+    (computed as (e^{−ε}(lhs − δ) − rhs) / (e^{−ε}/√(2 n_lhs) + 1/√(2 n_rhs)): finite for any ε).
 
     Pass scores the attack choice has not seen (the evaluation halves of
     :func:`split_halves`, the attack chosen on the selection halves): the band
@@ -446,7 +462,9 @@ def roc_band_check(pos_eval: np.ndarray, neg_eval: np.ndarray, epsilon: float, d
         raise ValueError(f"need ε ≥ 0 and δ in [0, 1], got {epsilon}, {delta}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    e = math.exp(epsilon)
+    # Numerator and denominator of c are divided by e^ε, so no e^ε is ever formed: e^{−ε} underflows
+    # harmlessly to 0 for a unit ε in the thousands, where e^ε would overflow.
+    e_inv = math.exp(-epsilon)
     t = np.append(np.unique(np.concatenate([pos, neg])), np.inf)
     tpr = _counts_ge(pos, t) / pos.size
     fpr = _counts_ge(neg, t) / neg.size
@@ -457,7 +475,7 @@ def roc_band_check(pos_eval: np.ndarray, neg_eval: np.ndarray, epsilon: float, d
              ("1-TPR <= e^eps*(1-FPR) + delta", 1 - tpr, sp, 1 - fpr, sn))
     best_c, best = -np.inf, (0, forms[0][0])
     for name, lhs, s_l, rhs, s_r in forms:
-        c = (lhs - e * rhs - delta) / (s_l + e * s_r)
+        c = (e_inv * (lhs - delta) - rhs) / (e_inv * s_l + s_r)
         i = int(np.argmax(c))
         if c[i] > best_c:
             best_c, best = float(c[i]), (i, name)

@@ -145,7 +145,9 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
     Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)."""
     if mu <= 0:
         return 0.0
-    return float(stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2))
+    # e^ε·Φ(x) as exp(ε + log Φ(x)): e^ε alone overflows past ε ≈ 709, the product does not.
+    return float(stats.norm.cdf(-epsilon / mu + mu / 2)
+                 - math.exp(epsilon + float(stats.norm.logcdf(-epsilon / mu - mu / 2))))
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:

@@ -429,33 +429,40 @@ PERSON_EPSILON_FACTOR = 2.0
 
 def people_sentence(name: str, arm: ArmResult, arms: dict[str, ArmResult]) -> str:
     """One sentence on whether record-level DP is enough for this corpus's people (issue 27), from the privacy
-    blocks alone (``unit``, ``epsilon_person``, ``person_records``): "" when the recommended arm makes no DP
-    claim or no DP arm reports people. Record-level DP is enough when the person with the most records is
-    held to at most :data:`PERSON_EPSILON_FACTOR` × the record's ε."""
+    blocks alone (``unit``, ``epsilon_person``, ``person_records``, ``delta``): "" when the recommended arm makes
+    no DP claim or no DP arm reports people. Record-level DP is enough when the real person with the most
+    records is held to at most :data:`PERSON_EPSILON_FACTOR` × the record's ε. Every ε is an accountant's upper
+    bound and is printed with its δ ("guaranteed ε ≤ X at δ = …"); the planted canaries are test secrets, not
+    people, and are named apart (issue 37)."""
     p = arm.privacy
     blocks = [a.privacy for a in arms.values() if a.privacy is not None and a.privacy.person_records]
     if p is None or not blocks:
         return ""
     k = max(b.person_records for b in blocks)
+    canaries = ""
+    if p.canary_records and p.epsilon_canary is not None and p.canary_records > 1:
+        canaries = (f" (The planted canaries, up to {p.canary_records} copies each, are test secrets counted apart "
+                    f"from the people: {name} guarantees each ε ≤ {p.epsilon_canary:.3g} at δ = {p.delta:.2g}.)")
     if k <= 1:
-        return "Record-level DP is enough for this corpus: no person has more than one record."
+        return "Record-level DP is enough for this corpus: no person has more than one record." + canaries
     record_level = {n: a.privacy for n, a in arms.items() if a.privacy is not None and a.privacy.unit == "record"
                     and a.privacy.epsilon_person is not None}
     if p.unit == "person":
-        text = f"{name} holds every person, up to {k} records each, to ε = {p.epsilon:.3g}"
+        text = f"{name} guarantees every person, up to {k} records each, ε ≤ {p.epsilon:.3g} at δ = {p.delta:.2g}"
         if record_level:
             worst = max(record_level, key=lambda n: record_level[n].epsilon_person)
+            w = record_level[worst]
             text = (f"Record-level DP is not enough for this corpus: a person has up to {k} records, and "
-                    f"{worst} holds that person only to ε ≈ {record_level[worst].epsilon_person:.3g}; {text}")
-        return text + "."
+                    f"{worst} guarantees that person only ε ≤ {w.epsilon_person:.3g} at δ = {w.delta:.2g}; {text}")
+        return text + "." + canaries
     if p.epsilon_person is None or p.unit != "record":
         return ""
     if p.epsilon_person <= PERSON_EPSILON_FACTOR * p.epsilon:
         return (f"Record-level DP is enough for this corpus: its person with the most records ({p.person_records}) "
-                f"is held to ε ≈ {p.epsilon_person:.3g}.")
+                f"is guaranteed ε ≤ {p.epsilon_person:.3g} at δ = {p.delta:.2g}." + canaries)
     return (f"Record-level DP is not enough for this corpus on its own: a person has up to {p.person_records} "
-            f"records, and {name} holds that person only to ε ≈ {p.epsilon_person:.3g}; a user-level DP arm "
-            "(dp-user-ε) holds each person to ε.")
+            f"records, and {name} guarantees that person only ε ≤ {p.epsilon_person:.3g} at δ = {p.delta:.2g}; a "
+            "user-level DP arm (dp-user-ε) holds each person to ε." + canaries)
 
 
 def _compare(ref: str, a_arm: ArmResult, name: str, b_arm: ArmResult, tests: dict[str, Comparison]) -> None:

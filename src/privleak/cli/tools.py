@@ -265,15 +265,17 @@ def ldp(
 
 
 def budget(
-    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories whose DP trainings to compose (their budget/ledger.jsonl)."),
+    run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories (the --out of privleak run) whose DP trainings to compose: their budget/ledger.jsonl."),
     release: Optional[str] = typer.Option(None, "--release", help="Comma-separated arm names you release together, e.g. dp-1,dp-8: their composed ε."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Also count every other DP training on the same members recorded in this machine's model cache (tuning runs, earlier audits)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON array (one object per members and privacy unit)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON array (one object per group of trainings sharing people)."),
 ) -> None:
-    """The privacy budget spent on the same members across runs: each DP training alone, the arms you release
-    together, and everything trained, composed (PRV; Opacus's heterogeneous composition)."""
-    from ..pipeline.ledger import budget as compose, budget_tables, ledger_entries
-    from ..report.console import rich_table
+    """The privacy budget spent on the same people across runs: each DP training alone, the arms you release
+    together, and everything trained, composed per record and per person (PLD), whatever unit each training's
+    own accountant states."""
+    # Everything here is checked and read without torch (the ledger, its people files and the accountants do
+    # not import it), so a refusal is one line in well under a second.
+    from ..pipeline.ledger import LedgerReader, budget as compose, budget_tables, ledger_entries
 
     for rd in run_dirs:
         if not Path(rd).expanduser().is_dir():
@@ -281,13 +283,25 @@ def budget(
     wanted = [a.strip() for a in release.split(",") if a.strip()] if release is not None else None
     if wanted is not None and not wanted:
         raise UserError("--release: name at least one arm, e.g. --release dp-1,dp-8")
-    entries = ledger_entries(run_dirs, cache=cache)
+    reader = LedgerReader()
+    entries = ledger_entries(run_dirs, cache=cache, reader=reader)
     if not entries:
         raise UserError("no DP training is recorded in these run directories (budget/ledger.jsonl); "
                         "run an audit with a DP arm first")
-    groups = compose(entries, release=wanted)
+    groups = compose(entries, release=wanted, reader=reader)
     if as_json:
         out.print_json(json.dumps([g.model_dump(mode="json") for g in groups]))
         return
+    from rich.markup import escape as markup_escape
+    from rich.table import Table as RichTable
+
     for t in budget_tables(groups):
-        out.print(rich_table(t))
+        rt = RichTable(title=markup_escape(escape_control(t.console_title or t.caption or "")))
+        for i, col in enumerate(t.columns):
+            rt.add_column(col, justify="left" if i < 3 else "right")
+        for row in t.rows:  # arm and run names come from files: shown, never obeyed
+            rt.add_row(*[markup_escape(escape_control(str(getattr(c, "text", c)))) for c in row])
+        out.print(rt)
+    for g in groups:
+        for note in g.notes:
+            err.print(f"note: {escape_control(note)}", markup=False, highlight=False, soft_wrap=True)

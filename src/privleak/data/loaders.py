@@ -83,6 +83,14 @@ def _groups(p: Path, kind: str, text_field: str, group_field: str, flag: str = "
         if value is None or (isinstance(value, str) and not value.strip()):
             raise UserError(f"{p}: {where} has no value in field '{group_field}'; give every record its "
                             f"{what}, or drop {flag}")
+        # An id is a string or a number: a list, an object or true/false names no one (as text they would
+        # merge unrelated records into a few "people" and leave no independent units to evaluate).
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            shown = "true/false" if isinstance(value, bool) else ("a list" if isinstance(value, (list, tuple))
+                                                                   else "an object" if isinstance(value, dict)
+                                                                   else type(value).__name__)
+            raise UserError(f"{p}: {where} has {shown} in field '{group_field}', not a {what} id; give every "
+                            f"record a string or number id there, or drop {flag}")
         return str(value)
 
     if kind == "text":

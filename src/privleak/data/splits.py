@@ -12,6 +12,7 @@ fractions apply to units, not records.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from typing import Sequence
@@ -63,15 +64,65 @@ def _groups_needed(n_groups: int, fractions: tuple[float, ...], min_per_split: i
     return need
 
 
-def unit_of(record: Record) -> tuple[str, str]:
-    """The membership unit of a record: its person (``meta.person_id``, synthetic data), its group
-    (``meta.group``, from ``--group-field``), else its distinct (normalised) text."""
+#: The record kinds that are planted by PrivLeak (exposure canaries, one-run audit canaries): each canary is its
+#: own made-up individual, never a real person.
+CANARY_KINDS = frozenset({"canary", "audit_canary"})
+
+#: ``meta`` key of a record's privacy unit, stamped from the raw data before any defence (:func:`stamp_units`).
+UNIT_KEY = "unit"
+
+
+def text_digest(text: str) -> str:
+    """The key of a distinct (normalised) text: a hash, so a unit id carries no PII of the text itself."""
+    return hashlib.sha256(normalize_text(text).encode()).hexdigest()[:20]
+
+
+def raw_unit(record: Record) -> tuple[str, str]:
+    """The privacy unit the raw record belongs to, read from its own fields: a planted canary's id
+    (``canary``; every copy of one canary is one made-up individual), the synthetic ``meta.person_id``
+    (``person``), the ``--group-field`` value (``group``), else a digest of its distinct normalised text
+    (``text``)."""
     meta = record.meta
+    if record.kind in CANARY_KINDS and meta.get("canary_id") is not None:
+        return "canary", str(meta["canary_id"])
     if meta.get("person_id") is not None:
         return "person", str(meta["person_id"])
     if meta.get("group") is not None:
         return "group", str(meta["group"])
-    return "text", normalize_text(record.text)
+    return "text", text_digest(record.text)
+
+
+def unit_of(record: Record) -> tuple[str, str]:
+    """The privacy (membership) unit of a record, as ``(kind, id)``: the unit stamped on it from the raw data
+    (``meta["unit"]``, :func:`stamp_units`), else :func:`raw_unit` of the record as it is.
+
+    The stamp is what keeps the unit fixed before any defence: scrubbing rewrites texts (15 canaries' 93 copies
+    all read "Verification record for <NAME>: social security number <SSN>." after masking) and would merge
+    units keyed on text; a stamped record keeps the unit its raw text, person, group or canary gave it."""
+    stamped = record.meta.get(UNIT_KEY)
+    if isinstance(stamped, str) and ":" in stamped:
+        kind, _, value = stamped.partition(":")
+        return kind, value
+    return raw_unit(record)
+
+
+def is_canary_unit(unit: tuple[str, str]) -> bool:
+    """Whether a unit is a planted canary (reported apart from real people)."""
+    return unit[0] == "canary"
+
+
+def stamp_units(records: Sequence[Record]) -> list[Record]:
+    """``records`` with ``meta["unit"] = "<kind>:<id>"`` from :func:`raw_unit` — the privacy unit fixed from the
+    raw data, before scrubbing or deduplication run (records already stamped keep their stamp). New record
+    objects; the input is not changed."""
+    out = []
+    for r in records:
+        if isinstance(r.meta.get(UNIT_KEY), str):
+            out.append(r)
+            continue
+        kind, value = raw_unit(r)
+        out.append(Record(text=r.text, pii=r.pii, meta={**r.meta, UNIT_KEY: f"{kind}:{value}"}))
+    return out
 
 
 def _units(records: Sequence[Record]) -> dict[str, list[int]]:

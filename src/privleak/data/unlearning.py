@@ -18,7 +18,6 @@ forgotten person is the same shard before and after the request.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -35,14 +34,11 @@ from .splits import unit_of
 
 
 def person_of(record: Record) -> str:
-    """The erasure unit of ``record`` as a string key: ``canary:<id>`` for a planted canary copy,
-    ``person:<id>`` / ``group:<id>`` from :func:`~privleak.data.splits.unit_of`, else ``text:<hash>`` of
-    the normalised text (a hash, so the key itself carries no PII)."""
-    if record.kind == "canary" and record.meta.get("canary_id") is not None:
-        return f"canary:{record.meta['canary_id']}"
+    """The erasure unit of ``record`` as a string key, :func:`~privleak.data.splits.unit_of`'s: ``canary:<id>``
+    for a planted canary copy, ``person:<id>`` / ``group:<id>``, else ``text:<hash>`` of the raw normalised
+    text (a hash, so the key itself carries no PII) — the unit stamped before any defence, so a scrubbed copy
+    of a record is the same person as the record."""
     kind, value = unit_of(record)
-    if kind == "text":
-        return "text:" + hashlib.sha256(value.encode()).hexdigest()[:16]
     return f"{kind}:{value}"
 
 

@@ -129,10 +129,10 @@ class UserDPLog(TrainLog):
 
 def person_labels(records: Sequence[Record]) -> list[str]:
     """The privacy unit of each record: :func:`data.splits.unit_of`, the one definition every arm uses
-    (``arms.common.person_sizes`` and ``person_privacy`` read the same). ``meta.person_id`` (synthetic),
-    ``meta.group`` (``--group-field``), else the record's normalised text — so every copy of a planted
-    canary (one text) is one person, and identical texts with nobody named count as one person, the
-    cautious reading."""
+    (``arms.common.person_sizes`` and ``person_privacy`` read the same), stamped from the raw data before any
+    defence: a planted canary's id (all its copies are one made-up person), ``meta.person_id`` (synthetic),
+    ``meta.group`` (``--group-field``), else the raw record's normalised text — identical texts with nobody
+    named count as one person, the cautious reading; a scrubbed copy stays its raw record's person."""
     return [":".join(unit_of(r)) for r in records]
 
 

@@ -231,6 +231,18 @@ def assembly_order(arm_specs: list[ArmSpec]) -> list[ArmSpec]:
     return out
 
 
+
+def _budget_people(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, ArmResult]) -> dict[str, Any]:
+    """Each DP arm's training people (the ledger's key), so the results' budget composes per person too."""
+    from .training import ledger_people
+
+    out = {}
+    for spec in arm_specs:
+        a = arms[spec.name]
+        if a.privacy is not None and a.serves is None and a.privacy.sigma > 0:
+            out[spec.name] = ledger_people(audit, spec, read_json(audit.run.path("arms", spec.name, "train.json")))[0]
+    return out
+
 def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, source: str | None = None,
              extra: dict[str, dict[str, dict[str, Any]]] | None = None) -> AuditResults:
     """The typed, judged results of a run. ``control``: the base (or reference) model was evaluated as the
@@ -269,7 +281,8 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
         release = DataRelease.model_validate(read_json(run.path("release.json")))
     blind = _blind(audit, arms, audit.user_split())
-    budget = privacy_budget(audit.memo("members_hash", lambda: members_hash(members)), arms)
+    budget = privacy_budget(audit.memo("members_hash", lambda: members_hash(members)), arms,
+                            _budget_people(audit, arm_specs, arms))
     results = AuditResults(
         blind_baseline=blind, tool=ToolInfo(name="privleak", version=__version__),
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,

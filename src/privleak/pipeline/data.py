@@ -16,7 +16,7 @@ from ..data.canaries import derive_seed, make_canaries, plant_canaries, save_can
 from ..data.clinical import ClinicalCorpusConfig, generate_corpus
 from ..data.loaders import load_corpus
 from ..data.records import Record, write_jsonl
-from ..data.splits import split_corpus
+from ..data.splits import split_corpus, stamp_units
 from ..models.base import BaseModelSpec, default_base_model
 from ..models.gguf import converted_info, gguf_digest, is_gguf
 from ..models.handle import check_model_ref, load_handle
@@ -87,7 +87,8 @@ def make_data(audit: Audit) -> None:
             splits["public"], splits["public_heldout"] = [], []
     with staging_dir(run.path("splits")) as tmp:
         for name in SPLITS:
-            write_jsonl(tmp / f"{name}.jsonl", splits.get(name, []))
+            # The privacy unit is fixed here, from the raw data, before any defence rewrites a text.
+            write_jsonl(tmp / f"{name}.jsonl", stamp_units(splits.get(name, [])))
         save_canaries(tmp / "canaries.json", canaries)
     audit.shared.pop("splits", None)
     audit.shared.pop("canaries", None)

@@ -1,62 +1,198 @@
-"""The privacy-budget ledger: every DP training on the same members, recorded, and what releasing them costs.
+"""The privacy-budget ledger: every DP training of the same people, recorded, and what releasing them costs.
 
 Source document 000: "the privacy budget is a finite resource that is
 consumed with every access to the training data". An audit trains several DP
-arms on one set of members (dp-1, dp-8, …) and a user may have trained more
-while tuning; releasing more than one of their models costs the composition
-of all their trainings, not the largest single ε.
+arms on one set of members (dp-1, dp-8, dp-user-8, fed-dp-8 …) and a user may
+have trained more while tuning; releasing more than one of their models costs
+the composition of all their trainings, not the largest single ε — whatever
+unit each training's own accountant states.
 
-Every DP training an audit finishes is appended to two ledgers, keyed by the
-members' content hash (:func:`members_hash`: the same people's records,
-whichever run or seed drew them in that order):
+Every DP training an audit finishes is appended to two ledgers:
 
 * the run directory's ``budget/ledger.jsonl`` — this run's trainings;
 * the model cache's ``ledger/<members hash>.jsonl`` (``PRIVLEAK_CACHE``) —
-  every training on those members on this machine, whichever run directory
-  it was written to (deleted ones included).
+  every training on this machine, whichever run directory it was written to
+  (deleted ones included).
+
+Each line names its training's **people**: a file ``people/<digest>.json``
+beside the ledger maps every real person of its training data (a hash of the
+unit stamped from the raw data: ``meta.person_id``, a ``--group-field``
+group, a distinct text — never the id itself) to how many records they had
+in it (and, for DP-FedAvg, in how many clients). Planted canaries are test
+secrets, not people, and are left out. :func:`budget` composes by person, so
+overlapping member sets and record-, person- and client-level trainings of
+the same people compose together (:mod:`privleak.accountants.analysis.units`):
+
+* **ε per record**: every training's record-level event (add/remove for
+  DP-SGD, replace-one for user-level DP-SGD and DP-FedAvg) composed over the
+  trainings that hold the record's person — the worst such person;
+* **ε per person**: every training's event for the whole person
+  (record-level DP-SGD: the mixture of Gaussians of their k records;
+  user-level: add/remove of the person; DP-FedAvg: replace-one of their
+  client) composed — the worst real person.
 
 A training is identified by its settings (the same settings on the same
 members give the same model: counted once, however often a stage is redone).
-:func:`budget` composes a ledger's trainings with
-:func:`privleak.accountants.compose_epsilon` (PRV), per privacy unit
-(record-level DP-SGD and client-level DP-FedAvg are not one mechanism).
+A line's ε is re-derived from its σ, q and steps when it is read: a line
+whose ε does not follow from them was edited, and is refused naming the file.
+Reading is linear in the lines: each distinct (q, σ, T, δ) is accounted
+once, each people file read once, identical mechanisms composed as one.
 Appends are one ``write`` of one line, so worker processes may record at once.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import math
 import os
+import stat
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import field_validator
+
+from ..accountants import Composed, UnitEvent, compose_events
+from ..core.cache import cache_root
 from ..core.errors import UserError
+from ..core.io import atomic_open, stable_hash
+from ..core.jsonlimits import loads
 from ..core.present import Cell, Table
-from ..core.io import stable_hash
 from ..core.typed import Typed
 from ..data.records import Record
-from ..accountants import Training, compose_epsilon
-from ..core.cache import cache_root
-from ..results import ArmResult, BudgetRelease, PrivacyBudget
+from ..data.splits import is_canary_unit, unit_of
+
+if TYPE_CHECKING:
+    from ..results import ArmResult, PrivacyBudget
 
 RUN_LEDGER = ("budget", "ledger.jsonl")
+PEOPLE_DIR = "people"
+Unit = Literal["record", "person", "client"]
+
+#: A recorded ε is accepted when it lies between the PLD figure (the tightest upper bound here, ~1e-4 above the
+#: exact ε) less this share and the RDP figure (the loosest accountant privleak uses) plus it: every accountant
+#: the arms use (PRV, PLD, RDP) lands inside, an edited figure does not.
+EPSILON_TOLERANCE = 0.02
+
+#: More distinct people-overlap patterns than this and the per-person composition takes one fictitious person
+#: with the most records of anyone in every training (a sound upper bound, said so) instead of each pattern.
+MAX_PATTERNS = 32
 
 
 class LedgerEntry(Typed):
-    """One finished DP training: on which members, which arm of which run, and its DP-SGD parameters."""
+    """One finished DP training: on which members and people, which arm of which run, its DP-SGD parameters."""
 
     members: str  # members_hash
     key: str  # the training's identity: its settings on those members
     arm: str
     run: str  # the run directory it was written to
-    unit: str  # "record", "person", "client"
+    unit: Unit  # the unit of the arm's own accountant ε
     sample_rate: float
     sigma: float
     steps: int
     delta: float
-    epsilon: float  # the arm's accountant ε alone
+    epsilon: float  # the arm's accountant ε alone, for its own unit
+    accountant: str | None = None
+    people: str | None = None  # digest of the people file; None: recorded before the ledger kept people
+    person_cap: int | None = None  # user-level ELS: at most this many records of a person were trained on
+
+    @field_validator("sample_rate")
+    @classmethod
+    def _q(cls, v: float) -> float:
+        if not 0.0 < v <= 1.0:
+            raise ValueError(f"sample_rate {v!r} is not in (0, 1]")
+        return v
+
+    @field_validator("sigma")
+    @classmethod
+    def _sigma(cls, v: float) -> float:
+        if not (0.0 < v <= 1e100 and math.isfinite(v)):
+            raise ValueError(f"sigma {v!r} is not a noise multiplier in (0, 1e100]")
+        return v
+
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, v: int) -> int:
+        if not 1 <= v <= 2**53:
+            raise ValueError(f"steps {v!r} is not in [1, 2**53]")
+        return v
+
+    @field_validator("delta")
+    @classmethod
+    def _delta(cls, v: float) -> float:
+        if not 0.0 < v < 1.0:
+            raise ValueError(f"delta {v!r} is not in (0, 1)")
+        return v
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon(cls, v: float) -> float:
+        if not (v >= 0.0 and math.isfinite(v)):
+            raise ValueError(f"epsilon {v!r} is not a finite ε ≥ 0 (a DP training privleak records has one)")
+        return v
+
+    @field_validator("person_cap")
+    @classmethod
+    def _cap(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"person_cap {v!r} is not a positive count")
+        return v
+
+    @property
+    def record_event(self) -> UnitEvent:
+        """This training as it acts on one record of a person it trained on (the ledger's common unit)."""
+        relation = "add_remove" if self.unit == "record" else "replace_one"
+        return UnitEvent(self.sample_rate, self.sigma, self.steps, relation)  # type: ignore[arg-type]
+
+    def person_event(self, records: int, clients: int = 1) -> UnitEvent | None:
+        """This training as it acts on a person with ``records`` records in it (spread over ``clients``
+        clients, DP-FedAvg); None where no PLD event states it (a person across several clients)."""
+        if self.unit == "person":
+            return UnitEvent(self.sample_rate, self.sigma, self.steps)
+        if self.unit == "client":
+            return UnitEvent(self.sample_rate, self.sigma, self.steps, "replace_one") if clients <= 1 else None
+        k = min(records, self.person_cap) if self.person_cap else records
+        return UnitEvent(self.sample_rate, self.sigma, self.steps, group_size=max(1, k))
+
+
+@dataclass(frozen=True)
+class People:
+    """The real people of one training: person key → records trained on; DP-FedAvg also person key → clients."""
+
+    records: dict[str, int]
+    clients: dict[str, int] | None = None
+
+    @property
+    def digest(self) -> str:
+        return stable_hash("people", sorted(self.records.items()), sorted((self.clients or {}).items()))[:24]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, **({"clients": self.clients} if self.clients is not None else {})}
+
+
+def person_key(unit: tuple[str, str]) -> str:
+    """A person's key in the ledger: a hash of the unit, so a ledger names nobody (group ids can be e-mails)."""
+    return hashlib.sha256(f"{unit[0]}:{unit[1]}".encode()).hexdigest()[:16]
+
+
+def training_people(records: Sequence[Record], clients: Sequence[str] | None = None) -> People:
+    """The real people of a training's records (planted canaries left out), with their record counts and —
+    given each record's client — the number of clients each person's records lie in."""
+    counts: dict[str, int] = {}
+    where: dict[str, set[str]] = {}
+    for i, r in enumerate(records):
+        u = unit_of(r)
+        if is_canary_unit(u):
+            continue
+        k = person_key(u)
+        counts[k] = counts.get(k, 0) + 1
+        if clients is not None:
+            where.setdefault(k, set()).add(clients[i])
+    return People(records=dict(sorted(counts.items())),
+                  clients={k: len(v) for k, v in sorted(where.items())} if clients is not None else None)
 
 
 def members_hash(records: Iterable[Record]) -> str:
@@ -72,20 +208,22 @@ def cache_ledger(members: str) -> Path:
     return cache_root() / "ledger" / f"{members}.jsonl"
 
 
-def entry_for(members: str, arm: str, run: Path, settings: dict[str, Any], privacy: dict[str, Any]
-              ) -> LedgerEntry | None:
+def entry_for(members: str, arm: str, run: Path, settings: dict[str, Any], privacy: dict[str, Any],
+              people: People | None = None, person_cap: int | None = None) -> LedgerEntry | None:
     """The ledger line of an arm's training (None: not a DP training — no σ, or σ = 0)."""
     if not privacy or not privacy.get("sigma") or not privacy.get("steps"):
         return None
     return LedgerEntry(members=members, key=stable_hash("ledger", members, settings), arm=arm,
-                       run=str(Path(run).resolve()), unit=str(privacy.get("unit") or "record"),
+                       run=str(Path(run).resolve()), unit=str(privacy.get("unit") or "record"),  # type: ignore[arg-type]
                        sample_rate=float(privacy["sample_rate"]), sigma=float(privacy["sigma"]),
-                       steps=int(privacy["steps"]), delta=float(privacy["delta"]), epsilon=float(privacy["epsilon"]))
+                       steps=int(privacy["steps"]), delta=float(privacy["delta"]), epsilon=float(privacy["epsilon"]),
+                       accountant=privacy.get("accountant"), people=people.digest if people is not None else None,
+                       person_cap=person_cap)
 
 
 def _append(path: Path, entry: LedgerEntry) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(entry.model_dump(mode="json"), sort_keys=True) + "\n").encode()
+    line = (json.dumps(entry.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)
@@ -93,130 +231,398 @@ def _append(path: Path, entry: LedgerEntry) -> None:
         os.close(fd)
 
 
-def record_training(run_root: Path, entry: LedgerEntry) -> None:
-    """Append ``entry`` to the run's ledger and the cache's (a cache that cannot be written is skipped: the
-    run's ledger still holds it)."""
-    _append(Path(run_root).joinpath(*RUN_LEDGER), entry)
+def _write_people(ledger: Path, people: People) -> None:
+    path = ledger.parent / PEOPLE_DIR / f"{people.digest}.json"
+    if path.is_file():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path) as fh:
+        json.dump(people.to_json(), fh, sort_keys=True)
+
+
+def record_training(run_root: Path, entry: LedgerEntry, people: People | None = None) -> None:
+    """Append ``entry`` (and write its people file) to the run's ledger and the cache's (a cache that cannot be
+    written is skipped: the run's ledger still holds it)."""
+    run_ledger = Path(run_root).joinpath(*RUN_LEDGER)
+    if people is not None:
+        _write_people(run_ledger, people)
+    _append(run_ledger, entry)
     try:
+        if people is not None:
+            _write_people(cache_ledger(entry.members), people)
         _append(cache_ledger(entry.members), entry)
     except OSError:
         pass
 
 
-def read_ledger(path: Path) -> list[LedgerEntry]:
-    """The entries of one ledger file, each training once (by key: a redone stage is the same training)."""
-    if not path.is_file():
-        return []
-    out: dict[str, LedgerEntry] = {}
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
+# ---------------------------------------------------------------- reading
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular(path: Path, what: str) -> bool:
+    """Whether ``path`` is a regular file to read (False: it does not exist); anything else that is there — a
+    folder, a pipe (reading one would wait forever), a device, a symbolic-link loop — is refused in one line."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise UserError(f"{path}: {what} is a symbolic link to nothing; remove the link") from None
+        return False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{path}: {what} is a symbolic link loop; remove the link") from None
+        raise UserError(f"{path}: {what} cannot be read ({exc.strerror or exc}); check its permissions") from None
+    if stat.S_ISREG(st.st_mode):
+        return True
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+    raise UserError(f"{path}: {what} is {kind}, not a file privleak wrote; remove it (a run writes a regular file)")
+
+
+def _text(path: Path, what: str) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                        "privleak writes UTF-8 JSON lines — restore the file from a backup or remove it") from None
+
+
+def _accountant_range(q: float, sigma: float, steps: int, delta: float) -> tuple[float, float]:
+    """(PLD ε, RDP ε) at δ of the add/remove subsampled Gaussian: the range an accountant's ε lies in."""
+    from ..accountants import epsilon_pld, epsilon_rdp
+
+    return (epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta),
+            epsilon_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta))
+
+
+class LedgerReader:
+    """Reads ledgers and people files, each once, and re-derives every line's ε once per distinct (q, σ, T, δ)."""
+
+    def __init__(self) -> None:
+        self.ranges: dict[tuple[float, float, int, float], tuple[float, float]] = {}
+        self.people: dict[str, People] = {}
+        self.people_dirs: dict[str, Path] = {}
+
+    def derived(self, e: LedgerEntry, where: str) -> tuple[float, float]:
+        params = (e.sample_rate, e.sigma, e.steps, e.delta)
+        if params not in self.ranges:
+            try:
+                self.ranges[params] = _accountant_range(*params)
+            except UserError as exc:
+                raise UserError(f"{where}: σ = {e.sigma:g}, q = {e.sample_rate:g}, steps = {e.steps}, δ = {e.delta:g} "
+                                f"is no training the accountants can state an ε for ({str(exc).split(';')[0]}); "
+                                "privleak never records one — remove the line") from None
+        return self.ranges[params]
+
+    def check(self, e: LedgerEntry, where: str) -> None:
+        lo, hi = self.derived(e, where)
+        if not lo * (1 - EPSILON_TOLERANCE) <= e.epsilon <= hi * (1 + EPSILON_TOLERANCE) + 1e-9:
+            raise UserError(f"{where}: {e.arm}'s ε = {e.epsilon:.6g} does not follow from its σ = {e.sigma:.6g}, "
+                            f"q = {e.sample_rate:.6g}, steps = {e.steps}, δ = {e.delta:.3g} (the accountants give "
+                            f"{lo:.4g} to {hi:.4g}); the line was edited — restore the file or remove the line")
+
+    def read(self, path: Path) -> list[LedgerEntry]:
+        """The entries of one ledger file, each training once (by key: a redone stage is the same training);
+        [] when there is no file. Every problem is one line naming the file (and line) and the fix."""
+        if not _regular(path, "the ledger"):
+            return []
+        out: dict[str, LedgerEntry] = {}
+        for i, line in enumerate(_text(path, "the ledger").splitlines()):
+            if not line.strip():
+                continue
+            where = f"{path}: line {i + 1}"
+            try:
+                e = LedgerEntry.model_validate(loads(line))
+            except (ValueError, TypeError) as exc:
+                raise UserError(f"{where} is not a ledger entry ({_reason(exc)}); remove the line or restore the "
+                                "file") from None
+            self.check(e, where)
+            if e.people is not None and e.people not in self.people_dirs:
+                self.people_dirs[e.people] = path.parent / PEOPLE_DIR
+            out.setdefault(e.key, e)
+        return list(out.values())
+
+    def people_of(self, digest: str) -> People:
+        if digest in self.people:
+            return self.people[digest]
+        path = self.people_dirs[digest] / f"{digest}.json"
+        if not _regular(path, "a ledger's people file"):
+            raise UserError(f"{path}: the people file a ledger line names is missing; the run directory is "
+                            "incomplete — restore it, or remove the ledger lines that name it")
         try:
-            e = LedgerEntry.model_validate(json.loads(line))
-        except ValueError as exc:
-            raise UserError(f"{path}: line {i + 1} is not a ledger entry ({str(exc).splitlines()[0]}); "
-                            "remove it") from None
-        out.setdefault(e.key, e)
-    return list(out.values())
+            obj = loads(_text(path, "a ledger's people file"))
+            people = People(records={str(k): int(v) for k, v in obj["records"].items()},
+                            clients=({str(k): int(v) for k, v in obj["clients"].items()} if "clients" in obj else None))
+            if any(v < 1 for v in people.records.values()) or people.digest != digest:
+                raise ValueError("its content does not match its name")
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UserError(f"{path}: not a people file privleak wrote ({_reason(exc)}); restore it, or remove the "
+                            "ledger lines that name it") from None
+        self.people[digest] = people
+        return people
 
 
-class BudgetLine(Typed):
-    """One set of trainings released together and the ε it costs."""
-
-    what: str
-    arms: list[str]
-    epsilon: float
-    delta: float
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    if len(text) >= 3 and "validation error" in text[0]:  # pydantic: "field\n  message"
+        return f"{text[1].strip()}: {text[2].strip()}"
+    return text[0] if text else type(exc).__name__
 
 
-class BudgetGroup(Typed):
-    """The trainings on one set of members with one privacy unit, and what releasing them costs."""
-
-    members: str
-    unit: str
-    trainings: list[LedgerEntry]
-    lines: list[BudgetLine]
+def read_ledger(path: Path) -> list[LedgerEntry]:
+    """The entries of one ledger file, each training once, each line's ε checked against its σ, q and steps."""
+    return LedgerReader().read(Path(path))
 
 
-def budget(entries: Sequence[LedgerEntry], release: Sequence[str] | None = None) -> list[BudgetGroup]:
-    """Per (members, unit): each training alone (its accountant ε), ``release`` (arm names) composed, and every
-    training composed — at the largest δ among them (the δ every arm was held to)."""
-    groups: dict[tuple[str, str], list[LedgerEntry]] = {}
-    for e in entries:
-        groups.setdefault((e.members, e.unit), []).append(e)
-    out = []
-    for (members, unit), es in groups.items():
-        delta = max(e.delta for e in es)
-        lines = [BudgetLine(what=f"{e.arm} alone" + (f" ({Path(e.run).name})" if e.run else ""), arms=[e.arm],
-                            epsilon=e.epsilon,
-                            delta=e.delta) for e in es]
-        if release:
-            chosen = [e for e in es if e.arm in set(release)]
-            missing = sorted(set(release) - {e.arm for e in es})
-            if missing:
-                raise UserError(f"--release {','.join(missing)}: no DP training of that name in these ledgers; "
-                                f"name one of {', '.join(sorted({e.arm for e in es}))}")
-            lines.append(BudgetLine(what="released together", arms=[e.arm for e in chosen], delta=delta,
-                                    epsilon=_composed(chosen, delta)))
-        if len(es) > 1:
-            lines.append(BudgetLine(what="everything trained", arms=[e.arm for e in es], delta=delta,
-                                    epsilon=_composed(es, delta)))
-        out.append(BudgetGroup(members=members, unit=unit, trainings=es, lines=lines))
-    return out
-
-
-def _composed(entries: Sequence[LedgerEntry], delta: float) -> float:
-    return compose_epsilon(trainings=[Training(e.sample_rate, e.sigma, e.steps) for e in entries], delta=delta,
-                           accountant="prv")
-
-
-def ledger_entries(run_dirs: Sequence[str | Path], cache: bool = True) -> list[LedgerEntry]:
-    """The trainings recorded in the run directories' ledgers, and — with ``cache`` — every other training on
-    the same members in the model cache's ledger (each training once)."""
+def ledger_entries(run_dirs: Sequence[str | Path], cache: bool = True,
+                   reader: LedgerReader | None = None) -> list[LedgerEntry]:
+    """The trainings recorded in the run directories' ledgers, and — with ``cache`` — every other training on the
+    same members in the model cache's ledger (each training once)."""
+    reader = reader or LedgerReader()
     found: dict[str, LedgerEntry] = {}
     for rd in run_dirs:
         p = Path(rd).expanduser()
         if not p.is_dir():
             raise UserError(f"{p}: not a run directory; pass the --out directory of a privleak run")
-        for e in read_ledger(p.joinpath(*RUN_LEDGER)):
+        for e in reader.read(p.joinpath(*RUN_LEDGER)):
             found.setdefault(e.key, e)
     if cache:
         for members in sorted({e.members for e in found.values()}):
-            for e in read_ledger(cache_ledger(members)):
+            for e in reader.read(cache_ledger(members)):
                 found.setdefault(e.key, e)
     return list(found.values())
 
 
-#: How the budget's composed ε is computed (the results say it).
-ACCOUNTANT = "PRV (Opacus, heterogeneous composition of the trainings; Gopi et al. 2021)"
+# ---------------------------------------------------------------- composing
+
+class BudgetLine(Typed):
+    """Some trainings released together and the ε it costs, per record and per person (the ledger's common
+    units: every training's event for that unit, composed)."""
+
+    what: str
+    arms: list[str]
+    epsilon: float  # ε per record
+    delta: float
+    epsilon_person: float | None = None  # ε per real person (None: a training that did not record its people)
+    person_records: int | None = None  # the most records that worst person had in one of the trainings
+    method: str = "pld"
 
 
-def privacy_budget(members: str, arms: dict[str, ArmResult]) -> list[PrivacyBudget]:
-    """This audit's DP arms as the ledger composes them (each alone; all together when there are several), per
-    privacy unit. Only the run's own trainings (a served arm is its source's model, not a training of its own):
-    ``results.json`` stays a function of the config and seed."""
-    entries = [LedgerEntry(members=members, key=name, arm=name, run="", unit=a.privacy.unit,
-                           sample_rate=a.privacy.sample_rate, sigma=a.privacy.sigma, steps=a.privacy.steps,
-                           delta=a.privacy.delta, epsilon=a.privacy.epsilon)
-               for name, a in arms.items()
-               if a.privacy is not None and a.serves is None and a.privacy.sigma > 0 and a.privacy.steps > 0]
+class BudgetGroup(Typed):
+    """The trainings that share people (directly or through others), and what releasing them costs."""
+
+    members: str  # the members hash of the first training (one of ``member_sets``)
+    member_sets: int = 1
+    people: int | None = None  # distinct real people trained on (None: unknown for old lines)
+    unit: str = "record and person"
+    trainings: list[LedgerEntry]
+    lines: list[BudgetLine]
+    notes: list[str] = []
+
+
+@dataclass
+class _Component:
+    entries: list[LedgerEntry]
+    persons: list[dict[str, int] | None]  # per entry: person key → records (None: unknown)
+    clients: list[dict[str, int] | None]
+    cache: dict[Any, Composed] = field(default_factory=dict)
+
+    def compose(self, events: list[UnitEvent], delta: float) -> Composed:
+        key = (tuple(sorted((e.mechanism, e.steps) for e in events)), delta)
+        if key not in self.cache:
+            self.cache[key] = compose_events(events=events, delta=delta)
+        return self.cache[key]
+
+
+def _record_level(c: _Component, idx: list[int], delta: float) -> Composed:
+    """The worst record: the composition of the record-level events of every training holding its person,
+    maximised over the patterns of trainings people are in (only maximal patterns can be worst)."""
+    old = {i for i in idx if c.persons[i] is None}  # lines from before people were kept: every member
+    seen: dict[str, set[int]] = {}
+    for i in idx:
+        for p in c.persons[i] or {}:
+            seen.setdefault(p, set(old)).add(i)
+    patterns = {frozenset(s) for s in seen.values()} or {frozenset(idx)}
+    maximal = [s for s in patterns if not any(s < t for t in patterns)]
+    results = [c.compose([c.entries[i].record_event for i in sorted(s)], delta) for s in maximal]
+    return max(results, key=lambda r: r.epsilon)
+
+
+def _person_level(c: _Component, idx: list[int], delta: float) -> tuple[Composed | None, int | None, str | None]:
+    """The worst real person: the composition of every training's event for them; (None, None, why) when a
+    training did not record its people."""
+    if any(c.persons[i] is None for i in idx):
+        return None, None, "a training recorded before the ledger kept people (re-run it to count it per person)"
+    sigs: dict[tuple[tuple[int, int, int], ...], None] = {}
+    keys = {p for i in idx for p in c.persons[i]}  # type: ignore[union-attr]
+    for p in keys:
+        sig = tuple((i, c.persons[i][p], (c.clients[i] or {}).get(p, 1))  # type: ignore[index]
+                    for i in idx if p in c.persons[i])  # type: ignore[operator]
+        sigs[sig] = None
+
+    def dominates(a: tuple, b: tuple) -> bool:
+        da = {i: (k, cl) for i, k, cl in a}
+        return all(i in da and da[i][0] >= k and da[i][1] >= cl for i, k, cl in b)
+
+    distinct = list(sigs)
+    maximal = distinct if len(distinct) > 8 * MAX_PATTERNS else \
+        [s for s in distinct if not any(t != s and dominates(t, s) for t in distinct)]
+    note = None
+    if len(maximal) > MAX_PATTERNS:  # one fictitious person with everyone's most records in every training
+        worst: dict[int, tuple[int, int]] = {}
+        for s in maximal:
+            for i, k, cl in s:
+                a, b = worst.get(i, (0, 0))
+                worst[i] = (max(a, k), max(b, cl))
+        maximal = [tuple((i, k, cl) for i, (k, cl) in sorted(worst.items()))]
+        note = (f"people overlap the trainings in {len(distinct)} patterns; ε per person is for one person with the "
+                "most records of anyone in every training (an upper bound)")
+    best: tuple[Composed | None, int | None] = (None, None)
+    for s in maximal:
+        events = [c.entries[i].person_event(k, cl) for i, k, cl in s]
+        if any(ev is None for ev in events):
+            return None, None, "a person's records lie in several clients of a DP-FedAvg training"
+        r = c.compose(events, delta)  # type: ignore[arg-type]
+        if best[0] is None or r.epsilon > best[0].epsilon:
+            best = (r, max(k for _, k, _ in s))
+    return best[0], best[1], note
+
+
+def _components(entries: Sequence[LedgerEntry], reader: LedgerReader | None) -> list[_Component]:
+    """Trainings joined by a shared person (old lines without people: by their members hash)."""
+    persons = [None if e.people is None or reader is None else reader.people_of(e.people) for e in entries]
+    parent = list(range(len(entries)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        keys = [f"members:{e.members}"] + list((persons[i].records if persons[i] else {}))
+        for k in keys:
+            j = first.setdefault(k, i)
+            a, b = find(i), find(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(entries)):
+        groups.setdefault(find(i), []).append(i)
+    return [_Component(entries=[entries[i] for i in ix],
+                       persons=[persons[i].records if persons[i] else None for i in ix],
+                       clients=[persons[i].clients if persons[i] else None for i in ix]) for ix in groups.values()]
+
+
+def _line(c: _Component, what: str, idx: list[int], delta: float) -> tuple[BudgetLine, str | None]:
+    rec = _record_level(c, idx, delta)
+    person, k, note = _person_level(c, idx, delta)
+    method = "pld" if rec.method == "pld" and (person is None or person.method == "pld") else \
+        "basic composition (the PLD grid would not fit)"
+    return BudgetLine(what=what, arms=[c.entries[i].arm for i in idx], epsilon=rec.epsilon, delta=delta,
+                      epsilon_person=person.epsilon if person else None, person_records=k, method=method), note
+
+
+def budget(entries: Sequence[LedgerEntry], release: Sequence[str] | None = None,
+           reader: LedgerReader | None = None) -> list[BudgetGroup]:
+    """Per group of trainings sharing people: each training alone, ``release`` (arm names) composed, and every
+    training composed — per record and per person, at the largest δ among them (the δ every arm was held to).
+
+    ``reader`` reads the people files the entries name (the one :func:`ledger_entries` used); without one,
+    entries are grouped by their members hash and ε per person is not stated."""
+    if release:
+        missing = sorted(set(release) - {e.arm for e in entries})
+        if missing:
+            raise UserError(f"--release {','.join(missing)}: no DP training of that name in these ledgers; "
+                            f"name one of {', '.join(sorted({e.arm for e in entries}))}")
     out = []
-    for g in budget(entries):
-        releases = [BudgetRelease(what="alone" if len(x.arms) == 1 else "all together", arms=x.arms,
-                                  epsilon=x.epsilon, delta=x.delta) for x in g.lines]
-        out.append(PrivacyBudget(members=members, unit=g.unit, accountant=ACCOUNTANT, releases=releases))
+    for c in _components(entries, reader):
+        es = c.entries
+        delta = max(e.delta for e in es)
+        lines, notes = [], []
+        for i, e in enumerate(es):
+            line, note = _line(c, f"{e.arm} alone" + (f" ({Path(e.run).name})" if e.run else ""), [i], e.delta)
+            # Alone, a training's own accountant figure is the bound for the unit it was accounted at (checked
+            # against σ, q and steps when read): the same number the arm's privacy block prints.
+            if e.unit in ("record", "person"):
+                line = line.model_copy(update={"epsilon": e.epsilon} if e.unit == "record" else
+                                       {"epsilon_person": e.epsilon if line.epsilon_person is not None else None})
+            lines.append(line)
+            notes.append(note)
+        if release:
+            chosen = [i for i, e in enumerate(es) if e.arm in set(release)]
+            if chosen:
+                line, note = _line(c, "released together", chosen, delta)
+                lines.append(line)
+                notes.append(note)
+        if len(es) > 1:
+            line, note = _line(c, "everything trained", list(range(len(es))), delta)
+            lines.append(line)
+            notes.append(note)
+        people = None if any(p is None for p in c.persons) else len({k for p in c.persons for k in p or {}})
+        out.append(BudgetGroup(members=es[0].members, member_sets=len({e.members for e in es}), people=people,
+                               trainings=es, lines=lines, notes=sorted({n for n in notes if n})))
     return out
 
 
+#: How the budget's composed ε is computed (the results say it).
+ACCOUNTANT = ("PLD (dp_accounting; every training's event for one record or one person — add/remove, replace-one or "
+              "the mixture of Gaussians of a person's records — composed on one grid)")
+
+
+def privacy_budget(members: str, arms: dict[str, ArmResult],
+                   people: dict[str, People] | None = None) -> list[PrivacyBudget]:
+    """This audit's DP arms as the ledger composes them (each alone; all together when there are several), per
+    record and per person. Only the run's own trainings (a served arm is its source's model, not a training of its
+    own): ``results.json`` stays a function of the config and seed. ``people``: each DP arm's training people."""
+    from ..results import BudgetRelease, PrivacyBudget
+
+    reader = LedgerReader()
+    entries = []
+    for name, a in arms.items():
+        p = a.privacy
+        if p is None or a.serves is not None or not p.sigma > 0 or not p.steps > 0:
+            continue
+        digest = None
+        if people is not None and name in people:
+            digest = people[name].digest
+            reader.people[digest] = people[name]
+        entries.append(LedgerEntry(members=members, key=name, arm=name, run="", unit=p.unit,
+                                   sample_rate=p.sample_rate, sigma=p.sigma, steps=p.steps, delta=p.delta,
+                                   epsilon=p.epsilon, accountant=p.accountant, people=digest))
+    out = []
+    for g in budget(entries, reader=reader):
+        releases = [BudgetRelease(what="alone" if len(x.arms) == 1 else "all together", arms=x.arms,
+                                  epsilon=x.epsilon, delta=x.delta, epsilon_person=x.epsilon_person,
+                                  person_records=x.person_records) for x in g.lines]
+        out.append(PrivacyBudget(members=members, unit="record", accountant=ACCOUNTANT, releases=releases))
+    return out
+
+
+def _num(x: float | None, spec: str = ".3f") -> str:
+    if x is None:
+        return "—"
+    return "∞" if math.isinf(x) else format(x, spec)
+
+
 def budget_tables(groups: Sequence[BudgetGroup]) -> list[Table]:
-    """``privleak budget``'s tables: per (members, unit), the trainings and what each release costs."""
+    """``privleak budget``'s tables: per group of trainings sharing people, the trainings and what each release
+    costs per record and per person."""
     out = []
     for g in groups:
-        rows: list[list[Cell | str]] = [[e.arm, Path(e.run).name or "—", f"{e.sample_rate:.4g}", f"{e.sigma:.4g}",
-                                         str(e.steps), f"{e.delta:.1e}", f"{e.epsilon:.3f}"] for e in g.trainings]
-        out.append(Table(["arm", "run", "q", "σ", "steps", "δ", "ε alone"], rows,
-                         console_title=f"DP trainings on members {g.members[:12]}… (unit: {g.unit})"))
-        out.append(Table(["release", "arms", "ε", "δ"],
-                         [[x.what, ", ".join(x.arms), f"{x.epsilon:.3f}", f"{x.delta:.1e}"] for x in g.lines],
-                         console_title=f"The ε a release carries — {ACCOUNTANT}"))
+        rows: list[list[Cell | str]] = [[e.arm, Path(e.run).name or "—", e.unit, f"{e.sample_rate:.4g}",
+                                         f"{e.sigma:.4g}", str(e.steps), f"{e.delta:.1e}", f"{e.epsilon:.3f}"]
+                                        for e in g.trainings]
+        who = f"{g.people:,} people" if g.people is not None else f"members {g.members[:12]}…"
+        sets = f", {g.member_sets} member sets" if g.member_sets > 1 else ""
+        out.append(Table(["arm", "run", "unit", "q", "σ", "steps", "δ", "ε alone (its unit)"], rows,
+                         console_title=f"DP trainings of the same people ({who}{sets})"))
+        out.append(Table(["release", "arms", "ε per record", "ε per person", "δ"],
+                         [[x.what, ", ".join(x.arms), _num(x.epsilon),
+                           _num(x.epsilon_person) + (f" ({x.person_records} records)" if x.person_records else ""),
+                           f"{x.delta:.1e}"] for x in g.lines],
+                         console_title="The ε a release carries, guaranteed at most (" + ACCOUNTANT + ")"))
     return out

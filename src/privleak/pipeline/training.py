@@ -31,7 +31,7 @@ from ..models.batching import encode
 from ..models.device import current as current_policy
 from ..models.handle import ModelHandle, clone_model, load_handle, save_handle
 from .audit import Audit
-from .ledger import entry_for, members_hash, record_training
+from .ledger import People, entry_for, members_hash, record_training, training_people
 
 # ---------------------------------------------------------------- settings
 
@@ -135,15 +135,34 @@ def _save(audit: Audit, arm: str, model: Any, record: dict[str, Any]) -> None:
     write_json(audit.run.path("arms", arm, "train.json"), record)
 
 
+def ledger_people(audit: Audit, spec: ArmSpec, record: dict[str, Any]) -> tuple[People, int | None]:
+    """The real people a DP arm trained on, as the budget ledger keys them (:func:`.ledger.training_people`),
+    and the per-person cap of a user-level ELS arm (None otherwise). DP-FedAvg: also the clients each person's
+    records lie in."""
+    records = training_records(audit, spec)
+    privacy = record.get("privacy") or {}
+    clients = None
+    if privacy.get("unit") == "client":
+        from ..data.clients import client_labels
+
+        cfg = audit.cfg
+        clients = client_labels(records, cfg.federated.clients, cfg.seed, cfg.data.client_field)
+    user = record.get("user_dp") or {}
+    cap = user.get("records_per_person_cap") if user.get("method") == "els" else None
+    return training_people(records, clients), cap
+
+
 def train_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:
     """Train one arm: ``arms/<arm>/model`` (safetensors) and ``arms/<arm>/train.json``; a DP training joins the
-    privacy-budget ledger (:mod:`.ledger`) once it is saved."""
+    privacy-budget ledger (:mod:`.ledger`), with the people it trained on, once it is saved."""
     model, record = fit(audit, spec, spec.name, settings, training_records(audit, spec))
     _save(audit, spec.name, model, record)
     members = audit.memo("members_hash", lambda: members_hash(audit.splits()["members"]))
-    entry = entry_for(members, spec.name, audit.run.root, settings, record.get("privacy") or {})
-    if entry is not None:
-        record_training(audit.run.root, entry)
+    if (record.get("privacy") or {}).get("sigma"):
+        people, cap = ledger_people(audit, spec, record)
+        entry = entry_for(members, spec.name, audit.run.root, settings, record["privacy"], people, cap)
+        if entry is not None:
+            record_training(audit.run.root, entry, people)
 
 
 def training_seed(seed: int, k: int) -> int:

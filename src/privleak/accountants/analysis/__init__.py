@@ -13,7 +13,7 @@ dominated by the one-dimensional pair
 the smallest ε with δ(ε) ≤ δ. :mod:`.rdp`, :mod:`.pld` and :mod:`.prv`
 bound it three ways; :mod:`.calibration` inverts them; :mod:`.group`,
 :mod:`.federated` and :mod:`.composition` apply them to a person, a
-federated record and a ledger of trainings. Inputs are checked
+federated record and a ledger of trainings; :mod:`.units` composes trainings of different units at one. Inputs are checked
 (:mod:`.validation`) and grids sized (:mod:`.grid`) before any work.
 """
 
@@ -27,11 +27,13 @@ from .prv import epsilon_prv
 from .rdp import INTEGER_RDP_ORDERS, RDP_ORDERS, epsilon_opacus_rdp, epsilon_rdp, quiet_rdp
 from .steps import opacus_calibration_steps, steps_for
 from .summary import EpsilonReport, epsilons
+from .units import Composed, UnitEvent, compose_events
 from .validation import check_privacy_params
 
 __all__ = [
     "INTEGER_RDP_ORDERS",
     "RDP_ORDERS",
+    "Composed",
     "EpsilonReport",
     "GridTooLarge",
     "GroupEpsilon",
@@ -43,6 +45,7 @@ __all__ = [
     "check_privacy_params",
     "client_epsilons",
     "compose_epsilon",
+    "compose_events",
     "epsilon_opacus_rdp",
     "epsilon_pld",
     "epsilon_prv",
@@ -56,4 +59,5 @@ __all__ = [
     "record_epsilon",
     "sigmas",
     "steps_for",
+    "UnitEvent",
 ]

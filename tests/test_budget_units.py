@@ -1,0 +1,280 @@
+"""One budget per person: the ledger composes every DP training of the same people at one unit (issue 37
+item 5; issue 39's ledger rows).
+
+Before: the ledger composed only trainings with identical member sets *and* the same unit, so record-,
+person- and client-level trainings of the same people were listed apart (7.95, 8, 8) where their
+record-level composition is far larger, and ``--release`` could not name arms of different units together.
+Now each training is read as its event for one record (add/remove for DP-SGD, replace-one for user-level
+DP-SGD and DP-FedAvg) and for one person (the mixture of Gaussians of their k records, add/remove of the
+person, replace-one of their client), keyed by person, and composed. Every composed figure is checked against
+dp_accounting's own PLD composition of the same events.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from privleak.accountants import epsilon_pld, epsilon_prv, record_epsilon
+from privleak.core.errors import UserError
+from privleak.data.records import Record
+from privleak.pipeline import ledger as L
+
+DELTA = 1e-5
+# (q, σ, T) of three trainings of the same people, as a small audit's dp-8 / dp-user-8 (ULS) / fed-dp-8 are.
+DP = (0.05, 0.9, 200)
+USER = (0.2, 1.1, 60)
+FED = (0.3, 1.0, 40)
+
+
+def _dpa(events, delta: float, vdi: float = 1e-3) -> float:
+    """dp_accounting's PLD of the composition: ("add_remove" | "replace_one" | "mixture", q, σ, T, k)."""
+    from dp_accounting import NeighboringRelation
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    acc = None
+    for kind, q, s, t, k in events:
+        if kind == "mixture":
+            j = np.arange(k + 1)
+            one = pld.from_mixture_gaussian_mechanism(standard_deviation=s, sensitivities=[float(x) for x in j],
+                                                      sampling_probs=[float(x) for x in binom.pmf(j, k, q)],
+                                                      value_discretization_interval=vdi)
+        else:
+            rel = NeighboringRelation.REPLACE_ONE if kind == "replace_one" else NeighboringRelation.ADD_OR_REMOVE_ONE
+            one = pld.from_gaussian_mechanism(standard_deviation=s, sampling_prob=q, neighboring_relation=rel,
+                                              value_discretization_interval=vdi)
+        one = one.self_compose(t)
+        acc = one if acc is None else acc.compose(one)
+    return float(acc.get_epsilon_for_delta(delta))
+
+
+def _people(names: list[str], k: int) -> list[Record]:
+    return [Record(f"note {v} of {p}", meta={"kind": "phi", "person_id": p}) for p in names for v in range(k)]
+
+
+def _record(run, arm: str, unit: str, qst, records: list[Record], clients=None) -> L.LedgerEntry:
+    q, s, t = qst
+    eps = epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA)
+    people = L.training_people(records, clients)
+    entry = L.entry_for(L.members_hash(records), arm, run, {"arm": arm, "run": str(run)},
+                        {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": eps, "unit": unit,
+                         "accountant": "prv"}, people)
+    L.record_training(run, entry, people)
+    return entry
+
+
+def _groups(run_dirs, release=None):
+    reader = L.LedgerReader()
+    return L.budget(L.ledger_entries(run_dirs, cache=False, reader=reader), release=release, reader=reader)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
+
+
+def test_record_person_and_client_trainings_of_the_same_people_compose(tmp_path, cache):
+    run = tmp_path / "run"
+    run.mkdir()
+    records = _people([f"P{i}" for i in range(20)], 3)
+    _record(run, "dp-8", "record", DP, records)
+    _record(run, "dp-user-8", "person", USER, records)
+    _record(run, "fed-dp-8", "client", FED, records, clients=[f"c{int(r.meta['person_id'][1:]) % 4}" for r in records])
+    [g] = _groups([run])
+    assert g.people == 20 and len(g.trainings) == 3
+    lines = {x.what.split(" (")[0]: x for x in g.lines}
+    everything = lines["everything trained"]
+    # Per record: add/remove of dp-8, replace-one of a person's (a client's) contribution for the other two.
+    expect = _dpa([("add_remove", *DP, 1), ("replace_one", *USER, 1), ("replace_one", *FED, 1)], DELTA)
+    assert everything.epsilon == pytest.approx(expect, rel=0.01)
+    alone = [lines[f"{a} alone"].epsilon for a in ("dp-8", "dp-user-8", "fed-dp-8")]
+    assert alone[1] == pytest.approx(record_epsilon(sample_rate=USER[0], noise_multiplier=USER[1], rounds=USER[2],
+                                                    delta=DELTA), rel=1e-3)
+    assert everything.epsilon > max(alone) * 1.2  # the figure the old per-unit listing never printed
+    # Per person (3 records each): the mixture of 3 under dp-8, add/remove of the person, replace-one of the client.
+    expect_p = _dpa([("mixture", *DP, 3), ("add_remove", *USER, 1), ("replace_one", *FED, 1)], DELTA)
+    assert everything.epsilon_person == pytest.approx(expect_p, rel=0.01) and everything.person_records == 3
+
+
+def test_release_names_arms_of_different_units(tmp_path, cache):
+    """Issue 39 row 1: `--release dp-8` on a run with dp-8 and dp-user-8 was refused ("name one of dp-user-8")."""
+    run = tmp_path / "run"
+    run.mkdir()
+    records = _people([f"P{i}" for i in range(10)], 2)
+    _record(run, "dp-8", "record", DP, records)
+    _record(run, "dp-user-8", "person", USER, records)
+    for release in (["dp-8"], ["dp-user-8"], ["dp-8", "dp-user-8"]):
+        [g] = _groups([run], release)
+        [together] = [x for x in g.lines if x.what == "released together"]
+        assert together.arms == [a for a in ("dp-8", "dp-user-8") if a in release]
+    with pytest.raises(UserError, match="--release dp-9: no DP training of that name"):
+        _groups([run], ["dp-9"])
+
+
+def test_overlapping_member_sets_compose_for_the_people_they_share(tmp_path, cache):
+    a, b, c = (tmp_path / n for n in "abc")
+    for d in (a, b, c):
+        d.mkdir()
+    _record(a, "dp-8", "record", DP, _people([f"P{i}" for i in range(0, 10)], 2))
+    _record(b, "dp-8", "record", DP, _people([f"P{i}" for i in range(5, 15)], 3))  # P5..P9 in both
+    _record(c, "dp-8", "record", DP, _people([f"Q{i}" for i in range(10)], 2))  # nobody shared
+    groups = _groups([a, b, c])
+    assert sorted(len(g.trainings) for g in groups) == [1, 2]
+    [shared] = [g for g in groups if len(g.trainings) == 2]
+    assert shared.member_sets == 2 and shared.people == 15
+    everything = next(x for x in shared.lines if x.what == "everything trained")
+    assert everything.epsilon == pytest.approx(_dpa([("add_remove", *DP, 1)] * 2, DELTA), rel=0.01)
+    # The worst person is one of P5..P9: 2 records in a, 3 in b.
+    assert everything.epsilon_person == pytest.approx(_dpa([("mixture", *DP, 2), ("mixture", *DP, 3)], DELTA),
+                                                      rel=0.01)
+    assert everything.person_records == 3
+
+
+def test_replace_one_bounds_add_remove_for_the_subsampled_gaussian():
+    """The record event of a user-level (ULS) training is replace-one even for a person's only record (an
+    add/remove of the person): sound because replace-one's ε is the larger, here over a grid of settings."""
+    for q in (0.01, 0.1, 0.5, 1.0):
+        for s in (0.6, 1.0, 2.0):
+            for t in (1, 100):
+                add_remove = epsilon_pld(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA)
+                replace = record_epsilon(sample_rate=q, noise_multiplier=s, rounds=t, delta=DELTA)
+                assert replace >= add_remove * (1 - 1e-3), (q, s, t)
+
+
+def test_the_audit_budget_in_results_composes_per_person():
+    """results.json's budget (this run's arms) carries the per-person figure beside the per-record one."""
+    from types import SimpleNamespace as NS
+
+    from privleak.results import Privacy
+
+    records = _people([f"P{i}" for i in range(8)], 4)
+    people = L.training_people(records)
+
+    def arm(qst, unit):
+        q, s, t = qst
+        return NS(serves=None, privacy=Privacy(
+            target_epsilon=8.0, epsilon=epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA),
+            accountant="prv", delta=DELTA, sigma=s, sample_rate=q, steps=t, max_grad_norm=1.0, epsilon_rdp=None,
+            epsilon_pld=None, epsilon_prv=None, unit=unit))
+
+    arms = {"dp-8": arm(DP, "record"), "dp-user-8": arm(USER, "person")}
+    [b] = L.privacy_budget("m", arms, {"dp-8": people, "dp-user-8": people})
+    together = b.releases[-1]
+    assert together.what == "all together" and together.arms == ["dp-8", "dp-user-8"]
+    assert together.epsilon == pytest.approx(_dpa([("add_remove", *DP, 1), ("replace_one", *USER, 1)], DELTA),
+                                             rel=0.01)
+    assert together.epsilon_person == pytest.approx(_dpa([("mixture", *DP, 4), ("add_remove", *USER, 1)], DELTA),
+                                                    rel=0.01)
+
+
+# ---------------------------------------------------------------- reading: linear, re-derived, refused
+
+def _bulk_ledger(run, n: int) -> None:
+    """``n`` ledger lines of three distinct trainings' parameters, every line its own training (key), one
+    people file: what a cache fills with over many tuning runs."""
+    records = _people([f"P{i}" for i in range(30)], 1)
+    people = L.training_people(records)
+    params = [(q, s, t, epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA))
+              for q, s, t in ((0.05, 0.9, 20), (0.05, 1.2, 20), (0.1, 1.5, 10))]
+    h = L.members_hash(records)
+    lines = []
+    for i in range(n):
+        q, s, t, eps = params[i % 3]
+        e = L.entry_for(h, f"dp-{i % 3}", run, {"tuning": i}, {"sample_rate": q, "sigma": s, "steps": t,
+                                                                "delta": DELTA, "epsilon": eps}, people)
+        lines.append(json.dumps(e.model_dump(mode="json", exclude_none=True)))
+    (run / "budget").mkdir(parents=True)
+    (run / "budget" / "ledger.jsonl").write_text("\n".join(lines) + "\n")
+    L._write_people(run / "budget" / "ledger.jsonl", people)
+
+
+def test_a_long_ledger_is_read_in_linear_work(tmp_path, cache, monkeypatch):
+    """Issue 39 row 5 (60 lines: nothing in 150 s). The work, counted in calls: one JSON parse per line, one
+    accountant run per distinct (q, σ, T, δ), one people-file read per file, and compositions that do not grow
+    with the number of lines (identical mechanisms merge)."""
+    calls = {"parse": 0, "accountant": 0, "compose": 0, "people": 0}
+
+    def spy(name, fn):
+        def wrapped(*a, **kw):
+            calls[name] += 1
+            return fn(*a, **kw)
+        return wrapped
+
+    monkeypatch.setattr(L, "loads", spy("parse", L.loads))
+    monkeypatch.setattr(L, "_accountant_range", spy("accountant", L._accountant_range))
+    monkeypatch.setattr(L, "compose_events", spy("compose", L.compose_events))
+    monkeypatch.setattr(L.LedgerReader, "people_of", spy("people", L.LedgerReader.people_of))
+
+    counts = {}
+    for n in (60, 3000):
+        run = tmp_path / f"run-{n}"
+        _bulk_ledger(run, n)
+        for k in calls:
+            calls[k] = 0
+        [g] = _groups([run])
+        assert len(g.trainings) == n and g.people == 30
+        counts[n] = dict(calls)
+    assert counts[60]["parse"] == 60 + 1 and counts[3000]["parse"] == 3000 + 1  # the lines, and one people file
+    assert counts[60]["accountant"] == counts[3000]["accountant"] == 3
+    assert counts[60]["compose"] == counts[3000]["compose"] <= 8
+    assert counts[60]["people"] == 60 and counts[3000]["people"] == 3000  # one look-up a line (one file read)
+
+
+def test_an_edited_epsilon_is_refused_naming_the_file(tmp_path, cache):
+    """Issue 39 row 4: ε edited to 0.001 was printed as "dp-8 alone 0.001"."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _record(run, "dp-8", "record", DP, _people(["P1", "P2"], 1))
+    path = run / "budget" / "ledger.jsonl"
+    obj = json.loads(path.read_text())
+    for eps in (0.001, 100.0):
+        path.write_text(json.dumps({**obj, "epsilon": eps}) + "\n")
+        with pytest.raises(UserError, match=r"ledger.jsonl: line 1: dp-8's ε = .* does not follow from its σ") as e:
+            _groups([run])
+        assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"sigma": 1e-9, "epsilon": 1e308}, "no training the accountants can state an ε for"),
+    ({"sigma": 1e-9}, "no training the accountants can state an ε for"),
+    ({"epsilon": math.inf}, "is not a ledger entry"),
+    ({"unit": "galaxy"}, "unit"),
+    ({"steps": 0}, "steps"),
+])
+def test_impossible_lines_are_refused_not_crashed_on(tmp_path, cache, edit, needle):
+    """Issue 39 row 3 (σ = 1e-9, ε = Infinity: OverflowError) and `unit: galaxy` (accepted silently)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _record(run, "dp-8", "record", DP, _people(["P1"], 1))
+    path = run / "budget" / "ledger.jsonl"
+    obj = json.loads(path.read_text())
+    path.write_text(json.dumps({**obj, **edit}).replace("Infinity", "Infinity") + "\n")
+    with pytest.raises(UserError, match=needle):
+        _groups([run])
+
+
+def test_what_is_not_a_ledger_file_is_refused(tmp_path, cache):
+    import os
+
+    run = tmp_path / "run"
+    (run / "budget").mkdir(parents=True)
+    ledger = run / "budget" / "ledger.jsonl"
+    ledger.write_bytes(b'{"members": "\xff\xfe"}\n')
+    with pytest.raises(UserError, match=r"ledger.jsonl: the ledger is not UTF-8 text \(byte 0xff at offset 13\)"):
+        _groups([run])
+    ledger.unlink()
+    ledger.mkdir()
+    with pytest.raises(UserError, match="is a directory"):
+        _groups([run])
+    ledger.rmdir()
+    os.mkfifo(ledger)
+    with pytest.raises(UserError, match="named pipe"):
+        _groups([run])
+    ledger.unlink()
+    ledger.symlink_to(ledger)
+    with pytest.raises(UserError, match="symbolic link loop"):
+        _groups([run])
