@@ -58,6 +58,14 @@ class UnlearningKind(ArmKind):
         if self.versus == RETRAIN and RETRAIN not in names:
             raise ValueError(f"arm '{spec.name}' is judged against retrain (the model trained without the forget "
                              "set); list retrain too")
+        count = cfg.unlearning.forget_count
+        if count is not None and cfg.data.path is None and count >= cfg.data.synthetic.n_members:
+            # The synthetic members hold at most one person per record; the exact count of persons with PII is
+            # known only once the corpus is drawn (data.unlearning.draw_forget_set refuses what is left then).
+            raise ValueError(f"unlearning.forget_count = {count}: the synthetic members are "
+                             f"{cfg.data.synthetic.n_members} records, so at most {cfg.data.synthetic.n_members - 1} "
+                             "persons can be forgotten with one left to retain; lower forget_count or give "
+                             "forget_fraction (e.g. 0.1)")
         if "forget_membership" not in cfg.selected_attacks():
             raise ValueError(f"arm '{spec.name}' is judged by the forget_membership attack; add it (or the membership "
                              "family) to attacks.select")

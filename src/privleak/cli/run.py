@@ -9,7 +9,7 @@ import typer
 
 from ..config import MAX_SEED
 from ..core.errors import UserError
-from ..core.limits import MAX_EPSILON
+from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.terminal import escape_control
 from .common import check_out_dir, err, notify, out, parse_epsilons, put, shown
 
@@ -47,7 +47,7 @@ def run(
                         ("data.public", public), ("model.base", model)):
         put(over, path, value)
     if epsilons is not None:
-        over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons)
+        over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons, low=MIN_EPSILON)
         if arms is None and file_data.get("arms") is not None:  # the file's arm list decides: the flag would not count
             raise UserError(f"--epsilons {epsilons}: the config file lists the arms (arms: "
                             f"{', '.join(map(str, file_data['arms']))}), so --epsilons would change none of them; "

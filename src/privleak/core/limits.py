@@ -23,10 +23,15 @@ import os
 
 from .errors import UserError
 
-__all__ = ["MAX_EPSILON", "available_memory", "check_fits"]
+__all__ = ["MAX_EPSILON", "MIN_EPSILON", "available_memory", "check_fits"]
 
 #: ε of any DP or LDP mechanism (see above).
 MAX_EPSILON = 100.0
+#: The smallest target ε a DP-SGD arm trains to. The default (PRV) accountant's bound carries an additive error
+#: of at least 0.001 (privleak.accountants.analysis.prv.eps_error_for): 10 % of ε at 0.01, and it refuses
+#: targets up to 0.002 outright — after the data and the base model were built (ε = 10⁻³⁰⁰ passed every check
+#: before any work, issue 39). σ is calibrated within [0.01, 10⁶], which tiny targets also leave.
+MIN_EPSILON = 0.01
 #: Records per synthetic split: generation runs at ~20 ms per record on one core (2,393 records in 48 s),
 #: so 10⁶ is ~6 h per split; each generated record holds ~2.6 KB (tracemalloc peak, see BYTES_PER_RECORD).
 MAX_SYNTHETIC_RECORDS = 1_000_000
