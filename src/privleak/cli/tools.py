@@ -121,7 +121,8 @@ def report(
     # before the results model (and torch with it) is imported.
     read_results_json(source)
     check_output_file(out_path if out_path is not None else base / "report.html", [source], option="--out")
-    with RunDir.locked(base):  # not while a run writes that directory
+    # Not while a run writes that directory; a folder no run holds (results.json copied there) gets no lock file.
+    with RunDir.locked(base, create=False):
         from ..report.html import write_report
 
         path = write_report(run_dir, show_pii=show_pii, out=out_path)
