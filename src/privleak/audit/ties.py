@@ -35,13 +35,20 @@ RULE = ("arms whose utility intervals overlap the best's are within noise of it;
 class ReleaseCandidate:
     """One arm as the rule sees it. ``utility``: G (higher is better); ``utility_ci``: its 95 %
     interval (None: only exactly equal G ties); ``epsilon``: the accountant's ε (None: no DP
-    guarantee); ``near_chance``: every leakage test found nothing."""
+    guarantee); ``near_chance``: every leakage test found nothing; ``shown``: how the utility reads in the
+    text (default "G = …"; an audit without a best reference ranks by held-out perplexity, negated into
+    ``utility``, and must say so — never print it as G)."""
 
     name: str
     utility: float
     utility_ci: tuple[float, float] | None
     epsilon: float | None
     near_chance: bool
+    shown: str | None = None
+    unit: str | None = None  # of ``epsilon``: record, person or client (the text names it)
+
+    def reads(self) -> str:
+        return self.shown if self.shown is not None else f"G = {self.utility:.2f}"
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.utility):
@@ -96,12 +103,13 @@ def pick_release(candidates: Sequence[ReleaseCandidate]) -> ReleaseChoice:
     leaking = sorted((c for c in candidates if not c.near_chance and c.utility > chosen.utility),
                      key=lambda c: -c.utility)
     if len(tied) == 1:
-        text = f"{chosen.name} has the highest utility (G = {chosen.utility:.2f}) among the arms near chance."
+        text = f"{chosen.name} has the highest utility ({chosen.reads()}) among the arms near chance."
     else:
         others = ", ".join(c.name for c in tied[1:])
-        eps = "no DP guarantee" if chosen.epsilon is None else f"ε = {chosen.epsilon:g}"
-        text = (f"{chosen.name} ({eps}, G = {chosen.utility:.2f}) and {others} are near chance and within noise of "
-                f"the best utility ({best.name}, G = {best.utility:.2f}): their G intervals overlap, so the tie rule "
+        eps = ("no DP guarantee" if chosen.epsilon is None
+               else f"ε = {chosen.epsilon:g}" + (f" per {chosen.unit}" if chosen.unit else ""))
+        text = (f"{chosen.name} ({eps}, {chosen.reads()}) and {others} are near chance and within noise of "
+                f"the best utility ({best.name}, {best.reads()}): their utility intervals overlap, so the tie rule "
                 f"chose {chosen.name} — the smallest ε among them, then the name.")
     return ReleaseChoice(chosen=chosen.name, best_utility=best.name, tied=[c.name for c in tied],
                          leaking_better=[c.name for c in leaking], text=text)

@@ -86,7 +86,7 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
             units = 1 if p.unit == "person" else k
             tests.append(empirical_epsilon_diagnostic(name, emp.by_attack[emp.attack],
                                                       p.epsilon if p.unit == "person" else eps, p.delta, units,
-                                                      unit_privacy(p)))
+                                                      unit_privacy(p), "person" if p.unit == "person" else None))
         if emp is not None and emp.roc_band is not None:
             tests.append(AlarmTest(arm=name, route="roc_band", p_value=emp.roc_band.p_value, alarm=False,
                                    claim=f"held-out ROC inside the (ε = {emp.roc_band.epsilon:.3g}, δ = "
@@ -241,8 +241,10 @@ def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
         g, ci = a.utility.gain_recovered, a.utility.gain_recovered_ci95
         utility, interval = (g, tuple(ci) if ci is not None and ci[0] <= g <= ci[1] else None) if g is not None \
             else (_utility_key(a), None)
+        shown = None if g is not None else f"held-out perplexity {a.utility.ppl_non_members:.2f}"
         cands.append(ReleaseCandidate(name=n, utility=utility, utility_ci=interval, epsilon=a.epsilon,
-                                      near_chance=a.verdict.near_chance))
+                                      near_chance=a.verdict.near_chance, shown=shown,
+                                      unit=a.privacy.unit if a.privacy is not None else None))
     choice = pick_release(cands)
     if choice.chosen is None:
         text = "No arm meets the near-chance thresholds; none is recommended for release."
