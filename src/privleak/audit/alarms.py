@@ -210,8 +210,9 @@ def unit_claim(epsilon: float, delta: float, unit_records: int,
 
 def unit_privacy(privacy: Any) -> Callable[[int], tuple[float, float]] | None:
     """For a record-level DP-SGD arm, the (ε, δ) its accountant gives a unit of k records directly
-    (:func:`privleak.accountants.group_epsilon`, the mixture-of-Gaussians PLD: far below kε for k > 1);
-    None when the privacy block has no DP-SGD parameters (e.g. client-level: group privacy then)."""
+    (:func:`privleak.accountants.group_epsilon`, the mixture-of-Gaussians PLD, at the arm's own δ: not
+    bounded by kε, which group privacy gives only at δ·k·e^{(k−1)ε} — the smoke run's dp-8 holds 8 records
+    to ε ≈ 117); None when the privacy block has no DP-SGD parameters (e.g. client-level: group privacy then)."""
     get = privacy.get if isinstance(privacy, dict) else lambda k, d=None: getattr(privacy, k, d)
     if get("unit", "record") != "record" or not get("sigma") or not get("sample_rate") or not get("steps"):
         return None
