@@ -92,6 +92,13 @@ def test_the_report_shows_epsilon_with_unit_and_delta_in_its_tables():
     assert user[cols.index("ε per record")]["text"] == "15.94"
 
 
+def test_the_comparison_page_shows_epsilon_with_unit_and_delta():
+    from privleak.report.compare import render_compare
+
+    page = render_compare([_validate(dp_results())])
+    assert "7.997 per person (δ = 6.3e-04)" in page and "7.996 per record (δ = 6.3e-04)" in page
+
+
 def test_the_recommendation_never_prints_a_perplexity_as_g():
     from privleak.audit.verdicts import recommend
 
