@@ -101,10 +101,19 @@ def _config(name: str, text: str) -> Build:
     return build
 
 
+WORDS = ("clinic", "visit", "patient", "follow", "dose", "pressure", "review", "plan", "lab", "result", "note",
+         "stable", "pain", "sleep", "diet", "walk", "refer", "scan", "chest", "knee", "cough", "rash", "fever", "heart")
+
+
 def _texts(d: Path, _: Path) -> None:
-    """Member and non-member text files that pass every check of their own (distinct records, enough of them)."""
-    (d / "mem.txt").write_text("".join(f"A member note number {i} about a visit on day {i % 7}.\n" for i in range(12)))
-    (d / "non.txt").write_text("".join(f"A held-out note number {i} about nothing in particular.\n" for i in range(12)))
+    """Member and non-member text files that pass every check of their own: 40 records a side, no two alike (so
+    an old build got past them to the model it should have refused)."""
+    import random
+
+    rng = random.Random(39)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(12)) + f" ({i})." for i in range(80)]
+    (d / "mem.txt").write_text("\n".join(lines[:40]) + "\n")
+    (d / "non.txt").write_text("\n".join(lines[40:]) + "\n")
 
 
 def _privleak_jsonl_latin1(d: Path, _: Path) -> None:

@@ -36,8 +36,8 @@ data_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_except
                        help="Synthetic data.")
 # The order of `privleak --help`: commands, then the groups.
 app.command("attack")(attack)
-for command in (run, scrub, dedup, report, compare, accountant, budget, ldp):
-    app.command()(command)
+for function in (run, scrub, dedup, report, compare, accountant, budget, ldp):
+    app.command()(function)
 app.add_typer(data_app, name="data")
 data_app.command("generate")(data_generate)
 app.add_typer(guard_app, name="guard")
