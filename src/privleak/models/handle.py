@@ -118,7 +118,7 @@ def _read_json_object(ref: str, path: Path) -> dict:
 
 
 def _refuse_auto_map(ref: str, file: str, auto_map: object, what: str) -> None:
-    classes = ", ".join(sorted(str(v) for v in _flat_values(auto_map)))[:160]
+    classes = ", ".join(sorted(str(v) for v in _flat_values(auto_map) if v is not None))[:160]  # [slow, fast]
     raise UserError(
         f"--model {ref}: {file}'s auto_map points at code shipped with the model ({classes}); PrivLeak never "
         f"runs model code (trust_remote_code stays off) and will not audit the built-in {what} in its place; use a "

@@ -75,8 +75,8 @@ def privacy_table(results: AuditResults) -> Table:
                   one_s, emp_s, fmt.num(sigma, ".3f" if p else "g"),
                   fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"),
                   fmt.num(arm.utility.gain_recovered, ".2f"))
-    if notes:
-        t.caption = f"{PRIVACY_CAPTION} {'; '.join(_user(n) for n in notes)}"
+    if notes:  # first, so a short guarantee is never split by the wrapping of the long explanation
+        t.caption = f"{'; '.join(_user(n) for n in notes)}. {PRIVACY_CAPTION}"
     return t
 
 
