@@ -58,7 +58,8 @@ from .attacks.membership.selection import MembershipDesign
 from .attacks.registry import result_type, result_types
 from .core.io import finite
 from .core.stats import Comparison
-from .core.typed import DETAILS, ArmDetails, GgufSource, Typed, register_details  # noqa: F401  (GgufSource: results.GgufSource)
+from .core.typed import (  # noqa: F401  (GgufSource: results.GgufSource)
+    DETAILS, ArmDetails, Delta, Epsilon, GgufSource, Typed, register_details)
 from .defenses.arm_data import DedupArmReport, ScrubArmReport
 
 SCHEMA_VERSION = "2"
@@ -144,7 +145,7 @@ class ReleasedQuery(Typed):
     sensitivity: float
     noise_scale: float
     noise_sd: float
-    epsilon_alone: float | None
+    epsilon_alone: Epsilon | None
     labels: list[str]
     values: list[float]
 
@@ -152,9 +153,9 @@ class ReleasedQuery(Typed):
 class ReleasedSummary(Typed):
     """The data summary under (ε, δ)-DP: Laplace / Gaussian per statistic, composed by dp_accounting's PLD."""
 
-    epsilon: float
-    delta: float
-    epsilon_basic_composition: float
+    epsilon: Epsilon
+    delta: Delta
+    epsilon_basic_composition: Epsilon
     accountant: str
     unit: str
     n_units_exact_kept: bool
@@ -170,7 +171,7 @@ class ReleasedSummary(Typed):
 class LdpTerms(Typed):
     """The members' frequent terms learned under ε-local DP (:func:`privleak.defenses.ldp_terms.discover`)."""
 
-    epsilon: float
+    epsilon: Epsilon
     method: Literal["cms", "hcms"]
     k: int
     m: int
@@ -187,7 +188,7 @@ class DataRelease(Typed):
 
     summary: ReleasedSummary | None = None
     ldp_terms: LdpTerms | None = None
-    epsilon_total: float  # summary ε + LDP ε (basic composition of the two, at the summary's δ)
+    epsilon_total: Epsilon  # summary ε + LDP ε (basic composition of the two, at the summary's δ)
 
 
 class BaseModelSource(Typed):
@@ -215,32 +216,32 @@ class Training(Typed):
 class Privacy(Typed):
     """DP-SGD parameters and the ε spent, by the training accountant and cross-checked by dp_accounting."""
 
-    target_epsilon: float
-    epsilon: float
+    target_epsilon: Epsilon
+    epsilon: Epsilon
     accountant: str
-    delta: float
-    sigma: float
-    sample_rate: float
-    steps: int
+    delta: Delta
+    sigma: float = Field(ge=0)
+    sample_rate: float = Field(gt=0, le=1)
+    steps: int = Field(ge=0)
     max_grad_norm: float
-    epsilon_rdp: float | None
-    epsilon_pld: float | None
-    epsilon_prv: float | None
+    epsilon_rdp: Epsilon | None
+    epsilon_pld: Epsilon | None
+    epsilon_prv: Epsilon | None
     empty_batches: int | None = None
     # Federated arms (DP-FedAvg): the unit of ``epsilon`` is the client; one record inside a client is held to
     # ``epsilon_record`` (replace-one of the client's update, :mod:`privleak.accountants.analysis.federated`).
     unit: Literal["record", "client", "person"] = "record"
-    epsilon_record: float | None = None
+    epsilon_record: Epsilon | None = None
     # The real person (a synthetic patient, a --group-field group, else a distinct raw text; the unit is stamped
     # from the raw data before any defence) with the most records in the training data is guaranteed
     # ε ≤ ``epsilon_person`` at the same δ (an accountant's upper bound: privleak.accountants.group_epsilon for
     # record-level arms; the arm's own ε for person-level ones). Planted canaries (each its own made-up
     # individual) are reported apart: the one with the most copies, ``canary_records``, at ``epsilon_canary``.
-    epsilon_person: float | None = None
+    epsilon_person: Epsilon | None = None
     person_records: int | None = None
     person_accounting: str | None = None
     records_per_person: dict[str, int] = {}
-    epsilon_canary: float | None = None
+    epsilon_canary: Epsilon | None = None
     canary_records: int | None = None
     records_per_canary: dict[str, int] = {}
 
@@ -281,7 +282,7 @@ class Utility(Typed):
 class EmpiricalEpsilonBound(Typed):
     """One attack's ε lower bound (:func:`privleak.audit.epsilon.empirical_epsilon`)."""
 
-    epsilon_lb: float
+    epsilon_lb: Epsilon
     threshold: float | None
     test: str
     tpr_lo: float
@@ -293,7 +294,7 @@ class EmpiricalEpsilonBound(Typed):
     n_pos_select: int
     n_neg_select: int
     epsilon_select: float | None
-    delta: float
+    delta: Delta
     alpha: float
     per_bound_alpha: float
     notes: list[str] = []
@@ -304,8 +305,8 @@ class RocBand(Typed):
     (:func:`privleak.audit.epsilon.roc_band_check`): a diagnostic (it assumes independent draws)."""
 
     attack: str
-    epsilon: float
-    delta: float
+    epsilon: Epsilon
+    delta: Delta
     unit_records: int
     alpha: float
     p_value: float
@@ -322,10 +323,10 @@ class RocBand(Typed):
 class EmpiricalEpsilon(Typed):
     """The arm's empirical ε: the attack chosen on a selection half, its bound on the other half."""
 
-    epsilon_lb: float
+    epsilon_lb: Epsilon
     attack: str
     alpha: float
-    delta: float
+    delta: Delta
     procedure: str
     strongest_attack_by_auc: str
     roc_band: RocBand | None = None
@@ -339,7 +340,7 @@ class OneRunCandidate(Typed):
     k_out: int
     guesses: int
     correct: int
-    epsilon_steinke: float
+    epsilon_steinke: Epsilon
     mu_gdp_lb: float | None = None
 
 
@@ -356,14 +357,14 @@ class OneRunEpsilon(Typed):
 
     available: bool
     reason: str = ""
-    epsilon_steinke: float | None = None
+    epsilon_steinke: Epsilon | None = None
     mu_gdp_lb: float | None = None
     m: int = 0
     n_included: int = 0
     score: str = ""
     alpha: float = 0.05
     alpha_each: float | None = None
-    delta: float = 0.0
+    delta: Delta = 0.0
     best: OneRunCandidate | None = None
     candidates: list[OneRunCandidate] = []
     canary_auc: float | None = None  # included vs left-out canaries' scores (a diagnostic; the bound counts guesses)
@@ -500,9 +501,9 @@ class BudgetRelease(Typed):
 
     what: str
     arms: list[str]
-    epsilon: float  # per record
-    delta: float
-    epsilon_person: float | None = None
+    epsilon: Epsilon  # per record
+    delta: Delta
+    epsilon_person: Epsilon | None = None
     person_records: int | None = None  # that person's records in the training that held most of them
 
 

@@ -22,6 +22,8 @@ How a kind gets its model (:attr:`ArmKind.model`):
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -128,6 +130,9 @@ class ArmKind:
     name: ClassVar[str]
     #: The name part's parameter ("ε", "σ") — e.g. ``dp-8`` — or None (``baseline``).
     param: ClassVar[str | None] = None
+    #: The parameter's range [low, high] (and always > 0 and finite), checked when the name is parsed, before
+    #: any work: the same bounds as the config fields that set it (``dp.epsilons``, ``dp_weights.sigmas``).
+    param_range: ClassVar[tuple[float, float]] = (0.0, math.inf)
     #: An arm name to show in error messages (``dp-8``).
     example: ClassVar[str] = ""
     #: One line for the help and the docs.

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import resolve_delta
+from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..policy import dp_recipe
 from .base import ArmKind, FitContext
 from .common import data_settings, person_privacy
@@ -28,6 +29,7 @@ class DP(ArmKind):
     name = "dp"
     param = "ε"
     example = "dp-8"
+    param_range = (MIN_EPSILON, MAX_EPSILON)
     summary = "DP-SGD at target ε per record (+lora: DP LoRA adapters)"
     alone = False
     private = True

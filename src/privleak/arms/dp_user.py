@@ -46,6 +46,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import resolve_delta
+from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, FitContext
 from .common import data_settings, person_sizes, unit_counts
@@ -87,6 +88,7 @@ class DPUser(ArmKind):
     name = "dp-user"
     param = "ε"
     example = "dp-user-8"
+    param_range = (MIN_EPSILON, MAX_EPSILON)
     summary = "user-level DP-SGD at target ε per person (ULS: people sampled and clipped as one; +lora)"
     alone = False
     private = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..config.sections import MAX_WEIGHT_SIGMA
 from ..core.present import Cell, t
 from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, DeriveContext, FitContext
@@ -43,6 +44,7 @@ class DPWeights(ArmKind):
     name = "dpw"
     param = "σ"
     example = "dpw-0.01"
+    param_range = (0.0, MAX_WEIGHT_SIGMA)  # as dp_weights.sigmas
     summary = "DP-Weights: the baseline's weights + N(0, σ²I), no formal ε (audited empirically)"
     model = "derived"
     source = "baseline"

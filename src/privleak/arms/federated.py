@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import resolve_delta
+from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.present import Block, Cell, Note, num, t
 from ..data.clients import client_labels, partition
 from ..core.typed import ArmDetails
@@ -161,6 +162,7 @@ class FedDP(FedAvg):
     name = "fed-dp"
     param = "ε"
     private = True
+    param_range = (MIN_EPSILON, MAX_EPSILON)
     example = "fed-dp-8"
     summary = "DP-FedAvg at target client-level ε: client updates clipped, Gaussian noise on the sum"
 

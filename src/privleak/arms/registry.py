@@ -41,8 +41,13 @@ def _positive(name: str, part: str, kind: ArmKind) -> float:
         v = float(part[len(kind.name) + 1:])
     except ValueError:
         raise ValueError(f"arm {name!r}: '{part}' is not {kind.name}-<{kind.param}>; write e.g. {example}") from None
+    low, high = kind.param_range
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"arm {name!r}: {kind.param} must be > 0 and finite; write e.g. {example}")
+    if not low <= v <= high:
+        bounds = f"from {low:g} to {high:g}" if low > 0 else f"at most {high:g}"
+        raise ValueError(f"arm {name!r}: {kind.param} = {v:g} is out of range ({kind.param} must be {bounds}); write "
+                         f"e.g. {example}")
     return v
 
 

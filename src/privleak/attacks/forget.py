@@ -122,8 +122,10 @@ class ForgetMembershipResult(AttackResult):
         rows: list[list[Cell | str]] = [[m, *[f"{r.attacks[a].auc:.3f}" if a in r.attacks else "—" for a in names],
                                          _f(r.nll_forget), _f(r.nll_retain), _f(r.nll_holdout)] for m, r in rs]
         return [Table(["model", *[ctx.short(a) for a in names], "NLL forget", "NLL retain", "NLL held-out"], rows,
-                      console_title=f"Forget set — membership AUC of {len(rs[0][1].forget_records)} forgotten persons "
-                                    "vs as many held-out non-members (0.5: not told apart), and mean NLL")]
+                      console_title=f"Forget set — membership AUC of the {rs[0][1].n_forget_persons} forgotten "
+                                    f"persons ({len(rs[0][1].forget_records)} evaluated, one record each; the "
+                                    "forgotten canaries are read off exposure) vs as many held-out non-members (0.5: "
+                                    "not told apart), and mean NLL")]
 
 
 def _f(x: float | None) -> str:

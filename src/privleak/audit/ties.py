@@ -48,7 +48,9 @@ class ReleaseCandidate:
     ``utility_ci``: the audited model's 95 % held-out interval (None: no held-out spread known);
     ``epsilon``: the ε on the comparison unit (None: no DP guarantee); ``near_chance``: shown near chance;
     ``seed_sd``: the standard deviation of G over training seeds (measured or assumed; None: not known);
-    ``seeds``: how many trained models ``utility`` averages."""
+    ``seeds``: how many trained models ``utility`` averages; ``shown``: how the utility reads in the text
+    (default "G = …"; an audit without a best reference ranks by held-out perplexity, negated into
+    ``utility``, and must say so — never print it as G)."""
 
     name: str
     utility: float
@@ -57,6 +59,10 @@ class ReleaseCandidate:
     near_chance: bool
     seed_sd: float | None = None
     seeds: int = 1
+    shown: str | None = None
+
+    def reads(self) -> str:
+        return self.shown if self.shown is not None else f"G = {self.utility:.2f}"
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.utility):
@@ -140,11 +146,11 @@ def pick_release(candidates: Sequence[ReleaseCandidate], utility_margin: float =
     leaking = sorted((c for c in candidates if not c.near_chance and c.utility > chosen.utility),
                      key=lambda c: -c.utility)
     if len(tied) == 1:
-        text = f"{chosen.name} has the highest utility (G = {chosen.utility:.2f}) among the arms shown near chance."
+        text = f"{chosen.name} has the highest utility ({chosen.reads()}) among the arms shown near chance."
     else:
         others = ", ".join(c.name for c in tied[1:])
-        text = (f"{chosen.name} ({_eps_text(chosen, unit)}, G = {chosen.utility:.2f}) and {others} are shown near chance "
-                f"and within noise of the best utility ({best.name}, G = {best.utility:.2f}): their G is within "
+        text = (f"{chosen.name} ({_eps_text(chosen, unit)}, {chosen.reads()}) and {others} are shown near chance "
+                f"and within noise of the best utility ({best.name}, {best.reads()}): their G is within "
                 f"{utility_margin:g} of it or not shown below it, so the tie rule chose {chosen.name} — the smallest ε"
                 f"{unit.split(' at ')[0]} among them, then the name.")
     return ReleaseChoice(chosen=chosen.name, best_utility=best.name, tied=[c.name for c in tied],

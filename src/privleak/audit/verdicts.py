@@ -96,7 +96,7 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
             units = 1 if p.unit == "person" else k
             tests.append(empirical_epsilon_diagnostic(name, emp.by_attack[emp.attack],
                                                       p.epsilon if p.unit == "person" else eps, p.delta, units,
-                                                      unit_privacy(p)))
+                                                      unit_privacy(p), "person" if p.unit == "person" else None))
         if emp is not None and emp.roc_band is not None:
             tests.append(AlarmTest(arm=name, route="roc_band", p_value=emp.roc_band.p_value, alarm=False,
                                    claim=f"held-out ROC inside the (ε = {emp.roc_band.epsilon:.3g}, δ = "
@@ -351,8 +351,10 @@ def _candidates(arms: dict[str, ArmResult], eligible: set[str], policy: Policy) 
             cands.append(ReleaseCandidate(name=n, utility=mean, utility_ci=interval, epsilon=eps[n],  # type: ignore[arg-type]
                                           near_chance=n in eligible, seed_sd=sd, seeds=k))
         else:
+            # No best reference: ranked by held-out perplexity (negated into utility) — and said so, never as G.
             cands.append(ReleaseCandidate(name=n, utility=_utility_key(a), utility_ci=None, epsilon=eps[n],
-                                          near_chance=n in eligible))
+                                          near_chance=n in eligible,
+                                          shown=f"held-out perplexity {a.utility.ppl_non_members:.2f}"))
     return cands, words, noise
 
 

@@ -13,6 +13,7 @@ directory resumable and says so.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -26,7 +27,7 @@ from .run import run
 from .tools import accountant, budget, compare, data_generate, dedup, ldp, report, scrub
 from .usage import click_exceptions, usage_message
 
-__all__ = ["app", "main"]
+__all__ = ["app", "command", "main"]
 
 # No pretty exceptions: typer's (rich) tracebacks print every frame's local variables, i.e. record text.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -35,11 +36,38 @@ data_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_except
                        help="Synthetic data.")
 # The order of `privleak --help`: commands, then the groups.
 app.command("attack")(attack)
-for command in (run, scrub, dedup, report, compare, accountant, budget, ldp):
-    app.command()(command)
+for function in (run, scrub, dedup, report, compare, accountant, budget, ldp):
+    app.command()(function)
 app.add_typer(data_app, name="data")
 data_app.command("generate")(data_generate)
 app.add_typer(guard_app, name="guard")
+
+
+def command() -> Any:
+    """The click command of :data:`app`, with every positional argument's help text in place.
+
+    typer (≤ 0.20) stores an argument's ``help`` on its click parameter before calling click's constructor,
+    which since click 8.2 sets ``help`` itself: every ``RUN_DIR``, ``IN`` and ``FILE`` lost its help in
+    ``--help`` (issue 39). The texts are read back from the command functions' signatures."""
+    import inspect
+
+    from typer.main import get_command
+    from typer.models import ArgumentInfo
+
+    root = get_command(app)
+    stack = [root]
+    while stack:
+        cmd = stack.pop()
+        stack += list(getattr(cmd, "commands", {}).values())
+        function = inspect.unwrap(cmd.callback) if cmd.callback is not None else None
+        if function is None:
+            continue
+        defaults = {n: p.default for n, p in inspect.signature(function).parameters.items()}
+        for param in cmd.params:
+            info = defaults.get(param.name)
+            if isinstance(info, ArgumentInfo) and info.help and not getattr(param, "help", None):
+                param.help = info.help
+    return root
 
 
 def _one_line_error(message: str, code: int = 2) -> None:
@@ -88,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     quiet_libraries()
     usage_errors, aborts = click_exceptions()
     try:
-        rc = app(args=argv, standalone_mode=False, prog_name="privleak")
+        rc = command()(args=argv, standalone_mode=False, prog_name="privleak")
         if rc == 130:  # typer < 0.21 turns Ctrl-C into Exit(130), which non-standalone mode returns
             raise KeyboardInterrupt
     except UserError as exc:

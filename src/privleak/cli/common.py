@@ -80,7 +80,8 @@ def quiet_libraries() -> None:
     logging.getLogger("presidio-anonymizer").setLevel(logging.WARNING)
 
 
-def parse_epsilons(text: str, option: str = "--epsilons") -> list[float]:
+def parse_epsilons(text: str, option: str = "--epsilons", low: float = 0.0) -> list[float]:
+    """Comma-separated ε in (0, MAX_EPSILON] — from ``low`` when given (DP-SGD targets: MIN_EPSILON)."""
     vals = []
     for part in text.split(","):
         part = part.strip()
@@ -93,6 +94,9 @@ def parse_epsilons(text: str, option: str = "--epsilons") -> list[float]:
         if not (0 < v <= MAX_EPSILON):
             raise UserError(f"{option} {text}: ε must be in (0, {MAX_EPSILON:g}], got {part} (above {MAX_EPSILON:g} a "
                             "DP guarantee certifies nothing); give values like 1,4,8")
+        if v < low:
+            raise UserError(f"{option} {text}: ε must be at least {low:g}, got {part} (below {low:g} the accountant's "
+                            "error margin swamps a DP-SGD target); give values like 1,4,8")
         vals.append(v)
     return vals
 

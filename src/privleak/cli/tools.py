@@ -18,11 +18,11 @@ from .common import check_out_dir, err, is_text_format, out, parse_epsilons, ref
 
 def data_generate(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for public/members/non_members/population .jsonl and canaries.json."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
-    n_public: int = typer.Option(3000, "--n-public", min=0, max=L.MAX_SYNTHETIC_RECORDS),
-    n_members: int = typer.Option(1200, "--n-members", min=0, max=L.MAX_SYNTHETIC_RECORDS),
-    n_non_members: int = typer.Option(1200, "--n-non-members", min=0, max=L.MAX_SYNTHETIC_RECORDS),
-    n_population: int = typer.Option(1200, "--n-population", min=0, max=L.MAX_SYNTHETIC_RECORDS),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed for the people, notes and canaries."),
+    n_public: int = typer.Option(3000, "--n-public", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Public records (other institutions' notes and generic text: what a base model may learn)."),
+    n_members: int = typer.Option(1200, "--n-members", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Member records (the training data), canaries planted in them."),
+    n_non_members: int = typer.Option(1200, "--n-non-members", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Non-member records from the same institution, never trained on."),
+    n_population: int = typer.Option(1200, "--n-population", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Population records, never trained on (reference and shadow models, exposure candidates)."),
     phi_fraction: float = typer.Option(0.15, "--phi-fraction", min=0.0, max=1.0, help="Fraction of records that are notes about a patient (0-1)."),
 ) -> None:
     """Write the synthetic clinical corpus (with exact PII spans and canaries) as JSONL."""
@@ -121,7 +121,8 @@ def report(
     # before the results model (and torch with it) is imported.
     read_results_json(source)
     check_output_file(out_path if out_path is not None else base / "report.html", [source], option="--out")
-    with RunDir.locked(base):  # not while a run writes that directory
+    # Not while a run writes that directory; a folder no run holds (results.json copied there) gets no lock file.
+    with RunDir.locked(base, create=False):
         from ..report.html import write_report
 
         path = write_report(run_dir, show_pii=show_pii, out=out_path)
@@ -210,7 +211,7 @@ def ldp(
     dictionary: Optional[Path] = typer.Option(None, "--dictionary", help="Candidate terms the server scores, one per line (default: every term of FILE)."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
     fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed for the sketches' hashes and the users' randomised reports."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Term frequencies under local DP (CMS / Hadamard CMS, Apple 2017): top-K precision/recall at several ε."""

@@ -178,6 +178,32 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader refusing a key given twice in one mapping: PyYAML keeps the last one without a word, so
+    a setting written twice would silently not be the one the user reads first (TOML refuses this itself)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: keys it brings in may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base constructor says what is wrong with it
+                break
+            if duplicate:
+                raise _DuplicateKey(str(key)[:80], key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
@@ -191,7 +217,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise UserError(f"--config {p}: nested too deeply to be an audit config (over {L.MAX_CONFIG_DEPTH} levels); "
                         "fix the file")
     try:
-        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        raise UserError(f"--config {p}: line {exc.line}: '{exc.key}' is given twice in the same section (YAML keeps "
+                        "only the last one, silently); keep one of them") from None
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""

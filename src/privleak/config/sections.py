@@ -18,6 +18,8 @@ from ..core import limits as L
 #: hash-based derivations all accept 0 … 2**32 - 1, and numpy's
 #: ``default_rng`` refuses negatives (after training, when it is first used).
 MAX_SEED = 2**32 - 1
+#: σ of the DP-Weights arms (θ + N(0, σ²I)): weights are O(1), so σ = 1000 already replaces them by noise.
+MAX_WEIGHT_SIGMA = 1e3
 
 
 class _Strict(BaseModel):
@@ -170,9 +172,10 @@ class DPConfig(_Strict):
     @classmethod
     def _eps_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
         for e in v:
-            if not (0 < e <= L.MAX_EPSILON):
-                raise ValueError(f"every ε must be in (0, {L.MAX_EPSILON:g}], got {e} (above {L.MAX_EPSILON:g} a DP "
-                                 "guarantee certifies nothing)")
+            if not (L.MIN_EPSILON <= e <= L.MAX_EPSILON):
+                raise ValueError(f"every ε must be from {L.MIN_EPSILON:g} to {L.MAX_EPSILON:g}, got {e} (above "
+                                 f"{L.MAX_EPSILON:g} a DP guarantee certifies nothing; below {L.MIN_EPSILON:g} the "
+                                 "accountant's error margin swamps it)")
         return v
 
     @field_validator("delta")
@@ -193,8 +196,8 @@ class DPWeightsConfig(_Strict):
     @classmethod
     def _sigma_valid(cls, v: tuple[float, ...]) -> tuple[float, ...]:
         for x in v:
-            if not (0 < x <= 1e3):
-                raise ValueError(f"every DP-Weights σ must be in (0, 1000], got {x}")
+            if not (0 < x <= MAX_WEIGHT_SIGMA):
+                raise ValueError(f"every DP-Weights σ must be in (0, {MAX_WEIGHT_SIGMA:g}], got {x}")
         return v
 
 
@@ -376,11 +379,14 @@ class UnlearnGAConfig(_Strict):
     population's (records never trained on). None: the choice in :func:`privleak.policy.unlearn_recipe`."""
 
     method: Literal["npo", "gd"] = "npo"
-    lr: float | None = Field(None, gt=0)
-    max_epochs: float | None = Field(None, gt=0)  # passes over the forget set, at most
-    beta: float = Field(0.1, gt=0)  # NPO's β (Zhang et al. 2024 use 0.1)
-    retain_weight: float = Field(1.0, ge=0)  # λ on the retain set's NLL
-    batch_size: int = Field(8, ge=1)  # forget records per step, and as many retain records
+    lr: float | None = Field(None, gt=0, le=L.MAX_LR)
+    max_epochs: float | None = Field(None, gt=0, le=L.MAX_EPOCHS)  # passes over the forget set, at most
+    # NPO's β (Zhang et al. 2024 use 0.1): its loss (2/β)·log(1 + (π/π_ref)^β) is gradient ascent as β → 0 and
+    # a hinge on log(π/π_ref) as β grows, so past 100 a larger β changes nothing but the overflow (β = inf gave
+    # NaN weights after 50 s, issue 39).
+    beta: float = Field(0.1, gt=0, le=100)
+    retain_weight: float = Field(1.0, ge=0, le=100)  # λ on the retain set's NLL (bounded as best.replay)
+    batch_size: int = Field(8, ge=1, le=L.MAX_BATCH)  # forget records per step, and as many retain records
 
 
 class SisaConfig(_Strict):
@@ -397,7 +403,7 @@ class UnlearningConfig(_Strict):
     :func:`privleak.policy.forget_plan`; ``seed`` None: the audit's seed."""
 
     forget_fraction: float | None = Field(None, gt=0, lt=1)
-    forget_count: int | None = Field(None, ge=1)
+    forget_count: int | None = Field(None, ge=1, le=L.MAX_SYNTHETIC_RECORDS)  # persons; the members decide below
     canary_fraction: float | None = Field(None, ge=0, le=1)
     seed: int | None = Field(None, ge=0, le=MAX_SEED)
     ga: UnlearnGAConfig = UnlearnGAConfig()

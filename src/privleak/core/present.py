@@ -130,6 +130,8 @@ class Table:
     id: str | None = None
     #: The console's title for this table (None: the console skips it).
     console_title: str | None = None
+    #: Lines the console prints under it (a recommendation and its reason, what a figure does not say).
+    console_caption: str | None = None
 
 
 @dataclass(frozen=True)

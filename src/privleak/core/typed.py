@@ -9,9 +9,15 @@ file is read back, so a round trip is exact.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: A privacy-loss ε as results.json records it — an accountant's upper bound or an attack's lower bound: never
+#: negative (nor NaN), so a hand-edited ε = −5 is refused naming the field instead of being rendered (issue 39).
+Epsilon = Annotated[float, Field(ge=0)]
+#: A δ: the probability a DP guarantee may fail, 0 ≤ δ < 1 (δ = 2 is no probability).
+Delta = Annotated[float, Field(ge=0, lt=1)]
 
 
 class Typed(BaseModel):

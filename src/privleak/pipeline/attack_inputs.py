@@ -22,7 +22,7 @@ from ..core.errors import UserError
 from ..core.io import stable_hash
 from ..core.jsonlimits import loads
 from ..data.canaries import Canary, load_canaries
-from ..data.loaders import load_corpus
+from ..data.loaders import load_corpus, read_text_file
 from ..data.records import PiiSpan, Record
 from ..data.splits import normalize_text, unit_of
 from ..models.external import ModelRef
@@ -65,45 +65,49 @@ def _privleak_jsonl(path: Path) -> bool:
 
 def _read_privleak_jsonl(path: Path, option: str, group_field: str | None) -> list[Record]:
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{option} {path}: line {n}"
-            try:
-                obj = loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{where} is not valid JSON ({exc.msg}); fix or remove that line") from None
-            except ValueError as exc:  # the JSON limits (core.jsonlimits)
-                raise UserError(f"{where}: {exc}; no record needs that — fix or remove that line") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise UserError(f"{where} has no string 'text'; every line needs {{\"text\": …, \"pii\": …}}")
-            text, pii, meta = obj["text"], obj.get("pii"), obj.get("meta") or {}
-            if not isinstance(meta, dict):
-                raise UserError(f"{where}: 'meta' must be an object")
-            spans = None
-            if pii is not None:
-                if not isinstance(pii, list):
-                    raise UserError(f"{where}: 'pii' must be a list of [start, end, label] or null")
-                spans = []
-                for s in pii:
-                    ok = (isinstance(s, list) and len(s) == 3 and all(isinstance(x, int) for x in s[:2])
-                          and isinstance(s[2], str) and 0 <= s[0] < s[1] <= len(text))
-                    if not ok:
-                        raise UserError(f"{where}: PII span {s!r} is not [start, end, label] inside the text; "
-                                        "fix the span or set 'pii' to null")
-                    spans.append(PiiSpan(s[0], s[1], s[2]))
-            if not text.strip():
-                continue
-            meta = dict(meta)
-            if group_field is not None:
-                value = obj.get(group_field, meta.get(group_field))
-                if value is None or (isinstance(value, str) and not value.strip()):
-                    raise UserError(f"{where} has no value in group field '{group_field}'; give every record its "
-                                    "person or group, or drop --group-field")
-                meta["group"] = str(value)
-            meta.setdefault("source_line", n)
-            out.append(Record(text=text, pii=spans, meta=meta))
+    try:  # the one reader of text (encoding, NUL bytes, byte-order marks), as every other user file
+        content = read_text_file(path).text
+    except UserError as exc:
+        raise UserError(f"{option} {exc}") from None
+    # The lines as the generic JSONL loader splits them: on "\n" only (U+2028 is legal inside JSON).
+    for n, line in enumerate(content.split("\n"), 1):
+        if not line.strip():
+            continue
+        where = f"{option} {path}: line {n}"
+        try:
+            obj = loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where} is not valid JSON ({exc.msg}); fix or remove that line") from None
+        except ValueError as exc:  # the JSON limits (core.jsonlimits)
+            raise UserError(f"{where}: {exc}; no record needs that — fix or remove that line") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            raise UserError(f"{where} has no string 'text'; every line needs {{\"text\": …, \"pii\": …}}")
+        text, pii, meta = obj["text"], obj.get("pii"), obj.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise UserError(f"{where}: 'meta' must be an object")
+        spans = None
+        if pii is not None:
+            if not isinstance(pii, list):
+                raise UserError(f"{where}: 'pii' must be a list of [start, end, label] or null")
+            spans = []
+            for s in pii:
+                ok = (isinstance(s, list) and len(s) == 3 and all(isinstance(x, int) for x in s[:2])
+                      and isinstance(s[2], str) and 0 <= s[0] < s[1] <= len(text))
+                if not ok:
+                    raise UserError(f"{where}: PII span {s!r} is not [start, end, label] inside the text; "
+                                    "fix the span or set 'pii' to null")
+                spans.append(PiiSpan(s[0], s[1], s[2]))
+        if not text.strip():
+            continue
+        meta = dict(meta)
+        if group_field is not None:
+            value = obj.get(group_field, meta.get(group_field))
+            if value is None or (isinstance(value, str) and not value.strip()):
+                raise UserError(f"{where} has no value in group field '{group_field}'; give every record its "
+                                "person or group, or drop --group-field")
+            meta["group"] = str(value)
+        meta.setdefault("source_line", n)
+        out.append(Record(text=text, pii=spans, meta=meta))
     if not out:
         raise UserError(f"{option} {path}: no non-empty records; the file needs at least one text")
     return out

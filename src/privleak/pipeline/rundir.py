@@ -53,10 +53,11 @@ class RunDir:
         return cls(root=path, lock_token=lock.holder.token if lock.fd is not None else None)
 
     @staticmethod
-    def locked(root: str | os.PathLike[str], now: bool | None = None) -> ContextManager[None]:
+    def locked(root: str | os.PathLike[str], now: bool | None = None, create: bool = True) -> ContextManager[None]:
         """Hold ``root``'s lock for a block: from now when the directory exists (or :meth:`open` inside the block
-        creates it) to the end of the block; openers inside the block share it."""
-        return runlock.locked(root, now=now)
+        creates it) to the end of the block; openers inside the block share it. ``create`` False: a reader that
+        leaves a directory without a lock file as it found it (``privleak report``)."""
+        return runlock.locked(root, now=now, create=create)
 
     def check_lock(self) -> None:
         """Raise unless this process still writes under the run's lock (a worker's driver may have been replaced)."""

@@ -165,11 +165,11 @@ def _key(root: Path) -> str:
     return os.path.realpath(root)
 
 
-def _open(path: Path) -> tuple[int, bool]:
+def _open(path: Path, create: bool = True) -> tuple[int, bool]:
     """The lock file's descriptor and whether it is writable (a finished run may be read-only to us)."""
     flags = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600), True
+        return os.open(path, os.O_RDWR | (os.O_CREAT if create else 0) | flags, 0o600), True
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UserError(f"{path}: is a symbolic link; remove it (privleak never follows a link for its lock)") from None
@@ -178,8 +178,11 @@ def _open(path: Path) -> tuple[int, bool]:
     return os.open(path, os.O_RDONLY | flags), False
 
 
-def acquire(root: str | os.PathLike[str]) -> RunLock:
-    """Hold ``root``'s lock (``root`` must exist); a :class:`RunDirBusy` error when another process holds it."""
+def acquire(root: str | os.PathLike[str], create: bool = True) -> RunLock:
+    """Hold ``root``'s lock (``root`` must exist); a :class:`RunDirBusy` error when another process holds it.
+
+    ``create`` False (a reader such as ``privleak report``): a directory without a lock file is left without
+    one — no privleak process has written there, so none can be writing now — and the lock is not taken."""
     root = Path(root)
     key = _key(root)
     if key in _HELD and _HELD[key].fd is not None:
@@ -189,8 +192,8 @@ def acquire(root: str | os.PathLike[str]) -> RunLock:
     me = Holder.me()
     path = root / LOCK_FILE
     try:
-        fd, writable = _open(path)
-    except FileNotFoundError:  # a read-only directory without a lock file: nobody can be writing there
+        fd, writable = _open(path, create)
+    except FileNotFoundError:  # no lock file, and a reader or a read-only directory: nobody can be writing there
         lock = RunLock(root, None, me, count=1)
         return lock
     try:
@@ -235,16 +238,17 @@ def release(root: str | os.PathLike[str], force: bool = False) -> None:
 
 
 @contextmanager
-def locked(root: str | os.PathLike[str], now: bool | None = None) -> Iterator[None]:
+def locked(root: str | os.PathLike[str], now: bool | None = None, create: bool = True) -> Iterator[None]:
     """The lock of ``root`` is held from where it is first taken (now, when ``root`` exists and ``now`` is
-    not False, else at :meth:`RunDir.open`) to the end of the block, and released there."""
+    not False, else at :meth:`RunDir.open`) to the end of the block, and released there. ``create`` False: a
+    reader's lock, never creating the lock file (:func:`acquire`)."""
     root = Path(root).expanduser()
     key = _key(root)
     _SCOPES[key] = _SCOPES.get(key, 0) + 1
     took = False
     try:
         if now is True or (now is None and root.is_dir()):
-            acquire(root)
+            acquire(root, create)
             took = True
         yield
     finally:

@@ -33,7 +33,10 @@ def _metrics(m: ArmResult | None, name: str) -> list[Any]:
         return [None] * 6
     _, best = m.best_membership()
     exp = m.attacks.get("exposure")
-    eps = m.epsilon if m.epsilon is not None else (None if name == CONTROL else math.inf)
+    p = m.privacy
+    # ε with its unit and δ, as every other table shows it (issue 39): dp-8 and dp-user-8 are not the same 8.
+    eps = (fmt.t(f"{p.epsilon:.3f} per {p.unit} (δ = {p.delta:.1e})") if p is not None
+           else None if name == CONTROL else math.inf)
     return [eps, best.auc if best else None, best.tpr_at_1pct_fpr if best else None,
             getattr(exp, "mean_exposure", None), m.utility.ppl_non_members, m.utility.gain_recovered]
 
@@ -52,14 +55,15 @@ def render_compare(runs: Sequence[AuditResults], names: Sequence[str] | None = N
     sections: list[dict[str, Any]] = [{"id": "summary", "title": "Summary", "blocks": [
         table(["run", "recommended arm", "arms", "seed", "profile", "data", "total s", "warnings"], summary),
         *[{"kind": "p", "text": f"{n}: {r.recommendation.text}"} for n, r in zip(names, runs) if r.recommendation]]}]
-    labels = [("ε", ".2f"), ("AUC", ".3f"), ("TPR@1%", ".3f"), ("exposure", ".2f"), ("ppl held-out", ".2f"), ("G", ".2f")]
+    labels = [("ε (unit, δ)", ".2f"), ("AUC", ".3f"), ("TPR@1%", ".3f"), ("exposure", ".2f"), ("ppl held-out", ".2f"), ("G", ".2f")]
     arm_names = list(dict.fromkeys([CONTROL] + [a for r in runs for a in r.arms]))
     rows = []
     for a in arm_names:
         row: list[Any] = [a]
         for r in runs:
             models = dict(r.models())
-            row += [_n(v, spec) for v, (_, spec) in zip(_metrics(models.get(a), a), labels)]
+            row += [v if isinstance(v, fmt.Cell) else _n(v, spec)
+                    for v, (_, spec) in zip(_metrics(models.get(a), a), labels)]
         rows.append(row)
     points = []
     for n, r in zip(names, runs):

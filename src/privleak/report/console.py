@@ -21,7 +21,7 @@ def _user(text: str) -> str:
 
 def rich_table(b: Block) -> Table:
     """A presentation table (:mod:`privleak.core.present`) as a rich table: first column left, the rest right."""
-    t = Table(title=b.console_title or b.caption)
+    t = Table(title=b.console_title or b.caption, caption=_user(b.console_caption) if b.console_caption else None)
     for i, col in enumerate(b.columns):
         t.add_column(col, justify="left" if i == 0 else "right")
     for row in b.rows:
@@ -29,35 +29,54 @@ def rich_table(b: Block) -> Table:
     return t
 
 
+#: How the console's privacy table reads, under it (every ε beside its unit and δ; issue 39).
+PRIVACY_CAPTION = ("ε: the accountant's upper bound at δ for the arm's unit (record, person or client), target in "
+                   "brackets. A record-level arm (dp-ε) holds a record to ε and the person with the most records (k) "
+                   "only to 'ε per person'; a user-level arm (dp-user-ε) holds every person to ε and a record to "
+                   "'ε per record'. ε PLD / RDP: the same ε by two other accountants. '≥': lower bounds measured by "
+                   "the attacks (one-run: Steinke's ε and the μ of μ-GDP, a μ, never an ε). G: utility gain recovered, only with a best reference (— otherwise).")
+
+
 def privacy_table(results: AuditResults) -> Table:
-    t = Table(title="Privacy parameters and utility")
-    for col in ("arm", "ε target", "ε spent", "ε PLD", "ε RDP", "ε one-run ≥", "μ-GDP one-run ≥", "ε empirical ≥", "σ",
-                "q", "steps", "δ", "G"):
-        t.add_column(col, justify="left" if col == "arm" else "right")
+    t = Table(title="Privacy parameters and utility — every ε with its unit and its δ", caption=PRIVACY_CAPTION)
+    for col in ("arm", "unit", "ε (target)", "ε per record", "ε per person", "δ", "ε PLD / RDP", "one-run ε / μ ≥",
+                "empirical ε ≥", "σ", "q", "steps", "G"):
+        t.add_column(col, justify="left" if col in ("arm", "unit") else "right")
     design = results.data.membership_design
+    notes: list[str] = []
     for name, arm in results.models():
         p, emp, one = arm.privacy, arm.empirical_epsilon, arm.one_run_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
         kind = kind_of(arm)
         guarantee = kind.guarantee(arm) if kind is not None else None
         sigma = p.sigma if p else (kind.sigma_value(arm) if kind is not None else None)
-        # An arm without an accountant ε says what it guarantees instead of a dash (in full in the
-        # caption, which wraps, where a narrow cell would be cut).
-        spent = "none †" if guarantee else fmt.num(p.epsilon if p else None)
-        if guarantee:
-            t.caption = f"† {name}: {guarantee}" if not t.caption else f"{t.caption}; {name}: {guarantee}"
-        one_s = fmt.num(one.epsilon_steinke, ".2f") if one and one.available else "—"
+        control = arm is results.base_model
+        if p is not None:
+            unit, spent = p.unit, f"{fmt.num(p.epsilon)} ({fmt.num(p.target_epsilon, 'g')})"
+            per_record = fmt.num(p.epsilon_per_record, ".4g")
+            per_person = fmt.num(p.epsilon if p.unit == "person" else p.epsilon_person, ".4g")
+            if p.person_records and per_person != "—":
+                per_person += f" (k = {p.person_records})"
+        else:
+            # An arm without an accountant ε says what it guarantees instead (in full in the caption, which wraps).
+            unit, per_record, per_person = "—", "—", "—"
+            spent = "—" if control else ("none †" if guarantee else "∞ (no DP)")
+            if guarantee:
+                notes.append(f"† {name}: {guarantee}")
+        one_s = (f"{fmt.num(one.epsilon_steinke, '.2f')} / {fmt.num(one.mu_gdp_lb, '.2f')}" if one and one.available
+                 else "—")
         if results.alarms is not None and name in results.alarms.violated:
             one_s = f"[bold red]{one_s} !![/bold red]"
         emp_s = fmt.num(emp.epsilon_lb if emp else None, ".2f")
         if emp is None and design is not None and not design.available:
             emp_s = "unavailable"
-        t.add_row(_user(name), fmt.num(p.target_epsilon if p else None, "g"), spent,
-                  fmt.num(p.epsilon_pld if p else None), fmt.num(p.epsilon_rdp if p else None),
-                  one_s, fmt.num(one.mu_gdp_lb if one and one.available else None, ".2f"),
-                  emp_s, fmt.num(sigma, ".3f" if p else "g"),
-                  fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"), fmt.num(p.delta if p else None, ".1e"),
+        cross = f"{fmt.num(p.epsilon_pld)} / {fmt.num(p.epsilon_rdp)}" if p else "—"
+        t.add_row(_user(name), unit, spent, per_record, per_person, fmt.num(p.delta if p else None, ".1e"), cross,
+                  one_s, emp_s, fmt.num(sigma, ".3f" if p else "g"),
+                  fmt.num(p.sample_rate if p else None, ".4f"), fmt.num(steps, "d"),
                   fmt.num(arm.utility.gain_recovered, ".2f"))
+    if notes:  # first, so a short guarantee is never split by the wrapping of the long explanation
+        t.caption = f"{'; '.join(_user(n) for n in notes)}. {PRIVACY_CAPTION}"
     return t
 
 

@@ -68,7 +68,7 @@ def scorecard(results: AuditResults) -> Block:
                            if u.gain_recovered_outside_pii is not None else "")),
                      _t(f"{_ci(best.auc, best.auc_ci95, '.3f')} ({short(att)})" if best else "—"),
                      _t(_ci(exp.value, exp.ci) if exp is not None else "—"), _extracted(m)])
-    return table(["arm", "verdict", "ε (accountant)", "one-run ε ≥", "G utility recovered [95% CI]",
+    return table(["arm", "verdict", "ε (accountant), unit, δ", "one-run ε ≥", "G utility recovered [95% CI]",
                   "strongest attack AUC [95% CI]", "canary exposure, bits [95% CI]", "extracted"], rows,
                  id="scorecard", caption="Scorecard: one row per arm. G: 1 = the best non-private fine-tune's gain, "
                                          "0 = none (on every held-out token, then on the tokens outside PII "
@@ -121,8 +121,22 @@ def _eps_cell(name: str, m: ArmResult, results: AuditResults) -> Any:
     p = m.privacy
     if p is None:
         return _t("—" if is_control(results, name, m) else "∞ (no DP)")
-    return _t(f"{p.epsilon:.3f} ({p.accountant})", title=f"{p.accountant.upper()} accountant; RDP {num(p.epsilon_rdp)}, "
-                                                        f"PLD {num(p.epsilon_pld)}, PRV {num(p.epsilon_prv)}")
+    # Every ε with its unit and its δ (issue 39: "8" beside "8" read as the same guarantee for dp-8 and dp-user-8).
+    return _t(f"{p.epsilon:.3f} per {p.unit} at δ = {p.delta:.1e} ({p.accountant})",
+              title=f"{p.accountant.upper()} accountant; RDP {num(p.epsilon_rdp)}, PLD {num(p.epsilon_pld)}, PRV "
+                    f"{num(p.epsilon_prv)}; per record {num(p.epsilon_per_record, '.4g')}, per person "
+                    f"{num(p.epsilon if p.unit == 'person' else p.epsilon_person, '.4g')}")
+
+
+def _per_unit(m: ArmResult) -> tuple[Any, Any]:
+    """The (ε per record, ε per person) cells of a DP arm: its own unit's ε and the other one's."""
+    p = m.privacy
+    if p is None:
+        return _t("—"), _t("—")
+    person = p.epsilon if p.unit == "person" else p.epsilon_person
+    k = f" (k = {p.person_records})" if p.person_records and person is not None else ""
+    return (_n(p.epsilon_per_record, ".4g"),
+            _t(num(person, ".4g") + k, title="the person with the most records (k) in the training data"))
 
 
 def _scorecard(results: AuditResults) -> list[str]:
@@ -141,7 +155,8 @@ def _scorecard(results: AuditResults) -> list[str]:
 
 def section_arms(results: AuditResults) -> Section:
     score = _scorecard(results)
-    cols = ["arm", "kind", "ε target", "ε accountant", "ε one-run (lower bound)", "ε empirical (lower bound)", "σ", "q",
+    cols = ["arm", "kind", "ε target", "ε accountant, unit, δ", "ε per record", "ε per person",
+            "ε one-run (lower bound)", "ε empirical (lower bound)", "σ", "q",
             "steps", "δ", "L held-out (nats)", "ppl held-out", "ppl generic", "G (utility recovered)", "best MIA attack",
             "AUC [95% CI]", "TPR@1%FPR", *score]
     rows = []
@@ -153,7 +168,8 @@ def section_arms(results: AuditResults) -> Section:
         one_cell = (_n(one.epsilon_steinke, ".2f", title=f"Steinke et al. 2023, {one.m} audit canaries, 95%")
                     if one is not None and one.available else _t("—"))
         sigma = (kind.sigma_cell(m) if kind is not None else None) or _n(p.sigma if p else None)
-        rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m, results), one_cell,
+        rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m, results),
+                     *_per_unit(m), one_cell,
                      _n(emp.epsilon_lb if emp else None, title=f"from {emp.attack}" if emp else None), sigma,
                      _n(p.sample_rate if p else None, ".4f"), _n(steps, "d"),
                      _n(p.delta if p else None, ".1e"), _n(m.utility.nll_non_members, ".3f"),
@@ -304,7 +320,7 @@ def section_empirical(results: AuditResults) -> Section | None:
                       + ("outside the DKW band (diagnostic)" if band.violated else "inside the DKW band")
                       + f", p = {band.p_value:.2g}")
         b = emp.by_attack[emp.attack]
-        acc_cell = _t(f"{acc:.3f}") if acc is not None else _eps_cell(name, m, results)
+        acc_cell = _eps_cell(name, m, results)
         rows.append([name, acc_cell, _n(emp.epsilon_lb), short(emp.attack),
                      _t(f"TPR ≥ {b.tpr_lo:.3f}, FPR ≤ {b.fpr_hi:.3f} ({b.n_pos_eval} + {b.n_neg_eval} held out)"),
                      _n(emp.alpha, "g"), _n(emp.delta, ".1e"), check])
