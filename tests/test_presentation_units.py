@@ -111,9 +111,10 @@ def test_the_recommendation_never_prints_a_perplexity_as_g():
 def test_tied_arms_name_their_epsilon_s_unit():
     from privleak.audit.ties import ReleaseCandidate, pick_release
 
-    c = pick_release([ReleaseCandidate("dp-user-8", 0.5, (0.4, 0.6), 8.0, True, unit="person"),
-                      ReleaseCandidate("dp-8", 0.52, (0.42, 0.62), 8.0, True, unit="record")])
-    assert "ε = 8 per" in c.text and "G = 0.52" in c.text
+    # The rule compares ε on one unit (audit.ties): the caller names it, and the text carries it.
+    c = pick_release([ReleaseCandidate("dp-user-8", 0.5, (0.4, 0.6), 8.0, True),
+                      ReleaseCandidate("dp-8", 0.52, (0.42, 0.62), 8.0, True)], unit=" per record")
+    assert "ε = 8 per record" in c.text and "G = 0.52" in c.text
 
 
 def test_a_person_level_arm_s_empirical_check_names_the_person():

@@ -78,7 +78,11 @@ class Policy:
     :mod:`privleak.audit.ties` (``utility_margin``, ``g_seed_sd``).
     """
 
-    auc_margin: float = 0.02
+    # ±0.05: the smallest round margin the default audit can show. An AUC near 0.5 over n members and n
+    # non-members has a standard error of about √(1/(6n)) (Hanley & McNeil 1982): the quick profile's ~650
+    # people per side give 0.016, so TOST at α = 0.05 needs the estimate within 0.05 − 1.645·0.016 ≈ 0.024 of
+    # the control's; ±0.02 would need ~1,100 people per side even at a zero estimate (issue 37's example).
+    auc_margin: float = 0.05
     tpr_margin: float = 0.01
     exposure_margin: float = 1.0  # bits
     rate_margin: float = 0.05  # absolute excess of a count's rate over the control's
@@ -102,7 +106,10 @@ class Policy:
                 f"α = {self.alpha:g} — membership AUC within ±{self.auc_margin}, mean canary exposure within "
                 f"±{self.exposure_margin:g} bit{'s' if self.exposure_margin != 1 else ''} (paired t on the same "
                 f"canaries), every count's rate at most {self.rate_margin:g} above the control's (Newcombe's interval) "
-                "— an intersection–union test, so the claim's error is at most α. Otherwise, with no leak found: "
+                "— an intersection–union test, so the claim's error is at most α. An attack this audit is too small "
+                "for (it could not show its margin even at a zero estimate: e.g. a client-level attack over 20 "
+                "clinics) is named and left out of the claim, which rests on the attacks that can judge — chosen by "
+                "their sizes, not their outcomes; every family keeps at least one. Otherwise, with no leak found: "
                 "INCONCLUSIVE, with the number of items that would settle it. "
                 f"\"DP guarantee violated\" has a false-alarm probability of at most {self.alarm_alpha:g} over the "
                 "whole audit. Only an arm shown NEAR CHANCE is recommended; among them, those whose utility recovered G "

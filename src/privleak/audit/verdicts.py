@@ -227,9 +227,17 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
         if hit:
             leaking.setdefault(fam, []).append(f.reason or f"{f.attack} finds leakage ({f.figure})")
             leaking_attacks.append(f.attack)
-    open_ = sorted((f for f, hit in zip(judged_findings, rejected) if not hit and not f.within_margin),
-                   key=lambda f: -_need(f))
+    # An attack this audit is too small for — it could not show its margin even at a zero estimate (e.g. a
+    # client-level attack over 20 clinics) — is named and left out of the near-chance claim: which attacks
+    # the claim rests on is decided by the sizes, never by the outcomes (Equivalence.judgeable).
+    too_small = [f for f, hit in zip(judged_findings, rejected)
+                 if not hit and f.equivalence is not None and not f.equivalence.judgeable]
+    open_ = sorted((f for f, hit in zip(judged_findings, rejected)
+                    if not hit and not f.within_margin and f not in too_small), key=lambda f: -_need(f))
     unsettled = [_unsettled(f) for f in open_]
+    basis = [f for f in judged_findings if f not in too_small]
+    # Every family that judged the arm keeps at least one attack the claim can rest on.
+    unbacked = sorted({_family(f.attack) for f in judged_findings} - {_family(f.attack) for f in basis})
     reasons = [r for fam in leaking for r in leaking[fam]]
     violation = _dp_violation(name, results)
     if arm.empirical_epsilon is not None:
@@ -258,12 +266,17 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     elif leaking:
         level, label = ("leaks", "LEAKS") if set(leaking) >= judged else ("some", "SOME LEAKAGE")
         text = "Leaks: " + "; ".join(reasons) + "." + note
-    elif not unsettled:
+    elif not unsettled and not unbacked:
         level, label = "chance", "NEAR CHANCE"
-        text = (f"Near chance: every one of its {len(judged_findings)} attacks is shown within its margin of {versus} "
-                f"(two one-sided tests at α = {policy.alpha:g}), and none leaks.") + note
+        text = (f"Near chance: every one of its {len(basis)} attacks that can judge at this audit's size is shown "
+                f"within its margin of {versus} (two one-sided tests at α = {policy.alpha:g}), and none leaks."
+                + (" Too small to show their margin here, and left out of the claim: "
+                   + "; ".join(_unsettled(f) for f in too_small) + "." if too_small else "")) + note
     else:
         level, label = "inconclusive", "INCONCLUSIVE"
+        if not unsettled:  # every figure within its margin, but a whole family rests on attacks too small
+            unsettled = [f"{fam}: no attack of this family can show its margin at this audit's size"
+                         for fam in unbacked] + [_unsettled(f) for f in too_small]
         text = (f"No leak found, but not shown near chance: {len(unsettled)} of its {len(judged_findings)} attacks "
                 f"could not show their figure within the margin of {versus} — " + "; ".join(unsettled[:3])
                 + (f"; and {len(unsettled) - 3} more" if len(unsettled) > 3 else "") + "." + note)

@@ -429,6 +429,8 @@ class RecommendationConfig(_Strict):
 class ComputeConfig(_Strict):
     """How the models compute on the chosen ``device`` (see :mod:`privleak.models.device`)."""
 
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA that supports it, else fp32
+    # auto: train under bf16 autocast where the device multiplies bf16 natively (CUDA, a CPU with AVX-512 BF16 or
+    # AMX), evaluate under bf16 on CUDA only; fp32 everywhere else.
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30 % slower (non-DP training)
     memory_fraction: float = Field(0.8, ge=0.05, le=1.0)  # of the free CUDA memory a micro-batch may fill

@@ -307,6 +307,10 @@ class Equivalence(Typed):
     n: int = 0
     n_needed: int | None = None
     method: str = ""
+    #: Whether this many items could show the claim at all: it would hold had the estimate been exactly zero
+    #: (at the observed spread). Decided by the size and spread, not by the estimate, so which attacks a
+    #: near-chance claim rests on is not chosen by their outcomes.
+    judgeable: bool = True
 
 
 def _needed(n: int, shows_at: Callable[[float], bool], limit: int = 10**9) -> int | None:
@@ -361,7 +365,7 @@ def tost_normal(estimate: float, se: float, margin: float, alpha: float = 0.05, 
     return Equivalence(estimate=float(estimate), lower=None if one_sided else float(interval[0]),
                        upper=float(interval[1]), margin=margin,
                        alpha=alpha, p_value=p, equivalent=eq, one_sided=one_sided, n=n, n_needed=needed,
-                       method=method)
+                       method=method, judgeable=z * se < margin)
 
 
 def tost_paired_t(d, margin: float, alpha: float = 0.05) -> Equivalence:
@@ -376,7 +380,7 @@ def tost_paired_t(d, margin: float, alpha: float = 0.05) -> Equivalence:
     n, mean = int(x.size), float(x.mean())
     if n < 2:
         return Equivalence(estimate=mean, lower=None, upper=None, margin=margin, alpha=alpha, p_value=1.0,
-                           equivalent=False, n=n, n_needed=None, method="paired t")
+                           equivalent=False, n=n, n_needed=None, method="paired t", judgeable=False)
     sd = float(x.std(ddof=1))
     se = sd / math.sqrt(n)
     t = float(st.t.isf(alpha, n - 1))
@@ -390,7 +394,7 @@ def tost_paired_t(d, margin: float, alpha: float = 0.05) -> Equivalence:
     if not eq and gap > 0 and sd > 0:
         needed = _needed(n, lambda s: float(st.t.isf(alpha, max(1.0, s * n - 1))) * sd / math.sqrt(s * n) < gap)
     return Equivalence(estimate=mean, lower=mean - t * se, upper=mean + t * se, margin=margin, alpha=alpha,
-                       p_value=p, equivalent=eq, n=n, n_needed=needed, method="paired t")
+                       p_value=p, equivalent=eq, n=n, n_needed=needed, method="paired t", judgeable=t * se < margin)
 
 
 def _invert_level(rejects: Callable[[float], bool]) -> float:
@@ -426,8 +430,11 @@ def rate_excess_within(k1: int, n1: int, k2: int, n2: int, margin: float, alpha:
     p = _invert_level(lambda a: upper(a) < margin)
     eq = hi < margin
     needed = _needed(n1, lambda s: upper(alpha, s) < margin) if not eq and d < margin else None
+    # At zero excess: side 1 at side 2's rate.
+    at_zero = newcombe_diff_ci(k2 / n2 * n1, n1, k2, n2, 2 * alpha)[1] < margin
     return Equivalence(estimate=d, lower=None, upper=hi, margin=margin, alpha=alpha, p_value=p, equivalent=eq,
-                       one_sided=True, n=int(n1), n_needed=needed, method="Newcombe hybrid score")
+                       one_sided=True, n=int(n1), n_needed=needed, method="Newcombe hybrid score",
+                       judgeable=bool(at_zero))
 
 
 def paired_excess_within(b: int, c: int, n: int, margin: float, alpha: float = 0.05,
@@ -456,7 +463,8 @@ def paired_excess_within(b: int, c: int, n: int, margin: float, alpha: float = 0
     if not eq and b / n < margin and (not two_sided or c / n < margin):
         needed = _needed(n, lambda s: shows(alpha, s))
     return Equivalence(estimate=d, lower=lo, upper=hi, margin=margin, alpha=alpha, p_value=p, equivalent=eq,
-                       one_sided=not two_sided, n=int(n), n_needed=needed, method="exact bound on discordant pairs")
+                       one_sided=not two_sided, n=int(n), n_needed=needed, method="exact bound on discordant pairs",
+                       judgeable=up(0, alpha) < margin)
 
 
 def rate_within(k: int, n: int, margin: float, alpha: float = 0.05) -> Equivalence:
