@@ -28,7 +28,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir site
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
