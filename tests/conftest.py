@@ -16,14 +16,62 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("PRIVLEAK_PROGRESS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# What the console script sets for itself before transformers loads (cli.common.quiet_libraries): the tests call
+# it in this process, where transformers may load first, so the same settings are made here, before it does.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 # `privleak run` in tests runs its tasks in this process (tests monkeypatch what the tasks call);
 # the local worker processes that `auto` picks on a multi-core machine have their own tests.
 os.environ.setdefault("PRIVLEAK_EXECUTOR", "sequential")
+# One torch thread per test process, serial or under pytest-xdist (one per worker: two workers fill two cores).
+# The tests' models are tiny: on 2 cores a second thread only adds synchronisation (measured on
+# tests/test_pipeline_e2e.py, test_cli_commands.py, test_dp_audit.py run serially: 117 s at 2 threads, 109 s at
+# 1). OpenMP reads OMP_NUM_THREADS when torch loads, and `privleak run` inside a test keeps it (core.threads:
+# OMP_NUM_THREADS wins); PRIVLEAK_TEST_THREADS=N runs the suite at N threads instead.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+TEST_THREADS = int(os.environ.get("PRIVLEAK_TEST_THREADS", "1"))
+if TEST_THREADS:
+    os.environ.setdefault("OMP_NUM_THREADS", str(TEST_THREADS))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["PRIVLEAK_CACHE"] = str(tmp_path_factory.mktemp("privleak-cache"))
+
+
+@pytest.fixture(scope="session")
+def audits(tmp_path_factory: pytest.TempPathFactory, _private_cache):
+    """The session's shared audits (tests/shared_audits.py): ``audits.get(cfg)`` runs each distinct configuration
+    once and hands back its run directory; copy it (``.copy(dest)``) to change it. One store per process (an
+    xdist worker has its own model cache, whose path a run's results name): the xdist groups below keep the
+    readers of one audit on one worker."""
+    import shared_audits as shared
+
+    shared.DEFAULT_THREADS = default_threads()
+    return shared.Audits(tmp_path_factory.mktemp("shared-audits"))
+
+
+def default_threads() -> int:
+    """torch's intra-op threads for every test (``PRIVLEAK_TEST_THREADS``, 1 unless set; 0: every core)."""
+    from privleak.core.threads import cores_available
+
+    return TEST_THREADS or cores_available()
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    """Each test starts at the session's thread count: a test (or a `privleak run` inside one) that sets
+    torch's threads does not change the figures of the tests after it (float sums depend on the count)."""
+    import sys
+
+    def reset() -> None:
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(default_threads())
+
+    reset()
+    yield
+    reset()  # before the next module's fixtures, which are set up ahead of this fixture
 
 
 TINY_TEXTS = [
@@ -54,8 +102,11 @@ def tiny_handle(tiny_model_dir: Path):
     return load_handle(tiny_model_dir)
 
 
-# A small real audit: the same tiny config every end-to-end test builds on.
+# A small real audit: the same tiny config every end-to-end test builds on. The smoke profile's attack sizes
+# and its 64 one-run audit canaries (the quick profile's 1,000 add ~500 records to every model's training set
+# and scoring passes); the data and the model are smaller still.
 SMALL = {
+    "profile": "smoke",
     "seed": 7,
     "arms": ["baseline", "dp-4"],
     "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "n_public_heldout": 40, "phi_fraction": 0.5}},
@@ -108,22 +159,10 @@ def interrupted_after_training(cfg, out: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def sequential_1thread_run(tmp_path_factory):
+def sequential_1thread_run(audits):
     """SMALL run sequentially on one torch thread, the parallel executors' default per task: float sums are
-    only bit-identical at equal thread counts, and CI runs with torch's default (all cores)."""
-    import torch
-
-    from privleak import pipeline
-    from privleak.config import build_config
-
-    out = tmp_path_factory.mktemp("seq")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        pipeline.run_audit(build_config(SMALL), out)
-    finally:
-        torch.set_num_threads(threads)
-    return out
+    only bit-identical at equal thread counts (the same shared run as SMALL's at the suite's default count)."""
+    return audits.get(SMALL, threads=1).out
 
 
 class AuditedRun:
@@ -138,25 +177,10 @@ class AuditedRun:
 
 
 @pytest.fixture(scope="session")
-def audited(tmp_path_factory: pytest.TempPathFactory) -> AuditedRun:
+def audited(audits) -> AuditedRun:
     """``privleak run`` on the ALL_ARMS config (once per test session), console captured."""
-    import contextlib
-    import io
-
-    import yaml
-
-    from privleak.cli import main
-
-    tmp = tmp_path_factory.mktemp("audited")
-    cfg = tmp / "small.yaml"
-    cfg.write_text(yaml.safe_dump(ALL_ARMS))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        try:
-            main(["run", "--config", str(cfg), "--out", str(tmp / "run")])
-        except SystemExit as exc:
-            assert exc.code in (0, None), buf.getvalue()[-2000:]
-    return AuditedRun(tmp / "run", buf.getvalue())
+    run = audits.get(ALL_ARMS, via="cli")
+    return AuditedRun(run.out, run.console)
 
 
 # The issue-17 extras on the small audit: a DP-Weights arm (with LiRA shadows made the same way), the data
@@ -167,23 +191,8 @@ EXTRAS = {**SMALL, "arms": ["baseline", "dpw-0.02"],
 
 
 @pytest.fixture(scope="session")
-def extras_run(tmp_path_factory: pytest.TempPathFactory):
+def extras_run(audits):
     """``privleak run --dp-summary 2 --ldp-terms 4`` on EXTRAS: (run dir, console, typed results)."""
-    import contextlib
-    import io
+    run = audits.get(EXTRAS, via="cli", args=("--dp-summary", "2", "--ldp-terms", "4"))
+    return run.out, run.console, run.results
 
-    import yaml
-
-    from privleak.cli import main
-    from privleak.report.schema import load_results
-
-    tmp = tmp_path_factory.mktemp("extras")
-    (tmp / "c.yaml").write_text(yaml.safe_dump(EXTRAS))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        try:
-            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run"), "--dp-summary", "2",
-                  "--ldp-terms", "4"])
-        except SystemExit as exc:
-            assert exc.code in (0, None), buf.getvalue()[-2000:]
-    return tmp / "run", buf.getvalue(), load_results(tmp / "run")
