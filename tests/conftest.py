@@ -6,6 +6,7 @@ config and saved to a local directory.
 
 from __future__ import annotations
 
+import collections
 import os
 from pathlib import Path
 
@@ -221,10 +222,30 @@ def xdist_group(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under xdist: the longest groups first (the order the scheduler below hands groups out)."""
+    """Distinct node ids (xdist schedules by node id: of two tests with one id, it runs one); under xdist, the
+    longest groups first (the order the scheduler below hands groups out)."""
+    _distinct_node_ids(items)
     if XDIST_WORKER:
         rank = {g: i for i, g in enumerate(LONGEST_FIRST)}
         items.sort(key=lambda item: rank.get(xdist_group(item.nodeid), len(rank)))
+
+
+def _distinct_node_ids(items) -> None:
+    """schemathesis names its per-operation tests ``test[GET /healthz]``, ``test[POST /v1/check]``, but under
+    pytest 9.2's structured node ids both get the id ``test``: give each its operation as the id's parameters.
+    Any other duplicate is an error under xdist rather than a test silently not run."""
+    seen: dict[str, list] = {}
+    for item in items:
+        seen.setdefault(item.nodeid, []).append(item)
+    for nodeid, same in seen.items():
+        if len(same) > 1 and "[" not in nodeid and all("[" in it.name and hasattr(it, "_id") for it in same):
+            for it in same:
+                it._id = it._id.with_params(it.name.partition("[")[2].removesuffix("]"))
+    if XDIST_WORKER:
+        counts = collections.Counter(it.nodeid for it in items)
+        dup = sorted(nodeid for nodeid, n in counts.items() if n > 1)
+        if dup:
+            raise pytest.UsageError(f"tests with the same node id (xdist would run only one of each): {dup}")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: unknown where it is not installed
