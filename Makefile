@@ -10,6 +10,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.privleak-installed
 TORCH  ?= torch==2.13.0
 OUT    ?= runs/default
+# pytest-xdist workers for `make test`, one torch thread each (tests/conftest.py groups the tests that share an
+# audit onto one worker); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: install run test docs bench clean
 
@@ -28,7 +31,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir site
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site

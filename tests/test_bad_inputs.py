@@ -1,12 +1,14 @@
-"""Issue 30's failures, each as a bad input through the real console script: one line, exit 2, nothing written.
+"""Issue 30's failures, each as a bad input through the console entry point: one line, exit 2, nothing written.
 
-Every case runs ``python -m privleak`` in a subprocess on fresh scratch files and checks: exit code 2, exactly
-one line on stderr starting ``error:`` and naming what is wrong, no traceback and no raw control character in
-anything printed, no crash report, and nothing created, changed or removed in the scratch directory (a FIFO, a
-character device or a symlink given as the output is still what it was). "Before any work" is checked by that
-snapshot, not by a clock: a case that started work would have created its run directory. The subprocess's
-timeout (``CASE_TIMEOUT``, 120 s; ``PRIVLEAK_CASE_TIMEOUT``) only stops a hung case — a short one failed on a
-busy machine, where Python's start-up alone can take seconds. The cases:
+Every case calls the console script's ``main`` on fresh scratch files (in this process: ``cli_harness.run_cli``,
+which captures what a subprocess would print, file descriptors included, and puts back what the command line
+sets) and checks: exit code 2, exactly one line on stderr starting ``error:`` and naming what is wrong, no
+traceback and no raw control character in anything printed, no crash report, and nothing created, changed or
+removed in the scratch directory (a FIFO, a character device or a symlink given as the output is still what it
+was). "Before any work" is checked by that snapshot, not by a clock: a case that started work would have created
+its run directory. A handful of cases (``SUBPROCESS_CASES``) also run as real processes: the console script
+itself, and the refusal made before torch or transformers was imported (a refusal that waits seconds for them
+is issue 30's other half). ``CASE_TIMEOUT`` (120 s; ``PRIVLEAK_CASE_TIMEOUT``) only stops a hung case. The cases:
 
 * numbers out of range, flags and config values (the 10⁸-permutation MinHash, the 2³⁰-column sketch, ε = 800);
 * JSON past the limits (200,000 levels deep, a 100,000-digit number) in every reader of user JSON, and
@@ -18,10 +20,14 @@ busy machine, where Python's start-up alone can take seconds. The cases:
 * ``guard serve`` start-up errors (a bad host, the port in use);
 * control characters in what the user typed (they are shown escaped);
 * a run directory another process holds.
+
+Another file of cases reuses the harness: ``results = run_matrix(tmp_path_factory, CASES)`` in a module
+fixture (its own ``write_inputs`` optional), then ``check_refusal(results, cid, argv, needle)`` per case.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -29,11 +35,10 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-CASE_TIMEOUT = float(os.environ.get("PRIVLEAK_CASE_TIMEOUT", "120"))
+from cli_harness import CASE_TIMEOUT, ROOT, assert_one_line_refusal, expand, run_cli, run_console_script, snapshot
 
 DEEP = "[" * 200_000 + "]" * 200_000
 BIG = "7" * 100_000
@@ -216,25 +221,20 @@ def _write_inputs(d: Path) -> None:
     (d / "locked").mkdir()
 
 
-def _snapshot(d: Path) -> dict[str, tuple]:
-    """Every entry under ``d``: its type, size, mode and modification time (links not followed)."""
-    out = {}
-    for root, dirs, files in os.walk(d):
-        for name in dirs + files:
-            p = Path(root) / name
-            st = p.lstat()
-            out[str(p.relative_to(d))] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mode, st.st_mtime_ns)
-    return out
-
+_snapshot = snapshot  # the name bench/bench_refusals.py and older case files use
 
 HOLDER = ("import sys, time\nfrom privleak.pipeline.rundir import RunDir\nRunDir.open(sys.argv[1])\n"
           "print('held', flush=True)\ntime.sleep(3600)\n")
 
 
+def _case_env(d: Path) -> dict[str, str]:
+    return {"PRIVLEAK_PROGRESS": "0", "COLUMNS": "200", "PRIVLEAK_CRASH_DIR": str(d.parent / f"{d.name}-crashes")}
+
+
 def _run_case(argv: str, d: Path, busy_port: int) -> tuple[subprocess.CompletedProcess | None, dict, dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PRIVLEAK_PROGRESS": "0", "COLUMNS": "200",
-           "PRIVLEAK_CRASH_DIR": str(d.parent / f"{d.name}-crashes")}
-    args = [a.replace("{d}", str(d)).replace("{busy_port}", str(busy_port)) for a in argv.split(" ")]
+    """One case as a real process (``python -m privleak``): what bench/bench_refusals.py times."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **_case_env(d)}
+    args = expand(argv, d=d, busy_port=busy_port)
     before = _snapshot(d)
     try:
         proc = subprocess.run([sys.executable, "-m", "privleak", *args], capture_output=True, text=True, env=env,
@@ -244,31 +244,61 @@ def _run_case(argv: str, d: Path, busy_port: int) -> tuple[subprocess.CompletedP
     return proc, before, _snapshot(d)
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def run_case_here(argv: str, d: Path, busy_port: int) -> tuple[subprocess.CompletedProcess | None, dict, dict]:
+    """One case through ``main`` in this process (``cli_harness.run_cli``); the same (process, before, after)."""
+    before = snapshot(d)
+    proc = run_cli(expand(argv, d=d, busy_port=busy_port), env=_case_env(d))
+    return (proc if proc.returncode is not None else None), before, snapshot(d)
+
+
+@contextlib.contextmanager
+def _busy_port_and_holders(dirs: dict[str, Path], cases) -> Iterator[int]:
+    """A port something listens on ({busy_port}), and each case's {d}/locked held by another process."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    busy_port = listener.getsockname()[1]
     holders = []
     try:
-        dirs = {}
-        for cid, _, _ in CASES:
-            d = tmp_path_factory.mktemp(cid)
-            _write_inputs(d)
-            dirs[cid] = d
-        locked = dirs["run-dir-locked"] / "locked"
-        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(locked)], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-        holders.append(holder)
-        assert holder.stdout.readline().strip() == "held"
-        # One case at a time: each is a whole Python start-up.
-        return {cid: (_run_case(argv, dirs[cid], busy_port), dirs[cid]) for cid, argv, _ in CASES}
+        for cid, argv, _ in cases:
+            if "{d}/locked" in argv:
+                holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(dirs[cid] / "locked")],
+                                          stdout=subprocess.PIPE, text=True,
+                                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                holders.append(holder)
+                assert holder.stdout.readline().strip() == "held"
+        yield listener.getsockname()[1]
     finally:
         listener.close()
         for h in holders:
             h.kill()
             h.wait()
+
+
+def run_matrix(tmp_path_factory, cases, write_inputs=None) -> dict:
+    """Every case of ``cases`` (id, argv, needle) in this process, one at a time, each on its own fresh scratch
+    directory written by ``write_inputs`` (default: this module's): {id: ((process, before, after), dir)}."""
+    write_inputs = write_inputs or _write_inputs
+    dirs = {}
+    for cid, _, _ in cases:
+        d = tmp_path_factory.mktemp(cid)
+        write_inputs(d)
+        dirs[cid] = d
+    with _busy_port_and_holders(dirs, cases) as busy_port:
+        return {cid: (run_case_here(argv, dirs[cid], busy_port), dirs[cid]) for cid, argv, _ in cases}
+
+
+def check_refusal(results: dict, cid: str, argv: str, needle: str) -> None:
+    """What every case must show: one ``error:`` line naming ``needle``, exit 2, nothing written, no crash."""
+    (proc, before, after), d = results[cid]
+    assert_one_line_refusal(proc, needle, argv)
+    assert before == after  # nothing created, changed or removed (a FIFO, a link, the input: all as they were)
+    assert not (d.parent / f"{d.name}-crashes").exists()  # a refusal, not a crash
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return run_matrix(tmp_path_factory, CASES)
 
 
 def test_the_matrix_is_large_and_covers_every_command():
@@ -279,14 +309,38 @@ def test_the_matrix_is_large_and_covers_every_command():
 
 @pytest.mark.parametrize("cid,argv,needle", CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_line_with_nothing_written(results, cid, argv, needle):
-    (proc, before, after), d = results[cid]
-    assert proc is not None, f"{argv!r} hung: no answer in {CASE_TIMEOUT} s"
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2, (argv, proc.returncode, proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    assert needle in lines[0], (needle, lines[0])
-    assert not any(ch in proc.stderr + proc.stdout for ch in "\x1b\x07\r"), repr(lines[0])  # shown, never obeyed
-    assert before == after  # nothing created, changed or removed (a FIFO, a link, the input: all as they were)
-    assert not (d.parent / f"{d.name}-crashes").exists()  # a refusal, not a crash
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    check_refusal(results, cid, argv, needle)
+
+
+# One case per command and kind of check, as real processes: the console script's own start-up, and a refusal
+# that never imported torch or transformers (the in-process cases cannot show that: this process has them).
+SUBPROCESS_CASES = ["run-epsilon-800", "config-dp-epsilon-800", "escape-in-arm-name", "run-dir-locked",
+                    "attack-max-length-huge", "scrub-out-fifo", "dedup-deep", "report-deep-results",
+                    "guard-serve-port-in-use"]
+
+
+@pytest.fixture(scope="module")
+def subprocess_results(tmp_path_factory):
+    cases = [c for c in CASES if c[0] in SUBPROCESS_CASES]
+    dirs = {}
+    for cid, _, _ in cases:
+        d = tmp_path_factory.mktemp(f"sub-{cid}")
+        _write_inputs(d)
+        dirs[cid] = d
+    out = {}
+    with _busy_port_and_holders(dirs, cases) as busy_port:
+        for cid, argv, _ in cases:
+            d = dirs[cid]
+            before = snapshot(d)
+            proc, imported = run_console_script(expand(argv, d=d, busy_port=busy_port), env=_case_env(d),
+                                                imports=True)
+            out[cid] = ((proc, before, snapshot(d)), d), imported
+    return out
+
+
+@pytest.mark.parametrize("cid", SUBPROCESS_CASES)
+def test_refused_by_a_real_process_before_torch_is_imported(subprocess_results, cid):
+    argv, needle = next((a, n) for c, a, n in CASES if c == cid)
+    result, imported = subprocess_results[cid]
+    check_refusal({cid: result}, cid, argv, needle)
+    assert imported == [], f"{cid}: refused only after importing {imported}"

@@ -72,6 +72,8 @@ def test_user_corpus_with_local_model_and_planted_canaries(fmt, tmp_path, tiny_m
         extra = []
     cfg = tmp_path / "small.yaml"
     cfg.write_text(
+        "profile: smoke\n"  # its attack sizes; the one-run audit canaries are not what this test reads
+        "one_run: {canaries: 0}\n"
         "canaries: {repeats: [1, 4], per_repeat: 1, candidates: 100}\n"
         "train: {epochs: 1, batch_size: 16}\n"
         "dp: {epochs: 1, batch_size: 16}\n"

@@ -1,36 +1,23 @@
-"""Bad input through the real console script: exit 2, one line on stderr, no traceback.
+"""Bad input through the console entry point: exit 2, one line on stderr, no traceback.
 
-Every case runs ``privleak`` (the installed console script, or ``python -m
-privleak`` where none is installed) as a subprocess, with ``PYTHONPATH``
-pointing at this checkout's ``src`` so the code under test is the code that
-runs. The cases cover every sub-command and every kind of usage error: typer
-/ click parsing (wrong type, unknown option, missing option or argument, an
-option without its value, out-of-range values), pydantic validation of the
-config, and PrivLeak's own pre-checks (model directory, corpus encoding,
-output path, PII types). ``run`` cases also check that a refused run leaves
-no ``--out`` directory behind.
-
-The subprocesses run in a small thread pool (each is ~0.5-3 s of start-up),
-once per module; each parametrized test then checks one case's result.
+Every case calls the console script's ``main`` in this process (``cli_harness.run_cli``: what a subprocess would
+print, file descriptors included; what the command line sets is put back after each case). The cases cover
+every sub-command and every kind of usage error: typer / click parsing (wrong type, unknown option, missing
+option or argument, an option without its value, out-of-range values), pydantic validation of the config, and
+PrivLeak's own pre-checks (model directory, corpus encoding, output path, PII types). ``run`` cases also check
+that a refused run leaves no ``--out`` directory behind. A few cases also run the installed ``privleak`` console
+script (or ``python -m privleak`` where none is installed) as a real process, with ``PYTHONPATH`` pointing at
+this checkout's ``src`` so the code under test is the code that runs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = Path(sys.executable).with_name("privleak")
-
-
-def _command() -> list[str]:
-    return [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "privleak"]
+from cli_harness import expand, run_cli, run_console_script
 
 
 # (case id, argv with {d} = a scratch directory holding the files below, text the error line must contain)
@@ -148,25 +135,16 @@ def _write_inputs(d: Path) -> None:
 
 
 def _run_case(argv: str, d: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PRIVLEAK_PROGRESS": "0", "COLUMNS": "200"}
-    args = [a.replace("{d}", str(d)) for a in argv.split()]
-    return subprocess.run(_command() + args, capture_output=True, text=True, env=env, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    return run_cli(expand(argv, d=d), env={"PRIVLEAK_PROGRESS": "0", "COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
     out = {}
-
-    def one(case):
-        cid, argv, _ = case
+    for cid, argv, _ in CASES:
         d = tmp_path_factory.mktemp(cid)
         _write_inputs(d)
-        return cid, (_run_case(argv, d), d)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        for cid, res in pool.map(one, CASES):
-            out[cid] = res
+        out[cid] = (_run_case(argv, d), d)
     return out
 
 
@@ -181,6 +159,10 @@ def test_matrix_is_large_and_covers_every_command():
 @pytest.mark.parametrize("cid,argv,needle", CASES, ids=[c[0] for c in CASES])
 def test_one_line_exit_2(results, cid, argv, needle):
     proc, d = results[cid]
+    _check(proc, argv, needle, d)
+
+
+def _check(proc: subprocess.CompletedProcess, argv: str, needle: str, d: Path) -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, (argv, proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr[-2000:]
@@ -195,3 +177,23 @@ def test_one_line_exit_2(results, cid, argv, needle):
 def test_help_is_not_an_error():
     proc = _run_case("run --help", Path("."))
     assert proc.returncode == 0 and "--seed" in proc.stdout and proc.stderr == ""
+
+
+# The installed console script itself, as a real process: its start-up, its help, and usage errors of the
+# parser, the config and our own checks.
+SCRIPT_CASES = ["no-command", "run-seed-float", "run-unknown-arm", "run-config-unknown-key", "scrub-unknown-type",
+                "guard-serve-port"]
+
+
+@pytest.mark.parametrize("cid", SCRIPT_CASES)
+def test_the_console_script_refuses_in_one_line(tmp_path, cid):
+    argv, needle = next((a, n) for c, a, n in CASES if c == cid)
+    _write_inputs(tmp_path)
+    proc, _ = run_console_script(expand(argv, d=tmp_path))
+    assert proc is not None, f"{argv!r} hung"
+    _check(proc, argv, needle, tmp_path)
+
+
+def test_the_console_script_help_is_not_an_error():
+    proc, _ = run_console_script(["run", "--help"])
+    assert proc is not None and proc.returncode == 0 and "--seed" in proc.stdout and proc.stderr == ""

@@ -25,10 +25,10 @@ def _comparable(results) -> dict:
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run-a")
-    results = pipeline.run_audit(build_config(SMALL), out)
-    return out, results
+def first_run(audits):
+    """SMALL, shared with the session's other tests of it: read-only here (a test that reruns it copies it)."""
+    run = audits.get(SMALL)
+    return run.out, run.results
 
 
 def test_results_contract(first_run):
@@ -125,8 +125,8 @@ def test_interrupted_run_resumes_and_matches(first_run, tmp_path, monkeypatch):
     assert _comparable(resumed) == _comparable(results)
 
 
-def test_changed_config_redoes_only_affected_stages(first_run, tmp_path):
-    out, _ = first_run
+def test_changed_config_redoes_only_affected_stages(audits, tmp_path):
+    out = audits.get(SMALL).copy(tmp_path / "run")
     cfg = copy.deepcopy(SMALL)
     cfg["attacks"]["bootstrap"] = 5
     train_marker = out / "stages" / "train_dp-4.json"
@@ -138,16 +138,16 @@ def test_changed_config_redoes_only_affected_stages(first_run, tmp_path):
     assert results.config["attacks"]["bootstrap"] == 5
 
 
-def test_retrained_arm_never_reads_stale_scores(first_run, tmp_path):
+def test_retrained_arm_never_reads_stale_scores(first_run, audits, tmp_path):
     """Changing how an arm trains redoes its training *and* its scoring pass: the cached
     per-token scores are keyed by the model, not only by where they are stored."""
-    out, results = first_run
+    _, results = first_run
+    out = audits.get(SMALL).copy(tmp_path / "run")
     cfg = copy.deepcopy(SMALL)
     cfg["train"] = {**cfg["train"], "epochs": 4}
     changed = pipeline.run_audit(build_config(cfg), out)
     assert changed.arms["baseline"].attacks["loss"].auc != results.arms["baseline"].attacks["loss"].auc
     assert changed.arms["baseline"].utility != results.arms["baseline"].utility
-    pipeline.run_audit(build_config(SMALL), out)  # leave the run as the other tests found it
 
 
 def test_results_json_holds_no_identifying_pii(first_run):

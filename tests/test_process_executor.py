@@ -23,12 +23,9 @@ PROCS = {"kind": "processes", "workers": 2}
 
 
 @pytest.fixture(scope="module")
-def process_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("procs")
-    cfg = build_config({**SMALL, "executor": PROCS})
-    lines = Lines()
-    pipeline.run_audit(cfg, out, notify=lines, executor=make_executor(cfg.executor, notify=lines))
-    return out, lines
+def process_run(audits):
+    run = audits.get({**SMALL, "executor": PROCS})  # its progress lines are the executor's board
+    return run.out, run.console.splitlines()
 
 
 def test_process_run_writes_the_sequential_results(sequential_1thread_run, process_run):

@@ -144,14 +144,17 @@ def test_process_workers_run_under_the_drivers_lock(tmp_path):
         ex.close()
 
 
-def test_two_runs_on_one_directory(tmp_path):
+def test_two_runs_on_one_directory(tmp_path, audits):
     """Issue 30's failure: a seed-1 run started beside a seed-0 run in the same directory. The second is refused
-    (one line naming the first, exit 2) and the first's results.json equals a clean seed-0 run's."""
+    (one line naming the first, exit 2) and the first's results.json equals a clean seed-0 run's (the same
+    command in this process, on one thread as the processes here)."""
     cfg = {**SMALL, "arms": ["baseline"], "attacks": {**SMALL["attacks"], "select": ["membership"]},
            "executor": {"kind": "sequential"}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-m", "privleak", "run", "--config", str(tmp_path / "c.yaml")]
-    env = {**ENV, "OMP_NUM_THREADS": "1"}
+    # The session's model cache (ENV was taken at import, before conftest set it): the same base model as the
+    # clean run below, and nothing written to the user's own cache.
+    env = {**ENV, "OMP_NUM_THREADS": "1", "PRIVLEAK_CACHE": os.environ["PRIVLEAK_CACHE"]}
     first = subprocess.Popen(cmd + ["--out", str(tmp_path / "shared"), "--seed", "0"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lock = tmp_path / "shared" / runlock.LOCK_FILE
@@ -170,7 +173,5 @@ def test_two_runs_on_one_directory(tmp_path):
     assert lines[0].startswith("error: ") and f"PID {first.pid}" in lines[0], lines[0]
     _, err = first.communicate(timeout=1800)
     assert first.returncode == 0, err[-2000:]
-    clean = subprocess.run(cmd + ["--out", str(tmp_path / "clean"), "--seed", "0"], env=env, capture_output=True,
-                           text=True, timeout=1800)
-    assert clean.returncode == 0, clean.stderr[-2000:]
-    assert comparable_results(tmp_path / "shared") == comparable_results(tmp_path / "clean")
+    clean = audits.get(cfg, via="cli", args=("--seed", "0"), threads=1).out
+    assert comparable_results(tmp_path / "shared") == comparable_results(clean)

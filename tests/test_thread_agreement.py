@@ -61,19 +61,9 @@ def test_the_comparison_can_fail():
 
 
 @pytest.mark.skipif(cores_available() < 2, reason="needs 2 cores to run torch at 2 threads")
-def test_results_at_two_threads_agree_with_one_thread(sequential_1thread_run, tmp_path):
-    import torch
-
-    from privleak import pipeline
-    from privleak.config import build_config
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        pipeline.run_audit(build_config(SMALL), tmp_path)
-    finally:
-        torch.set_num_threads(threads)
-    hard, soft = differences(comparable_results(tmp_path), comparable_results(sequential_1thread_run))
+def test_results_at_two_threads_agree_with_one_thread(sequential_1thread_run, audits):
+    two = audits.get(SMALL, threads=2).out  # shared: SMALL at the suite's own count when that is 2
+    hard, soft = differences(comparable_results(two), comparable_results(sequential_1thread_run))
     worst = max((abs(x - y) / max(abs(x), abs(y)) for _, x, y in soft), default=0.0)
     print(f"{len(soft)} figures differ, at most {worst:.1e} relative, "
           f"{max((abs(x - y) for _, x, y in soft), default=0.0):.1e} absolute")
