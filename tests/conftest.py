@@ -109,6 +109,11 @@ def tiny_handle(tiny_model_dir: Path):
 SMALL = {
     "profile": "smoke",
     "seed": 7,
+    # fp32 training whatever the CPU: the suite's figures are then the same on a machine with native bf16 and on
+    # one without, and results across torch thread counts agree within test_thread_agreement's tolerance (bf16
+    # rounds each product to 8 bits, so a reordered sum moves a trained model by far more). bf16 training has
+    # its own tests (test_devices, test_train_fast) and the smoke profile's run trains at the machine's default.
+    "compute": {"precision": "fp32"},
     "arms": ["baseline", "dp-4"],
     "data": {"synthetic": {"n_public": 240, "n_members": 120, "n_non_members": 120, "n_population": 20, "n_public_heldout": 40, "phi_fraction": 0.5}},
     "canaries": {"repeats": [1, 8], "per_repeat": 1, "candidates": 200},
