@@ -41,6 +41,7 @@ accountant, LoRA, the public gradient — are the ``dp`` section's.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.typed import ArmDetails
+from ..data.audit_canaries import KIND as AUDIT_CANARY
 from .base import ArmInputs, ArmKind, FitContext
 from .common import data_settings, person_sizes, unit_counts
 from .registry import ArmSpec, register
@@ -108,7 +110,9 @@ class DPUser(ArmKind):
             **self.options(cfg).model_dump(mode="json"),
             "max_grad_norm": dp.max_grad_norm, "lr": dp.lora_lr if lora else dp.lr, "accountant": dp.accountant,
             "train_output": dp.train_output, "micro_batch_tokens": dp.micro_batch_tokens,
-            "seed": cfg.seed, "data_defences": data_settings(cfg, spec)}
+            "seed": cfg.seed, "data_defences": data_settings(cfg, spec),
+            # q's unit count: the members' own plus the audit canaries a training is expected to hold (½ m)
+            "expected_audit_canaries": int(round(cfg.one_run.canaries / 2))}
         if lora:
             settings.update({f: getattr(dp, f) for f in _LORA_FIELDS})
         if dp.public_weight > 0:
@@ -127,19 +131,23 @@ class DPUser(ArmKind):
         from ..policy import dp_recipe
 
         persons = person_labels(ctx.records)
-        sizes: dict[str, int] = {}
-        for p in persons:
-            sizes[p] = sizes.get(p, 0) + 1
         people, planted = unit_counts(ctx.records)
         k = s["records_per_person"]
-        if s["method"] == "uls":
-            batch, epochs = user_dp_recipe(len(sizes), s["target_epsilon"])
+        # The public unit count (q = B / N, the recipe's batch): the members' own units, which the split fixes,
+        # and the audit canaries a training is expected to include — each one record, one unit — not the
+        # realised count, which moves with the canaries' coin flips (issue 37 item 6).
+        own = Counter(person_labels([r for r in ctx.records if r.kind != AUDIT_CANARY]))
+        expected = s.get("expected_audit_canaries", 0)
+        uls = s["method"] == "uls"
+        public_units = (len(own) if uls else sum(min(k, n) for n in own.values())) + expected
+        if uls:
+            batch, epochs = user_dp_recipe(public_units, s["target_epsilon"])
         else:
-            batch, epochs = dp_recipe(sum(min(k, n) for n in sizes.values()), s["target_epsilon"])
+            batch, epochs = dp_recipe(public_units, s["target_epsilon"])
         uds = UserDPSettings(
             target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"],
-            epochs=s["epochs"] or epochs, expected_batch_size=min(s["batch_size"] or batch, len(sizes))
-            if s["method"] == "uls" else (s["batch_size"] or batch), lr=s["lr"], records_per_person=k,
+            epochs=s["epochs"] or epochs, expected_batch_size=min(s["batch_size"] or batch, len(people) + len(planted))
+            if uls else (s["batch_size"] or batch), public_units=public_units, lr=s["lr"], records_per_person=k,
             method=s["method"], reduction=s["reduction"], seed=ctx.seed, accountant=s["accountant"],
             micro_batch_tokens=s["micro_batch_tokens"], train_output=s["train_output"],
             lora_rank=s["lora_rank"] if s["lora"] else None,
@@ -154,7 +162,6 @@ class DPUser(ArmKind):
             public = ctx.encode([r.text for r in ctx.public()])
         model, log = train_user_dp(model, ctx.data, uds, ctx.pad, ctx.max_length, persons, desc=f"train {ctx.label}",
                                    public=public)
-        uls = log.method == "uls"
         if uls:
             cross = accountant_epsilons(sample_rate=log.sample_rate, noise_multiplier=log.sigma, steps=log.steps,
                                         delta=uds.delta)

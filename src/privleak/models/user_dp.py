@@ -66,7 +66,8 @@ from ..accountants import (calibrate_group_sigma, epsilon_pld, epsilon_prv, epsi
 from .batching import Encoded, head_trainable, pad_batch, sequence_nll
 from .book_keeping import unsupported_layers
 from .device import autocast, current, model_device, oom_as_error, training_kernels
-from .dp_train import DPSettings, _calibrated_sigma, dp_token_budget, prepare_trainable, train_dp
+from .dp_train import (DPSettings, _calibrated_sigma, dp_token_budget, prepare_trainable, public_sample_rate,
+                       train_dp)
 from .lora import AUTO, merge_lora
 from .person_clip import PersonBookKeeping
 from .public_grad import PublicTerm
@@ -100,6 +101,10 @@ class UserDPSettings:
     lora_targets: tuple[str, ...] | str = AUTO
     public_weight: float = 0.0  # with public=: w · ∇L_pub joins each step outside the noised sum
     public_batch_size: int = 64
+    # The unit count q is computed from (ULS: people; ELS: kept records): the members' own, which the split fixes,
+    # plus the one-run audit canaries a training is expected to include (½ m) — never the realised count, which
+    # moves with the canaries' random inclusion (issue 37 item 6). None: the realised count (direct callers).
+    public_units: int | None = None
 
 
 @dataclass
@@ -266,7 +271,7 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     s = settings
     seqs = [list(x[:max_length]) for x in data.ids]
     n_people = len(people)
-    q = s.expected_batch_size / n_people
+    q = public_sample_rate(s.expected_batch_size, s.public_units or n_people)
     steps = steps_for(sample_rate=q, epochs=s.epochs)
     sigma = _calibrated_sigma(s.target_epsilon, s.delta, q, steps, s.accountant)
     torch.manual_seed(s.seed)
@@ -367,12 +372,14 @@ def train_els(model: PreTrainedModel, data: Encoded, settings: UserDPSettings, p
     kept = sorted(r for rows in capped for r in rows)
     k = min(s.records_per_person, max(len(rows) for rows in people))
     subset = Encoded([data.ids[i] for i in kept])
-    q = els_sample_rate(len(kept), s.expected_batch_size)
+    q = (public_sample_rate(s.expected_batch_size, s.public_units) if s.public_units
+         else els_sample_rate(len(kept), s.expected_batch_size))
     steps = steps_for(sample_rate=q, epochs=s.epochs)
     person_sigma = calibrate_group_sigma(target_epsilon=s.target_epsilon, delta=s.delta, sample_rate=q, steps=steps,
                                          group_size=k)
     record_target = epsilon_prv(sample_rate=q, noise_multiplier=person_sigma * (1 + 2e-3), steps=steps, delta=s.delta)
-    model, dlog = train_dp(model, subset, _dp_settings(s, target_epsilon=record_target, accountant="prv"), pad_id,
+    model, dlog = train_dp(model, subset, _dp_settings(s, target_epsilon=record_target, accountant="prv",
+                                                       data_size=s.public_units), pad_id,
                            max_length, desc=desc, public=public)
     if abs(dlog.sample_rate - q) > 1e-12 or dlog.steps != steps:
         raise RuntimeError(f"ELS planned q={q}, T={steps}; train_dp ran q={dlog.sample_rate}, T={dlog.steps}")
