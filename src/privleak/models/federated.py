@@ -6,11 +6,12 @@ and loopback only). Every round the server sends the global weights to the
 sampled clients; each trains ``local_steps`` AdamW steps on mini-batches of
 its own records from those weights and returns its new weights.
 
-* **FedAvg** (McMahan et al. 2017) — Flower's own ``FedAvg`` strategy, as
-  is: a fixed fraction of the clients per round (sampled without
-  replacement), the new global model the average of theirs weighted by their
-  number of records. Its semantics are exactly the arm's; it is not private
-  (the updates and the final model carry the data).
+* **FedAvg** (McMahan et al. 2017) — Flower's own ``FedAvg`` strategy: a
+  fixed fraction of the clients per round (sampled without replacement), the
+  new global model the average of theirs weighted by their number of
+  records. Its semantics are exactly the arm's; it is not private (the
+  updates and the final model carry the data). Only its draw of the clients
+  is ours (:class:`SeededFedAvg`, below).
 * **DP-FedAvg** (McMahan et al. 2018, fixed clipping, central DP) — our own
   strategy, :class:`PoissonDPFedAvg`, a subclass of Flower's ``FedAvg``.
   Every client joins a round independently with probability q (Poisson); its
@@ -42,6 +43,24 @@ independent of the data, so it only lowers the effective sampling rate and
 the accountant's q stays an upper bound. A client that hangs is cut off by
 the round timeout. ``FedSettings.drop`` makes chosen clients fail halfway
 through their local steps in chosen rounds, to test exactly that.
+
+A run is a function of its seed (two runs give bit-identical models and
+losses). Three things would otherwise vary from run to run:
+
+* **which client a node is.** Flower names each simulated SuperNode by a
+  random 64-bit id (``os.urandom``), new every run; a strategy that draws from
+  the node ids — Flower's ``random.sample`` over the set of ids, or a seeded
+  draw over the sorted ids — picks other clinics with the same seed. Before
+  round 1 the server asks every node its partition (one small query message
+  each) and both strategies draw over the clients in partition order, with
+  their own seeded generators (not the process-wide ``random`` module).
+* **the client's random state.** Local training on a node runs in a Ray
+  actor that serves several clients in turn and keeps the job's model
+  (``_JOBS``); dropout draws from torch's global generator, whose state
+  would depend on which clients that actor served before. Each local
+  training call draws from a generator seeded by (seed, round, client),
+  restored after, and runs at one thread whatever the process was set to.
+* **the order replies arrive in.** They are sorted by client before any sum.
 """
 
 from __future__ import annotations
@@ -115,7 +134,6 @@ _JOBS: dict[str, tuple[PreTrainedModel, list[list[list[int]]], int]] = {}
 
 def _job(path: str) -> tuple[PreTrainedModel, list[list[list[int]]], int]:
     if path not in _JOBS:
-        torch.set_num_threads(1)
         model = AutoModelForCausalLM.from_pretrained(Path(path) / "model", use_safetensors=True,
                                                      trust_remote_code=False)
         spec = json.loads((Path(path) / "data.json").read_text(encoding="utf-8"))
@@ -132,7 +150,21 @@ def local_train(model: PreTrainedModel, arrays: dict[str, np.ndarray], seqs: lis
                 steps: int, batch_size: int, lr: float, weight_decay: float, seed: int,
                 fail_after: int | None = None) -> tuple[dict[str, np.ndarray], float, int]:
     """``steps`` AdamW steps from the weights ``arrays`` on random mini-batches of ``seqs`` (reshuffled
-    each pass); returns (new weights of the same names, mean loss, records visited)."""
+    each pass); returns (new weights of the same names, mean loss, records visited).
+
+    A function of its arguments only, though ``model`` is a worker's cached copy that served other clients
+    before: every weight it trains comes from ``arrays``, the others are the job's and never change, and
+    the randomness (the batches, and dropout where the model has it) comes from ``seed``."""
+    # Dropout draws from torch's global generator: seed it here (its state is put back after), or the masks
+    # would depend on how many clients this worker process trained before this one.
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed((seed + 1) % 2**63)  # not the batch order's own stream
+        return _local_train(model, arrays, seqs, pad_id, steps, batch_size, lr, weight_decay, seed, fail_after)
+
+
+def _local_train(model: PreTrainedModel, arrays: dict[str, np.ndarray], seqs: list[list[int]], pad_id: int,
+                 steps: int, batch_size: int, lr: float, weight_decay: float, seed: int,
+                 fail_after: int | None) -> tuple[dict[str, np.ndarray], float, int]:
     params = dict(model.named_parameters())
     for name, p in params.items():
         p.requires_grad_(name in arrays)
@@ -169,6 +201,7 @@ def _client_train(msg: Any, context: Any) -> Any:
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
     cfg = msg.content["config"]
+    torch.set_num_threads(1)  # every call, not only the job's first: a matmul's sums depend on the thread count
     model, clients, pad_id = _job(str(cfg["job"]))
     k = int(context.node_config["partition-id"])
     rnd = int(cfg["server-round"])
@@ -184,6 +217,33 @@ def _client_train(msg: Any, context: Any) -> Any:
                    reply_to=msg)
 
 
+def _client_query(msg: Any, context: Any) -> Any:
+    """The ClientApp's query handler: which client (partition) this node is (:func:`_client_nodes`)."""
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    return Message(RecordDict({"metrics": MetricRecord({"client": int(context.node_config["partition-id"])})}),
+                   reply_to=msg)
+
+
+def _client_nodes(grid: Any, n_clients: int, timeout: float) -> list[int]:
+    """The node id of each client, in client order: Flower names nodes by random ids, new every run, so a
+    draw over the ids would pick other clients with the same seed; each node is asked its partition instead."""
+    from flwr.app import Message, MessageType, RecordDict
+
+    while len(ids := sorted(grid.get_node_ids())) < n_clients:
+        time.sleep(0.1)
+    replies = grid.send_and_receive([Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY)
+                                     for n in ids], timeout=timeout)
+    node_of: dict[int, int] = {}
+    for m in replies:
+        if m.has_error():
+            raise RuntimeError(f"a federated client did not say which it is: {m.error.reason}")
+        node_of[int(m.content["metrics"]["client"])] = int(m.metadata.src_node_id)
+    if sorted(node_of) != list(range(n_clients)):
+        raise RuntimeError(f"expected clients 0..{n_clients - 1}, the nodes answered {sorted(node_of)}")
+    return [node_of[k] for k in range(n_clients)]
+
+
 def _array(v: np.ndarray) -> Any:
     from flwr.app import Array
 
@@ -195,15 +255,38 @@ def _client_app() -> Any:
 
     app = ClientApp()
     app.train()(_client_train)
+    app.query()(_client_query)
     return app
 
 
 # --------------------------------------------------------------------------- the DP strategy
 
 def _strategy_classes() -> tuple[type, type]:
-    """(Flower's FedAvg, our PoissonDPFedAvg), built on first use so importing this module needs no flwr."""
+    """(SeededFedAvg, PoissonDPFedAvg), built on first use so importing this module needs no flwr."""
     from flwr.app import ArrayRecord, ConfigRecord, MessageType, MetricRecord, RecordDict
     from flwr.serverapp.strategy import FedAvg
+
+    class SeededFedAvg(FedAvg):
+        """Flower's FedAvg, its clients drawn from a generator of its own seed over the clients in order.
+
+        The draw is Flower's — int(fraction·K) clients (at least ``min_train_nodes``) without replacement —
+        but Flower makes it with the process-wide ``random`` module over the set of node ids, which are
+        random every run (module docstring). Aggregation and everything else are Flower's.
+        """
+
+        def __init__(self, fraction: float, n_clients: int, seed: int) -> None:
+            super().__init__(fraction_train=fraction, fraction_evaluate=0.0, min_train_nodes=1, min_evaluate_nodes=0,
+                             min_available_nodes=n_clients)
+            self.rng = random.Random(seed)
+            self.nodes: list[int] = []  # the node of client k, set by the server before round 1 (_client_nodes)
+
+        def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> list:
+            if self.fraction_train == 0.0:
+                return []
+            chosen = self.rng.sample(self.nodes, max(int(len(self.nodes) * self.fraction_train), self.min_train_nodes))
+            config["server-round"] = server_round
+            record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
+            return self._construct_messages(record, chosen, MessageType.TRAIN)
 
     class PoissonDPFedAvg(FedAvg):
         """DP-FedAvg with Poisson client sampling, fixed clipping at C, Gaussian noise σC on the sum and the
@@ -223,13 +306,12 @@ def _strategy_classes() -> tuple[type, type]:
             self.current: dict[str, np.ndarray] = {}
             self.log = log
             self.sampled_now = 0
+            self.nodes: list[int] = []  # the node of client k, set by the server before round 1 (_client_nodes)
 
         def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> list:
             self.current = {n: a.numpy() for n, a in arrays.items()}
-            # Wait for every node, then sort: the seeded draw must not depend on the order nodes registered.
-            while len(nodes := sorted(grid.get_node_ids())) < self.n_clients:
-                time.sleep(0.1)
-            chosen = [n for n in nodes if self.sample_rng.random() < self.q]
+            # One draw per client in client order: the same clients for the same seed (not per node id: random).
+            chosen = [n for n in self.nodes if self.sample_rng.random() < self.q]
             self.sampled_now = len(chosen)
             config["server-round"] = server_round
             record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
@@ -246,7 +328,7 @@ def _strategy_classes() -> tuple[type, type]:
             return ArrayRecord({n: _array(v) for n, v in out.items()}), metrics
 
     _ = ConfigRecord  # imported for the type of ``config``
-    return FedAvg, PoissonDPFedAvg
+    return SeededFedAvg, PoissonDPFedAvg
 
 
 def dp_aggregate(current: dict[str, np.ndarray], updates: list[dict[str, np.ndarray]], q: float, sigma: float,
@@ -312,8 +394,7 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
                                           accountant=settings.accountant))
         strategy = dp_cls(settings.sample_rate, log.sigma, settings.clip, n_clients, settings.seed, log)
     else:
-        strategy = fedavg_cls(fraction_train=settings.sample_rate, fraction_evaluate=0.0, min_train_nodes=1,
-                              min_evaluate_nodes=0, min_available_nodes=n_clients)
+        strategy = fedavg_cls(settings.sample_rate, n_clients, settings.seed)
 
     job = Path(tempfile.mkdtemp(prefix="privleak-fed-"))
     try:
@@ -327,10 +408,7 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
 
         @server.main()
         def _main(grid: Grid, context: Context) -> None:
-            random.seed(settings.seed)  # Flower's FedAvg samples with the random module
-            # FedAvg sizes its sample from the nodes connected so far: wait until every client is there.
-            while len(list(grid.get_node_ids())) < n_clients:
-                time.sleep(0.1)
+            strategy.nodes = _client_nodes(grid, n_clients, settings.round_timeout_s)
             with progress_bar(desc, total=settings.rounds) as advance:
                 arrays = ArrayRecord({n: _array(a) for n, a in initial.items()})
                 for rnd in range(1, settings.rounds + 1):
