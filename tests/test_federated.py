@@ -232,7 +232,7 @@ def test_a_federated_run_is_a_function_of_its_seed(dp):
 
     def run(seed: int):
         model, data = _tiny()
-        s = FedSettings(rounds=3, sample_rate=0.67, local_steps=2, batch_size=4, lr=1e-2, seed=seed, dp=dp,
+        s = FedSettings(rounds=2, sample_rate=0.67, local_steps=2, batch_size=4, lr=1e-2, seed=seed, dp=dp,
                         target_epsilon=8.0, delta=1e-3, clip=0.5, round_timeout_s=120)
         trained, log = train_federated(model, data, [i % 3 for i in range(30)], 3, s, pad_id=0, max_length=32)
         return {n: p.detach().clone() for n, p in trained.named_parameters()}, log
