@@ -191,12 +191,17 @@ def budget_table(results: AuditResults) -> Table | None:
     if not results.budget or not any(len(r.arms) > 1 for b in results.budget for r in b.releases):
         return None
     t = Table(title="Privacy budget — the ε a release carries (DP trainings on the same members compose)")
-    for col in ("released", "unit", "ε", "δ"):
+    for col in ("released", "unit", "ε", "ε per person", "δ"):
         t.add_column(col, justify="left" if col in ("released", "unit") else "right")
     for b in results.budget:
         for r in b.releases:
+            # The same release at the person: the one figure a user-level arm is accounted at (k: the largest
+            # real person's records), so a release mixing dp-ε and dp-user-ε reads on both units.
+            person = ("—" if r.epsilon_person is None
+                      else f"{fmt.num(r.epsilon_person)} (k = {r.person_records})" if r.person_records
+                      else fmt.num(r.epsilon_person))
             t.add_row(", ".join(r.arms) + ("" if len(r.arms) == 1 else " (together)"), b.unit, fmt.num(r.epsilon),
-                      fmt.num(r.delta, ".1e"))
+                      person, fmt.num(r.delta, ".1e"))
     return t
 
 
