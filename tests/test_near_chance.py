@@ -272,3 +272,33 @@ def test_training_noise_measured_on_extra_seeds_enters_the_recommendation(contro
     noisy = judge(_results(arms(True), control_attacks)).recommendation
     assert noisy.arm == "dp-1" and noisy.tied == ["dp-1", "dp-4"]
     assert "3 training seeds" in noisy.training_noise and noisy.training_noise in noisy.text
+
+
+def test_leak_tests_are_counted_over_the_whole_audit(control_attacks):
+    """Holm over every arm's leak tests, not each arm's alone (issue 37; "counted over everything the audit tests
+    at once"): a p that one arm's three tests would reject is not a leak among six arms' eighteen."""
+    ps = {k: _sampling(k).assess("x", _sampling(0), Policy()).p_leak for k in range(1, 40)}
+    k = next(k for k, p in ps.items() if 0.05 / 18 < p <= 0.05 / 3)
+    hit = _arm(control_attacks, CONTROL_EXPOSURE, k_sampled=k)
+    alone = _results({"dp-8": hit}, control_attacks)
+    assert arm_verdict("dp-8", hit, alone).attacks_leaking == ["sampling_extraction"]
+    crowd = {"dp-8": hit, **{f"dp-{i}": _arm(control_attacks, CONTROL_EXPOSURE) for i in range(1, 6)}}
+    v = arm_verdict("dp-8", hit, _results(crowd, control_attacks))
+    assert not v.attacks_leaking and "18 leak tests" in v.error_control
+    # and judge() decides every arm from the one family
+    judged = judge(_results(crowd, control_attacks))
+    assert not any(a.verdict.attacks_leaking for a in judged.arms.values())
+
+
+def test_too_small_is_decided_by_the_sizes_not_the_observed_se():
+    """Which attacks a near-chance claim rests on is fixed by the design: 56 members a side cannot show an AUC
+    within ±0.05 of the control's (null se of a difference ≈ 0.077), however close the paired scores happen to
+    be — the foreign-corpus audit called dp-1 NEAR CHANCE on zlib alone that way. 800 a side can."""
+    rng = np.random.default_rng(5)
+    for n, judgeable in ((56, False), (800, True)):
+        pos, neg = rng.normal(0.0, 1.0, n), rng.normal(0.0, 1.0, n)
+        c = _mia(pos, neg)
+        a = _mia(pos + rng.normal(0, 1e-3, n), neg + rng.normal(0, 1e-3, n))
+        f = a.assess("zlib", c, Policy())
+        assert f.equivalence.method == "DeLong, paired" and f.within_margin  # the observed se is tiny
+        assert f.equivalence.judgeable is judgeable

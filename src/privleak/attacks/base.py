@@ -70,8 +70,8 @@ class Policy:
       rate at most ``rate_margin`` above the control's (:class:`~privleak.core.stats.Equivalence`);
     * neither: the attack cannot tell — with how many more items would settle it.
 
-    An arm's leak findings are controlled family-wise (Holm over every leak test of the arm, all families,
-    at ``alpha``); NEAR CHANCE needs every attack within its margin (an intersection–union test: error ≤
+    Leak findings are controlled family-wise over the whole audit (Holm over every leak test of every arm,
+    all families, at ``alpha``); NEAR CHANCE needs every attack within its margin (an intersection–union test: error ≤
     ``alpha`` with no correction); otherwise, with no leak found, INCONCLUSIVE
     (:mod:`privleak.audit.verdicts`). "DP guarantee violated": family-wise false-alarm probability ≤
     ``alarm_alpha`` over every arm and route of the audit (:mod:`privleak.audit.alarms`). The recommendation:
@@ -100,16 +100,17 @@ class Policy:
                 f"scores are kept — or TPR@1%FPR above max(1%, the control's) + {self.tpr_margin}); the planted canary "
                 "secrets rank better than chance (and than the control, when the control's own ranks are not uniform) "
                 "or a planted secret is generated exactly; an extraction or PII-attack count is above both its "
-                "non-member floor and the control (one-sided Fisher). An arm's leak tests, across every family, are "
-                f"decided together by Holm's procedure at family-wise α = {self.alpha:g}. NEAR CHANCE: two one-sided "
+                "non-member floor and the control (one-sided Fisher). Every leak test of the audit — every arm, every "
+                f"attack, every family — is decided together by Holm's procedure at family-wise α = {self.alpha:g}. "
+                "NEAR CHANCE: two one-sided "
                 "tests (Schuirmann's TOST) show every attack within its margin of the control at "
                 f"α = {self.alpha:g} — membership AUC within ±{self.auc_margin}, mean canary exposure within "
                 f"±{self.exposure_margin:g} bit{'s' if self.exposure_margin != 1 else ''} (paired t on the same "
                 f"canaries), every count's rate at most {self.rate_margin:g} above the control's (Newcombe's interval) "
                 "— an intersection–union test, so the claim's error is at most α. An attack this audit is too small "
-                "for (it could not show its margin even at a zero estimate: e.g. a client-level attack over 20 "
-                "clinics) is named and left out of the claim, which rests on the attacks that can judge — chosen by "
-                "their sizes, not their outcomes; every family keeps at least one. Otherwise, with no leak found: "
+                "for (by its sizes alone it could not show its margin even at a zero estimate: e.g. a client-level "
+                "attack over 20 clinics) is named and left out of the claim, which rests on the attacks that can "
+                "judge — chosen by their sizes, never their outcomes; every family keeps at least one. Otherwise, with no leak found: "
                 "INCONCLUSIVE, with the number of items that would settle it. "
                 f"\"DP guarantee violated\" has a false-alarm probability of at most {self.alarm_alpha:g} over the "
                 "whole audit. Only an arm shown NEAR CHANCE is recommended; among them, those whose utility recovered G "

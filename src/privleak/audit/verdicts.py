@@ -9,9 +9,10 @@ collects those findings — membership inference, canaries, extraction, PII
 attacks — and has three outcomes, never two:
 
 * **LEAKS** / **SOME LEAKAGE**: every / some family that could judge finds
-  leakage, every leak test of the arm decided together by Holm's procedure
-  at family-wise α (so fifteen attacks do not make fifteen chances of a
-  false "leaks");
+  leakage, every leak test of the *audit* — every arm, every attack, every
+  family — decided together by Holm's procedure at family-wise α (so six
+  arms of sixteen attacks do not make ninety-six chances of a false
+  "leaks": the error rate is counted over everything the audit tests);
 * **NEAR CHANCE**: no leak, and every attack shown within its margin
   (an intersection–union test: the claim's error rate is at most α);
 * **INCONCLUSIVE**: neither — with, per attack that could not show its
@@ -196,14 +197,50 @@ def _need(f: Finding) -> float:
 
 def error_control(n_tests: int, alpha: float) -> str:
     """The verdict's error statement (Policy: Holm for leaks, TOST and intersection–union for near chance)."""
-    return (f"Leak findings: Holm's step-down over this arm's {n_tests} leak test{'s' if n_tests != 1 else ''} (every "
-            f"attack, every family) at family-wise α = {alpha:g}. NEAR CHANCE: every attack shown within its margin "
+    return (f"Leak findings: Holm's step-down over the audit's {n_tests} leak test{'s' if n_tests != 1 else ''} (every "
+            f"arm, every attack, every family) at family-wise α = {alpha:g}. NEAR CHANCE: every attack shown within its margin "
             f"of the control by two one-sided tests at α = {alpha:g} (an intersection–union test: the claim's error "
             f"is at most {alpha:g}). INCONCLUSIVE makes no claim.")
 
 
-def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY) -> Verdict:
-    """The plain-language verdict of one arm (see the module docstring)."""
+def _leak_p(f: Finding) -> float:
+    # An attack without a p-value claims its leak exactly (p = 0) or nothing (p = 1).
+    return f.p_leak if f.p_leak is not None else (0.0 if f.leaks else 1.0)
+
+
+def _judged_by_findings(name: str, arm: ArmResult, results: AuditResults) -> bool:
+    """Whether the arm's verdict comes from its attack findings (not the control, not a kind's own verdict)."""
+    if arm is results.base_model or name == CONTROL:
+        return False
+    kind = KINDS.get(arm.kind)
+    return kind is None or kind.verdict(name, arm, results) is None
+
+
+def audit_leak_rejections(results: AuditResults, policy: Policy = POLICY,
+                          extra: tuple[str, ArmResult] | None = None) -> tuple[dict[tuple[str, str], bool], int]:
+    """Every leak test of the audit decided together: Holm's step-down at ``policy.alpha`` over the leak
+    p-values of every arm judged by its findings (and ``extra``), every attack, every family. Returns ({(arm, attack): rejected},
+    the number of tests). Family-wise error ≤ α over the whole audit, under any dependence (Holm 1979) — the
+    error rate of every "leaks" the report prints, counted over everything it tests at once."""
+    keys: list[tuple[str, str]] = []
+    p: list[float] = []
+    arms = dict(results.arms)
+    if extra is not None:  # an arm judged on its own, beside the audit's (it joins the family)
+        arms.setdefault(*extra)
+    for name, arm in arms.items():
+        if not _judged_by_findings(name, arm, results):
+            continue
+        for f in findings(arm, results.base_model, policy):
+            if f.leaks is not None:
+                keys.append((name, f.attack))
+                p.append(_leak_p(f))
+    return dict(zip(keys, holm(p, policy.alpha) if p else [])), len(p)
+
+
+def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY,
+                rejections: tuple[dict[tuple[str, str], bool], int] | None = None) -> Verdict:
+    """The plain-language verdict of one arm (see the module docstring). ``rejections``: the audit's leak
+    decisions (:func:`audit_leak_rejections`), computed here when not given."""
     control = results.base_model
     if arm is control or name == CONTROL:
         return Verdict(level="control", label="CONTROL", findings=[], figures=[],
@@ -215,9 +252,9 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     found = findings(arm, control, policy)
     figures = [f.figure for f in found if f.figure]
     judged_findings = [f for f in found if f.leaks is not None]
-    # Every leak test of the arm decided together (Holm): an attack without a p-value claims its leak exactly.
-    p = [f.p_leak if f.p_leak is not None else (0.0 if f.leaks else 1.0) for f in judged_findings]
-    rejected = holm(p, policy.alpha) if p else []
+    # Every leak test of the audit decided together (Holm over every arm's attacks, not this arm's alone).
+    decided, n_tests = rejections if rejections is not None else audit_leak_rejections(results, policy, (name, arm))
+    rejected = [decided.get((name, f.attack), False) for f in judged_findings]
     leaking: dict[str, list[str]] = {}
     leaking_attacks: list[str] = []
     judged: set[str] = set()
@@ -291,7 +328,7 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     return Verdict(level=level, label=label, text=text, findings=reasons, figures=figures, families_leaking=fams,
                    attacks_leaking=leaking_attacks, unsettled=unsettled if not leaking else [],
                    settleable=level == "inconclusive" and all(_need(f) < math.inf for f in open_),
-                   error_control=error_control(len(judged_findings), policy.alpha))
+                   error_control=error_control(n_tests, policy.alpha))
 
 
 def person_epsilon(arm: ArmResult) -> float | None:
@@ -516,8 +553,9 @@ def judge(results: AuditResults, policy: Policy = POLICY) -> AuditResults:
     results.alarms = decide_alarms(results, policy)
     if results.base_model is not None:
         results.base_model.verdict = arm_verdict(CONTROL, results.base_model, results, policy)
+    rejections = audit_leak_rejections(results, policy)
     for name, arm in results.arms.items():
-        arm.verdict = arm_verdict(name, arm, results, policy)
+        arm.verdict = arm_verdict(name, arm, results, policy, rejections)
     # A model audited by `privleak attack` is not one of several defences to choose between.
     choices = any(_recommendable(a) for a in results.arms.values())
     results.recommendation = recommend(results, policy) if choices else None

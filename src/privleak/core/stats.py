@@ -337,13 +337,24 @@ def two_figures(n: int) -> int:
     return int(-(-int(n) // step) * step)
 
 
+def auc_null_se(n_pos: int, n_neg: int) -> float:
+    """The standard error of an AUC (Mann–Whitney) under no effect, from the sizes alone:
+    √((n₊ + n₋ + 1) / (12 n₊ n₋)) (Hanley & McNeil 1982; ≈ √(1/(6n)) at n a side)."""
+    if n_pos < 1 or n_neg < 1:
+        return math.inf
+    return math.sqrt((n_pos + n_neg + 1) / (12.0 * n_pos * n_neg))
+
+
 def tost_normal(estimate: float, se: float, margin: float, alpha: float = 0.05, *, n: int = 0,
-                one_sided: bool = False, method: str = "normal") -> Equivalence:
+                one_sided: bool = False, method: str = "normal", design_se: float | None = None) -> Equivalence:
     """TOST with a normal estimate: p⁺ = Φ((θ̂ − Δ)/se), p⁻ = 1 − Φ((θ̂ + Δ)/se); interval θ̂ ± z_{1−α}·se.
 
     Used for AUC differences with DeLong's standard error (DeLong et al. 1988; two-sided: an AUC well below
     the control's is a membership signal too). ``se`` = 0 (e.g. two identical score sets) decides by the
-    estimate alone. ``n_needed`` assumes se ∝ 1/√n."""
+    estimate alone. ``n_needed`` assumes se ∝ 1/√n. ``judgeable``: whether the design could show the margin
+    at a zero estimate, z·se < Δ — with ``design_se``, the standard error the sizes alone imply (e.g.
+    :func:`auc_null_se`), so which tests a claim rests on is decided before any outcome is read; without it,
+    the observed ``se``."""
     if not margin > 0 or not 0.0 < alpha < 0.5:
         raise ValueError(f"need margin > 0 and 0 < α < 0.5, got {margin}, {alpha}")
     if not (math.isfinite(estimate) and math.isfinite(se) and se >= 0):
@@ -365,7 +376,7 @@ def tost_normal(estimate: float, se: float, margin: float, alpha: float = 0.05, 
     return Equivalence(estimate=float(estimate), lower=None if one_sided else float(interval[0]),
                        upper=float(interval[1]), margin=margin,
                        alpha=alpha, p_value=p, equivalent=eq, one_sided=one_sided, n=n, n_needed=needed,
-                       method=method, judgeable=z * se < margin)
+                       method=method, judgeable=z * (se if design_se is None else design_se) < margin)
 
 
 def tost_paired_t(d, margin: float, alpha: float = 0.05) -> Equivalence:

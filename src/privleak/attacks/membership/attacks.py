@@ -13,6 +13,7 @@ attacks on the same evaluation sets.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from scipy.stats import binom, norm
 
 from ...core.metrics import delong_paired, mia_metrics, roc_points
-from ...core.stats import tost_normal
+from ...core.stats import auc_null_se, tost_normal
 from ...data.splits import unit_of
 from ...models.handle import ModelHandle
 from ...core.present import Block, Cell, Plot, Table, interval, n, t
@@ -173,7 +174,10 @@ class MembershipResult(KeepsScores):
             eq = None
         else:
             p_auc = float(norm.sf((d - policy.auc_margin) / se)) if se > 0 else (0.0 if d > policy.auc_margin else 1.0)
-            eq = tost_normal(d, se, policy.auc_margin, policy.alpha, n=self.n_members, method=how)
+            # Judgeable by the sizes alone (not by this comparison's observed se, which the outcome sets): the
+            # null se of one AUC against the coin flip, of two independent AUCs against the control.
+            design = auc_null_se(self.n_members, self.n_non_members) * (math.sqrt(2.0) if ctrl else 1.0)
+            eq = tost_normal(d, se, policy.auc_margin, policy.alpha, n=self.n_members, method=how, design_se=design)
         p_leak = min(1.0, 2.0 * min(p_auc, p_tpr))
         leaks = p_leak <= policy.alpha
         ci = f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else ""

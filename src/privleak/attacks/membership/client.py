@@ -23,13 +23,14 @@ turned into an ε.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 import numpy as np
 from scipy.stats import norm
 
 from ...core.metrics import mia_metrics
-from ...core.stats import tost_normal
+from ...core.stats import auc_null_se, tost_normal
 from ...data.clients import client_labels
 from ...models.handle import ModelHandle
 from ..base import AttackContext, AttackResult, Figure, Finding, Policy
@@ -73,8 +74,9 @@ class ClientMembershipResult(AttackResult):
         p_leak = float(norm.sf((d - policy.auc_margin) / se)) if se > 0 else (0.0 if d > policy.auc_margin else 1.0)
         # A model must never "leak" against a copy of itself: d = 0 gives p ≥ ½ whatever the se.
         leaks = p_leak <= policy.alpha
+        design = auc_null_se(self.n_member_clients, self.n_heldout_clients) * (math.sqrt(2.0) if ctrl else 1.0)
         eq = tost_normal(d, se, policy.auc_margin, policy.alpha, n=self.n_member_clients,
-                         method="Hanley–McNeil" + (", unpaired" if ctrl else ""))
+                         method="Hanley–McNeil" + (", unpaired" if ctrl else ""), design_se=design)
         figure = (f"{attack} client AUC {self.auc:.3f}"
                   + (f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else "")
                   + f" over {self.n_member_clients} vs {self.n_heldout_clients} clients, "
