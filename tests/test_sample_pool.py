@@ -37,3 +37,19 @@ def test_requests_union_of_sampling_and_pii_extraction():
     assert want == {SampleSpec("", 64, 40): 200, SampleSpec("Patient", 64, 40): 200}
     assert requests(s, ["prefix_extraction"]) == {}
     assert split_evenly(5, ["a", "b"]) == [("a", 3), ("b", 2)]
+
+
+def test_a_continuation_as_long_as_the_context_still_samples(tiny_model_dir):
+    """The smollm2 profile's 64-token context and sampling extraction's 64 new tokens: generation used to stop
+    with "leaves no room for a prompt" (an internal error in samples/base); it now keeps the prompt and
+    generates what fits."""
+    from privleak.models.generation import GenerationSettings, generate
+    from privleak.models.handle import load_handle
+
+    handle = load_handle(tiny_model_dir, 16)
+    out = generate(handle, ["", "Patient"], GenerationSettings(max_new_tokens=16, greedy=False, top_k=40, seed=1,
+                                                                 batch_size=4))
+    assert [len(o) for o in out] == [1, 1]
+    for prompt, (text,) in zip(["", "Patient"], out):
+        ids = handle.lead_ids() + handle.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert 0 < len(handle.tokenizer(text, add_special_tokens=False)["input_ids"]) <= 16 - len(ids) + 2

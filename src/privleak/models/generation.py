@@ -55,9 +55,15 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
     model = handle.model
     pad = handle.pad_id
     encoded = [_prompt_ids(handle, p) for p in prompts]
-    room = handle.max_length - settings.max_new_tokens
+    max_new = settings.max_new_tokens
+    room = handle.max_length - max_new
     if room < 1:
-        raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room for a prompt in a {handle.max_length}-token context")
+        # The continuation asked for fills the model's context (the smollm2 profile: 64 tokens, and sampling
+        # extraction's 64 new ones): keep the prompts — at most half the context — and generate what fits.
+        room = min(max((len(ids) for ids in encoded), default=1), max(1, handle.max_length // 2))
+        max_new = handle.max_length - room
+        if max_new < 1:
+            raise ValueError(f"a {handle.max_length}-token context leaves no room to generate after a prompt")
     encoded = [ids[-room:] for ids in encoded]  # keep the end of over-long prompts
     out: list[list[str]] = [[] for _ in prompts]
     gen = torch.Generator().manual_seed(settings.seed)
@@ -77,7 +83,7 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
             kwargs = dict(
                 input_ids=ids.to(dev),
                 attention_mask=mask.to(dev),
-                max_new_tokens=settings.max_new_tokens,
+                max_new_tokens=max_new,
                 num_return_sequences=settings.num_return_sequences,
                 pad_token_id=pad,
                 eos_token_id=None,  # fixed-length continuations: extraction compares token spans
