@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_harness import snapshot
 
 from privleak.accountants import epsilon_prv
 from privleak.data.records import Record
@@ -116,16 +116,6 @@ CASES: list[tuple[str, str, str]] = [
 ]
 
 
-def _snapshot(d: Path) -> dict[str, tuple]:
-    out = {}
-    for root, dirs, files in os.walk(d):
-        for name in dirs + files:
-            p = Path(root) / name
-            st = p.lstat()
-            out[str(p.relative_to(d))] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mode, st.st_mtime_ns)
-    return out
-
-
 def _run(argv: str, d: Path, flag: Path, cache: Path) -> tuple[subprocess.CompletedProcess | None, bool | None]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PRIVLEAK_PROGRESS": "0", "COLUMNS": "200",
            "PRIVLEAK_CRASH_DIR": str(flag.parent / "crashes"), "TORCH_FLAG": str(flag), "PRIVLEAK_CACHE": str(cache)}
@@ -145,9 +135,9 @@ def results(tmp_path_factory):
         d = tmp_path_factory.mktemp(cid)
         _inputs(d, cid)
         aux = tmp_path_factory.mktemp(f"{cid}-aux")
-        before = _snapshot(d)
+        before = snapshot(d)
         proc, torch = _run(argv, d, aux / "torch", aux / "cache")
-        out[cid] = (proc, torch, before, _snapshot(d), aux)
+        out[cid] = (proc, torch, before, snapshot(d), aux)
     return out
 
 

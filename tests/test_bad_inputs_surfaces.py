@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import zipfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from cli_harness import snapshot
 
 from privleak.cli import main
 
@@ -209,16 +209,6 @@ CASES: list[tuple[str, str, list[Build], str]] = [
 FORBIDDEN = ("privleak.models.gguf.gguf_digest", "privleak.models.gguf._extract")
 
 
-def _snapshot(d: Path) -> dict[str, tuple]:
-    out = {}
-    for root, dirs, files in os.walk(d):
-        for name in dirs + files:
-            p = Path(root) / name
-            st = p.lstat()
-            out[str(p.relative_to(d))] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mode, st.st_mtime_ns)
-    return out
-
-
 def run_case(argv: str, builders: list[Build], d: Path, model: Path, capsys, monkeypatch):
     """Build the case's files in ``d``, run ``privleak`` on ``argv`` in this process: (exit code, stderr, stdout,
     the snapshot before, the snapshot after)."""
@@ -236,7 +226,7 @@ def run_case(argv: str, builders: list[Build], d: Path, model: Path, capsys, mon
     for target in FORBIDDEN:
         monkeypatch.setattr(target, forbidden)
     args = [a.replace("{d}", str(d)).replace("{model}", str(model)) for a in argv.split(" ")]
-    before = _snapshot(d)
+    before = snapshot(d)
     capsys.readouterr()
     try:
         main(args)
@@ -244,7 +234,7 @@ def run_case(argv: str, builders: list[Build], d: Path, model: Path, capsys, mon
     except SystemExit as exc:
         code = exc.code
     captured = capsys.readouterr()
-    return code, captured.err, captured.out, before, _snapshot(d)
+    return code, captured.err, captured.out, before, snapshot(d)
 
 
 def test_the_cases_are_distinct_and_cover_every_row():
