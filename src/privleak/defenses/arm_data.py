@@ -20,7 +20,7 @@ from ..core.progress import progress_bar
 from ..core.typed import Typed
 from ..data.records import Record
 from .dedup import dedup
-from .pii import get_analyzer
+from .pii import ENTITY_TO_LABEL, get_analyzer
 from .scrub import Scrubber
 from .scrub_quality import evaluate_detections, residual_pii
 
@@ -110,6 +110,15 @@ def scrub_members(
     with progress_bar(desc, total=len(records)) as advance:
         dets = analyzer.analyze_batch([r.text for r in records], labels, on_progress=advance)
     scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=seed)
+    if scrubber.mode == "pseudonym":
+        # Every real value — found, or labelled and missed — is kept out of the fakes before the first draw:
+        # a fake equal to another person's value would be trained on and counted as that person's leak.
+        for r, d in zip(records, dets):
+            scrubber.reserve(r.text, d)
+            for sp in r.pii or ():
+                label = ENTITY_TO_LABEL.get(sp.label, sp.label)  # a corpus may label its spans Presidio's way
+                if label in labels:
+                    scrubber.pseudonyms.reserve(label, r.text[sp.start:sp.end])
     scrubbed = [scrubber.scrubbed_record(r, scrubber.apply(r.text, d)) for r, d in zip(records, dets)]
 
     report: dict[str, Any] = {

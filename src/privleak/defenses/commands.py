@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 import time
@@ -253,8 +254,15 @@ def scrub_file(
 
     def rows() -> Iterator[Any]:
         nonlocal n_changed
+        texts = (table.texts[i] for i in idx)
+        if scrubber.mode == "pseudonym":  # every value is found, and kept out of the fakes, before the first goes
+            with progress_bar("finding PII", total=len(idx)) as found:
+                results = scrubber.iter_scrub(texts, on_analysed=found)
+                first = next(results, None)
+            results = itertools.chain([] if first is None else [first], results)
+        else:
+            results = scrubber.iter_scrub(texts)
         with progress_bar("scrubbing", total=len(idx)) as advance:
-            results = scrubber.iter_scrub(table.texts[i] for i in idx)
             pos = 0
             for i in range(len(table.rows)):
                 if pos < len(idx) and idx[pos] == i:

@@ -18,6 +18,19 @@
   dates, blood pressure, height and weight are fresh plausible values in
   the original's format.
 
+A fake never equals a real value of the corpus either (another person's
+name, SSN or date): :meth:`Pseudonymizer.reserve` keeps every value the
+analyser found — and every labelled span, where the corpus has them — out
+of the draws, under the leak-counting rule (``normalise_value``), so the
+trained model never carries a real value only because it was a fake, and
+the attacks count no false leak. Scrubbing a corpus in memory reserves
+every value before the first replacement; :meth:`Scrubber.apply` alone
+reserves its own text's.
+
+The fakes are keyed by the seed: whoever knows it can test a guess (is
+this the fake that SSN would get?). Keep it secret when pseudonymised text
+leaves your hands; the audit's attacks do not use it.
+
 Use one :class:`Scrubber` per corpus (tags and pseudonyms are consistent
 within it). The text splicing is done by Presidio's ``AnonymizerEngine`` on
 the analyser's disjoint spans.
@@ -34,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Sequence
 
 from privleak.core.errors import UserError
-from privleak.core.normalise import is_digit_label, normalise_value
+from privleak.core.normalise import ALNUM, DATE, DIGITS, TEXT, TextView, is_digit_label, normalise_value, rule
 from privleak.data.canaries import derive_seed
 from privleak.data.records import PiiSpan, Record
 from privleak.defenses.pii import Detection, PiiAnalyzer, get_analyzer
@@ -61,6 +74,7 @@ class Pseudonymizer:
         self._used: dict[str, set[str]] = {}
         self._tokens: dict[str, str] = {}
         self._used_tokens: set[str] = set()
+        self._reserved: dict[str, set[str]] = {}
         self._terms = {k: sorted(set(v)) for k, v in (terms or {}).items()}
         self._faker = None
 
@@ -73,6 +87,46 @@ class Pseudonymizer:
 
             self._faker = Faker("en_US")
         return self._faker
+
+    def reserve(self, label: str, value: str) -> None:
+        """Keep the real ``value`` (of type ``label``) out of every fake.
+
+        Out under the rule leaks are counted by (:func:`~privleak.core.normalise.find_values`): no fake of
+        any type may show it — not as its own value, and not inside one (a fake city "New Keith" shows the
+        one-word name "Keith", an e-mail "glenda.morris@…" the surname "Morris"). Terms drawn from a list
+        (conditions, medications) are not reserved: they are not identifiers, and a short list would run out.
+        """
+        if label in self._terms:
+            return
+        key = normalise_value(label, value)
+        if not key:
+            return
+        r = rule(label)
+        if r == DATE and not _ISO_DATE.fullmatch(key):
+            r = TEXT  # an unparsed date is compared as text
+        self._reserved.setdefault(r, set()).add(key)
+
+    def _clashes(self, fake: str) -> bool:
+        """Whether ``fake`` shows a reserved real value under the leak rule: one of its digit chains or
+        dates, or a piece of its text bounded by non-alphanumerics."""
+        res = self._reserved
+        if not res:
+            return False
+        view = TextView(fake)
+        if view.numbers & res.get(DIGITS, set()) or view.dates & res.get(DATE, set()):
+            return True
+        text_keys = res.get(TEXT, set())
+        if text_keys:
+            runs = [(m.start(), m.end()) for m in re.finditer(r"[^\W_]+", view.norm)]
+            for i, (a, _) in enumerate(runs):
+                for _, b in runs[i:i + 8]:
+                    if view.norm[a:b] in text_keys:
+                        return True
+        alnum = res.get(ALNUM)
+        if alnum:
+            joined = "".join(ch for ch in view.norm if ch.isalnum())
+            return any(k in joined for k in alnum)
+        return False
 
     def __call__(self, label: str, value: str) -> str:
         if label == "NAME":
@@ -100,19 +154,44 @@ class Pseudonymizer:
         if cached is not None:
             return cached
         used = self._used.setdefault(label, set())
+        terms = label in self._terms
         rng = self._rng(label, key)
-        for _ in range(1000):
+        fake, fkey = "", key
+        for attempt in range(2000):
             fake = draw(rng)
             fkey = fake if is_digit_label(label) else normalise_value(label, fake)
-            if fkey != key and fkey not in used:
-                used.add(fkey)
-                self._values[(label, key)] = fake
-                return fake
-        raise RuntimeError(f"could not find a fresh pseudonym for a {label}")  # not reachable
+            # A short term list can run out of unused fakes: then only "not itself".
+            if fkey != key and (terms or not self._clashes(fake)) and (attempt >= 1000 or fkey not in used):
+                break
+        used.add(fkey)  # (a one-value term list ends the loop on its own value: the only fake it has)
+        self._values[(label, key)] = fake
+        return fake
 
     # -- per type ----------------------------------------------------------
 
     def _name(self, value: str) -> str:
+        fake = self._name_by_tokens(value)
+        if not self._clashes(fake):
+            return fake
+        # Token by token, the fake spells another real person's whole name (small name pools make this
+        # happen in large corpora): this value alone gets a fresh surname.
+        key = normalise_value("NAME", value)
+        cached = self._values.get(("NAME", key))
+        if cached is None:
+            m = re.search(r"([^\W\d_]+)([^\w]*)$", fake)
+            rng = self._rng("NAME-whole", key)
+            cached = fake
+            for _ in range(1000):
+                if m is None:
+                    break
+                cand = fake[:m.start(1)] + _match_case(m.group(1), rng.choice(self._last)) + m.group(2)
+                if normalise_value("NAME", cand) != key and not self._clashes(cand):
+                    cached = cand
+                    break
+            self._values[("NAME", key)] = cached
+        return cached
+
+    def _name_by_tokens(self, value: str) -> str:
         parts = re.split(r"(\s+)", value)
         out = []
         first_done = False
@@ -143,9 +222,9 @@ class Pseudonymizer:
                        "initial": list(string.ascii_uppercase)}[pool]
             for _ in range(1000):
                 cand = rng.choice(choices)
-                if cand.casefold() != key and cand.casefold() not in self._used_tokens:
+                if cand.casefold() != key and cand.casefold() not in self._used_tokens and not self._clashes(cand):
                     break
-            else:  # pragma: no cover - the pools are far larger than any corpus's collisions
+            else:  # pragma: no cover - more distinct names (and reserved ones) than the pool holds
                 cand = token + rng.choice(string.ascii_lowercase)
             fake = cand
             self._tokens[key] = fake
@@ -386,6 +465,8 @@ class Scrubber:
         for a, b in zip(dets, dets[1:]):
             if b.start < a.end:
                 raise ValueError("detections overlap; pass them through resolve_overlaps first")
+        if self.mode == "pseudonym":
+            self.reserve(text, dets)
         for d in dets:  # reading order fixes tag indices and pseudonym draws
             self.replacement(d.label, text[d.start : d.end])
             self.counts[d.label] += 1
@@ -420,8 +501,27 @@ class Scrubber:
             raise RuntimeError("presidio-anonymizer changed the span set")
         return result.text, items
 
-    def iter_scrub(self, texts: Iterable[str]) -> Iterator[ScrubbedText]:
-        for text, dets in _zip_lazy(texts, self.analyzer, self.labels):
+    def reserve(self, text: str, detections: Iterable[Detection]) -> None:
+        """Keep the values ``detections`` find in ``text`` out of the pseudonyms (no-op in other modes)."""
+        for d in detections:
+            if d.label in self.labels:
+                self.pseudonyms.reserve(d.label, text[d.start : d.end])
+
+    def iter_scrub(
+        self, texts: Iterable[str], on_analysed: Callable[[int], None] | None = None
+    ) -> Iterator[ScrubbedText]:
+        """Scrubbed texts, streaming; pseudonyms analyse every text first (``on_analysed(1)`` after each),
+        so that no fake equals a value found anywhere in ``texts``."""
+        pairs: Iterable[tuple[str, list[Detection]]] = _zip_lazy(texts, self.analyzer, self.labels)
+        if self.mode == "pseudonym":
+            found = []
+            for text, dets in pairs:
+                self.reserve(text, dets)
+                found.append((text, dets))
+                if on_analysed is not None:
+                    on_analysed(1)
+            pairs = found
+        for text, dets in pairs:
             yield self.apply(text, dets)
 
     def scrub_text(self, text: str) -> str:
