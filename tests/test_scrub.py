@@ -221,3 +221,19 @@ def test_scrubbing_never_writes_another_persons_value_into_a_record(analyzer, co
     assert len(values) > 100
     brought = [(v.label, j) for v, b, a in zip(values, before, after) for j in set(a) - set(b)]
     assert not brought, brought[:5]
+
+
+def test_the_arm_keeps_the_other_splits_values_out_of_its_fakes():
+    """scrub_members(reserve=…): a fake may not be a non-member's real value either (it would lift the floor
+    the attacks compare with). The fakes drawn freely become another split's values; then they are not drawn."""
+    from privleak.defenses.arm_data import scrub_members
+
+    text = "Patient John Smith, SSN 123-45-6789, seen today."
+    rec = Record(text, pii=[PiiSpan(8, 18, "NAME"), PiiSpan(24, 35, "SSN")])
+    free = scrub_members([rec], mode="pseudonym", entities=None, seed=0)[0][0].text
+    m = re.fullmatch(r"Patient (.+), SSN (\d{3}-\d{2}-\d{4}), seen today\.", free)
+    assert m, free
+    other = Record(free, pii=[PiiSpan(m.start(1), m.end(1), "NAME"), PiiSpan(m.start(2), m.end(2), "SSN")])
+    again = scrub_members([rec], mode="pseudonym", entities=None, seed=0, reserve=[other])[0][0].text
+    assert m.group(1) not in again and m.group(2) not in again, again
+    assert "John Smith" not in again and "123-45-6789" not in again

@@ -12,8 +12,9 @@ Reports hold counts only, never PII values: they end up in ``results.json``.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..core.io import finite
 from ..core.progress import progress_bar
@@ -102,19 +103,24 @@ class DedupArmReport(Typed):
 
 
 def scrub_members(
-    records: Sequence[Record], *, mode: str, entities: Sequence[str] | None, seed: int, desc: str = "scrub members"
+    records: Sequence[Record], *, mode: str, entities: Sequence[str] | None, seed: int, desc: str = "scrub members",
+    reserve: Iterable[Record] = (),
 ) -> tuple[list[Record], ScrubArmReport]:
-    """Scrub every record (one analyser pass, reused for the quality figures)."""
+    """Scrub every record (one analyser pass, reused for the quality figures).
+
+    Pseudonyms: every real value — found by the analyser, or labelled and missed — is kept out of the fakes
+    before the first draw, and so are the labelled values of ``reserve`` (the audit's other splits): a fake
+    equal to a member's value would be trained on and counted as that person's leak; one equal to a
+    non-member's would lift the floor the attacks compare with."""
     analyzer = get_analyzer(entities)
     labels = analyzer.labels
     with progress_bar(desc, total=len(records)) as advance:
         dets = analyzer.analyze_batch([r.text for r in records], labels, on_progress=advance)
     scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=seed)
     if scrubber.mode == "pseudonym":
-        # Every real value — found, or labelled and missed — is kept out of the fakes before the first draw:
-        # a fake equal to another person's value would be trained on and counted as that person's leak.
         for r, d in zip(records, dets):
             scrubber.reserve(r.text, d)
+        for r in itertools.chain(records, reserve):
             for sp in r.pii or ():
                 label = ENTITY_TO_LABEL.get(sp.label, sp.label)  # a corpus may label its spans Presidio's way
                 if label in labels:

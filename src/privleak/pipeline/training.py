@@ -57,8 +57,10 @@ def defence_keys(cfg: AuditConfig, data_key: str) -> dict[str, str]:
 
 
 def scrub_stage(audit: Audit) -> None:
-    s = audit.cfg.defences.scrub
-    scrubbed, report = scrub_members(audit.splits()["members"], mode=s.mode, entities=s.entities, seed=audit.cfg.seed)
+    s, splits = audit.cfg.defences.scrub, audit.splits()
+    others = [r for name, recs in splits.items() if name != "members" for r in recs]
+    scrubbed, report = scrub_members(splits["members"], mode=s.mode, entities=s.entities, seed=audit.cfg.seed,
+                                     reserve=others)
     write_jsonl(audit.run.path("defences", "scrub", "members.jsonl"), scrubbed)
     write_json(audit.run.path("defences", "scrub", "report.json"), report.model_dump(mode="json"))
 
@@ -239,9 +241,10 @@ def shadow_arms(cfg: AuditConfig) -> list[str]:
 
 
 def scrub_pool_stage(audit: Audit) -> None:
-    s = audit.cfg.defences.scrub
-    scrubbed, _ = scrub_members(audit.splits()["non_members"], mode=s.mode, entities=s.entities, seed=audit.cfg.seed,
-                                desc="scrub non-members (shadow pool)")
+    s, splits = audit.cfg.defences.scrub, audit.splits()
+    others = [r for name, recs in splits.items() if name != "non_members" for r in recs]
+    scrubbed, _ = scrub_members(splits["non_members"], mode=s.mode, entities=s.entities, seed=audit.cfg.seed,
+                                desc="scrub non-members (shadow pool)", reserve=others)
     write_jsonl(audit.run.path("defences", "scrub", "non_members.jsonl"), scrubbed)
 
 
