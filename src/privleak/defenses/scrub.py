@@ -181,9 +181,7 @@ class Pseudonymizer:
             m = re.search(r"([^\W\d_]+)([^\w]*)$", fake)
             rng = self._rng("NAME-whole", key)
             cached = fake
-            for _ in range(1000):
-                if m is None:
-                    break
+            for _ in range(1000 if m else 0):
                 cand = fake[:m.start(1)] + _match_case(m.group(1), rng.choice(self._last)) + m.group(2)
                 if normalise_value("NAME", cand) != key and not self._clashes(cand):
                     cached = cand
