@@ -222,27 +222,56 @@ def test_client_dropping_out_mid_round_neither_stalls_nor_crashes(dp):
         assert log.epsilon <= 8.0 and log.empty_rounds == 0
 
 
+def _seeded_run(seed: int, dp: bool):
+    from privleak.models.federated import FedSettings, train_federated
+
+    model, data = _tiny()
+    s = FedSettings(rounds=2, sample_rate=0.67, local_steps=2, batch_size=4, lr=1e-2, seed=seed, dp=dp,
+                    target_epsilon=8.0, delta=1e-3, clip=0.5, round_timeout_s=120)
+    trained, log = train_federated(model, data, [i % 3 for i in range(30)], 3, s, pad_id=0, max_length=32)
+    return {n: p.detach().clone() for n, p in trained.named_parameters()}, log
+
+
+_FIRST: dict[bool, tuple] = {}  # the first run with seed 7, also the reference of the Ray test below
+
+
 @pytest.mark.parametrize("dp", [False, True])
 def test_a_federated_run_is_a_function_of_its_seed(dp):
     """Two runs with one seed give bit-identical weights and losses (issue 38): Flower's node ids are random
     every run and its FedAvg draws with the process-wide ``random`` module, a Ray actor serves several clients
     from one cached model, and replies arrive in completion order — none of that may reach the result. A
     fraction below 1 makes the client draw matter; another seed must draw or train differently."""
-    from privleak.models.federated import FedSettings, train_federated
-
-    def run(seed: int):
-        model, data = _tiny()
-        s = FedSettings(rounds=2, sample_rate=0.67, local_steps=2, batch_size=4, lr=1e-2, seed=seed, dp=dp,
-                        target_epsilon=8.0, delta=1e-3, clip=0.5, round_timeout_s=120)
-        trained, log = train_federated(model, data, [i % 3 for i in range(30)], 3, s, pad_id=0, max_length=32)
-        return {n: p.detach().clone() for n, p in trained.named_parameters()}, log
-
-    (w1, log1), (w2, log2) = run(7), run(7)
+    (w1, log1), (w2, log2) = _FIRST.setdefault(dp, _seeded_run(7, dp)), _seeded_run(7, dp)
     assert log1.sampled == log2.sampled and log1.losses == log2.losses
     assert all(torch.equal(w1[n], w2[n]) for n in w1)
     if not dp:  # the comparison can fail: another seed draws other clients and batches (one strategy suffices)
-        w3, _ = run(8)
+        w3, _ = _seeded_run(8, dp)
         assert any(not torch.equal(w1[n], w3[n]) for n in w1)
+
+
+def test_federated_training_inside_ray_finishes_with_the_same_weights():
+    """Inside a Ray cluster (the Ray executor's workers) Flower joined that cluster: two federated tasks
+    holding both CPUs waited forever for their client actors, and the simulation's end shut the worker's Ray
+    down. Two such tasks on a 2-CPU Ray now both finish, with the weights and losses of the run outside Ray,
+    and the cluster still runs tasks after them."""
+    ray = pytest.importorskip("ray")
+    from ray.exceptions import GetTimeoutError
+
+    w0, log0 = _FIRST.setdefault(True, _seeded_run(7, True))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        job = ray.remote(_seeded_run).options(num_cpus=1)
+        refs = [job.remote(7, True), job.remote(7, True)]
+        try:
+            got = ray.get(refs, timeout=180)  # ~30 s now; before, both waited for a CPU the other held
+        except GetTimeoutError:
+            pytest.fail("federated training inside two Ray tasks did not finish in 180 s")
+        for w, log in got:
+            assert all(torch.equal(w[n], w0[n]) for n in w0)
+            assert log.losses == log0.losses and log.sampled == log0.sampled and log.epsilon == log0.epsilon
+        assert ray.get(ray.remote(lambda: 1).remote(), timeout=60) == 1
+    finally:
+        ray.shutdown()
 
 
 # --------------------------------------------------------------------------- the clients

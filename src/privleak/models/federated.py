@@ -68,8 +68,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import pickle
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -331,6 +335,82 @@ def _strategy_classes() -> tuple[type, type]:
     return SeededFedAvg, PoissonDPFedAvg
 
 
+# --------------------------------------------------------------------------- inside someone else's Ray
+
+#: What makes a process part of a Ray session: a child given these would join its parent's cluster.
+_RAY_SESSION_ENV = ("RAY_ADDRESS", "RAY_RAYLET_PID", "RAY_JOB_ID", "RAY_CLIENT_MODE")
+
+
+def _ray_in_this_process() -> bool:
+    """Whether this process is connected to a Ray cluster already: a Ray executor's worker, or a caller's session."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+def _train_in_child(model: PreTrainedModel, args: tuple) -> tuple[PreTrainedModel, FedTrainLog]:
+    """Run :func:`train_federated` in a fresh interpreter and copy its trained weights into ``model``.
+
+    Flower's Ray backend joins the Ray this process is connected to instead of starting its own, sizes its
+    actor pool from that cluster's CPUs and shuts Ray down when the simulation ends. In a Ray executor's
+    worker the cluster is the audit's: the task holds its CPU while its client actors wait for free ones, so
+    two federated tasks on two CPUs wait for each other forever (and one blocks every other task); in a
+    caller's session the shutdown would end the caller's Ray. A child process has no Ray, so Flower starts its
+    own there with ``parallel_clients`` CPUs, exactly as in the process executor's worker: the same result.
+    """
+    work = Path(tempfile.mkdtemp(prefix="privleak-fedchild-"))
+    try:
+        with open(work / "in.pkl", "wb") as fh:
+            pickle.dump((model, args), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        env = {k: v for k, v in os.environ.items() if k not in _RAY_SESSION_ENV}
+        # Ray ships a cluster job's packages on sys.path, not on PYTHONPATH: the child imports what this process did.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        code = f"from {__name__} import _child_main; _child_main()"
+        proc = subprocess.run([sys.executable, "-c", code, str(work), str(os.getpid())], env=env, check=False)
+        if not (work / "out.pkl").exists():
+            raise RuntimeError(f"the federated simulation's process ended (exit code {proc.returncode}) without a "
+                               "model; see its log above")
+        with open(work / "out.pkl", "rb") as fh:
+            result = pickle.load(fh)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if isinstance(result, BaseException):
+        raise result
+    arrays, log = result
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n, a in arrays.items():
+            params[n].copy_(torch.from_numpy(a))
+    model.eval()
+    return model, log
+
+
+def _child_main() -> None:
+    """The child of :func:`_train_in_child`: argv = (work directory, parent pid)."""
+    work, parent = Path(sys.argv[1]), int(sys.argv[2])
+    if sys.platform.startswith("linux"):  # killed with its parent (a Ray task cancelled, a worker SIGKILLed)
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+    with open(work / "in.pkl", "rb") as fh:
+        model, args = pickle.load(fh)
+    try:
+        trained, log = train_federated(model, *args)
+        params = dict(trained.named_parameters())
+        result: Any = ({n: params[n].detach().cpu().numpy() for n in trainable_names(trained, args[3].train_embeddings)},
+                       log)
+    except Exception as exc:  # handed to the parent, which raises it as if raised there
+        result = exc
+    try:
+        blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # an exception that does not pickle: its words
+        blob = pickle.dumps(RuntimeError(f"{type(result).__name__}: {result}"))
+    (work / "out.tmp").write_bytes(blob)
+    (work / "out.tmp").replace(work / "out.pkl")
+
+
 def dp_aggregate(current: dict[str, np.ndarray], updates: list[dict[str, np.ndarray]], q: float, sigma: float,
                  clip: float, n_clients: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """One DP-FedAvg server step: w + (Σ_k clip_C(w_k − w) + N(0, σ²C²I)) / (qK).
@@ -369,6 +449,8 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
                     desc: str = "federated") -> tuple[PreTrainedModel, FedTrainLog]:
     """Fine-tune ``model`` by FedAvg or DP-FedAvg over ``n_clients`` simulated clients on Flower
     (``client_of[i]``: the client of record i); returns the global model and the log."""
+    if _ray_in_this_process():
+        return _train_in_child(model, (data, client_of, n_clients, settings, pad_id, max_length, desc))
     from flwr.app import ArrayRecord, ConfigRecord, Context
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
