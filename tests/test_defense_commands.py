@@ -88,6 +88,25 @@ def test_text_round_trip_one_record_per_line(tmp_path, analyzer):
     assert rep.removed_lines == [5] and rep.stages[0]["method"] == "exact"
 
 
+def test_pseudonyms_come_from_a_random_key_unless_a_seed_is_given(tmp_path, analyzer):
+    """Whoever knows the key can test a guess against a fake, and a scrubbed file leaves the user's hands:
+    without a seed each run draws its own key (kept nowhere), still one fake per person within the file; a
+    given seed repeats the fakes, and the report says which it was."""
+    src = tmp_path / "notes.txt"
+    src.write_text("\n".join(NOTES) + "\n", encoding="utf-8")
+
+    def run(name, seed):
+        rep = scrub_file(src, tmp_path / name, analyzer=analyzer, mode="pseudonym", seed=seed)
+        return rep, (tmp_path / name).read_text(encoding="utf-8").split("\n")
+
+    (r1, a), (r2, b) = run("a.txt", None), run("b.txt", None)
+    assert a != b and r1.key == r2.key == "random" and "random key, not kept" in r1.summary()
+    assert a[0].split(",")[0].removeprefix("Patient ") in a[4]  # the same person, the same fake
+    (r3, c), (_, d) = run("c.txt", 5), run("d.txt", 5)
+    assert c == d and r3.key == "seed" and "random key" not in r3.summary()
+    assert scrub_file(src, tmp_path / "m.txt", analyzer=analyzer, mode="mask").key == ""
+
+
 def test_dedup_jsonl_near_keeps_other_fields(tmp_path):
     src = tmp_path / "in.jsonl"
     texts = ["The quick brown fox jumps over the lazy dog by the river.",

@@ -251,6 +251,10 @@ def test_tie_break_compares_one_unit(control_attacks):
     arms["fed-dp-8"].kind = "fed-dp"
     rec = judge(_results(arms, control_attacks)).recommendation
     assert rec.arm == "dp-8" and "per record at δ = 1e-05" in rec.text
+    # Every person in one client: the client-level arm states its record ε per person, and the person unit is back.
+    arms["fed-dp-8"].privacy = _privacy(8.0, unit="client", record=16.2, person=16.2)
+    rec = judge(_results(arms, control_attacks)).recommendation
+    assert rec.arm == "dp-user-8" and "per person at δ = 1e-05" in rec.text
 
 
 def test_training_noise_measured_on_extra_seeds_enters_the_recommendation(control_attacks):

@@ -235,7 +235,8 @@ class Privacy(Typed):
     # The real person (a synthetic patient, a --group-field group, else a distinct raw text; the unit is stamped
     # from the raw data before any defence) with the most records in the training data is guaranteed
     # ε ≤ ``epsilon_person`` at the same δ (an accountant's upper bound: privleak.accountants.group_epsilon for
-    # record-level arms; the arm's own ε for person-level ones). Planted canaries (each its own made-up
+    # record-level arms; the arm's own ε for person-level ones; ``epsilon_record`` for a client-level one when every
+    # person lies in one client, else None). Planted canaries (each its own made-up
     # individual) are reported apart: the one with the most copies, ``canary_records``, at ``epsilon_canary``.
     epsilon_person: Epsilon | None = None
     person_records: int | None = None

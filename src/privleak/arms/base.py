@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..data.unlearning import ForgetSet
     from ..models.batching import Encoded
     from ..models.handle import ModelHandle
-    from ..results import ArmResult, AuditResults, Privacy, Verdict
+    from ..results import ArmResult, AuditResults, Verdict
 
 ModelSource = Literal["trained", "derived", "served", "provided"]
 

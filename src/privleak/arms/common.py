@@ -68,7 +68,8 @@ def unit_counts(records: list) -> tuple[dict[tuple[str, str], int], dict[tuple[s
     return people, canaries
 
 
-def _histogram(counts: dict[tuple[str, str], int]) -> dict[str, int]:
+def unit_histogram(counts: dict[tuple[str, str], int]) -> dict[str, int]:
+    """Units by their number of records: {"1": n, "2": n, "3-4": n, "5-8": n, …}."""
     hist: dict[str, int] = {}
     for k in sorted(counts.values()):
         hist[_bucket(k)] = hist.get(_bucket(k), 0) + 1
@@ -80,7 +81,7 @@ def person_sizes(records: list, *, canaries: bool = False) -> dict[str, int]:
     raw text) has in ``records`` — or, with ``canaries``, each planted canary (one made-up individual, planted k
     times): a histogram {"1": n, "2": n, "3-4": n, "5-8": n, …}."""
     people, planted = unit_counts(records)
-    return _histogram(planted if canaries else people)
+    return unit_histogram(planted if canaries else people)
 
 
 def person_privacy(records: list, *, sample_rate: float, noise_multiplier: float, steps: int,
@@ -102,9 +103,9 @@ def person_privacy(records: list, *, sample_rate: float, noise_multiplier: float
     k = max(people.values(), default=1)
     e_person, method = eps(k)
     out: dict[str, Any] = {"epsilon_person": e_person, "person_records": k, "person_accounting": method,
-                           "records_per_person": _histogram(people)}
+                           "records_per_person": unit_histogram(people)}
     if planted:
         kc = max(planted.values())
         out |= {"epsilon_canary": e_person if kc == k else eps(kc)[0], "canary_records": kc,
-                "records_per_canary": _histogram(planted)}
+                "records_per_canary": unit_histogram(planted)}
     return out

@@ -5,7 +5,8 @@ federation alone leaves exposed. ``fed-dp-ε`` is DP-FedAvg (McMahan et al.
 2018): each client's update clipped, Gaussian noise on the sum, ε at the
 client level for the Poisson client sampling actually used; one record
 inside a client is held to the record-level ε it implies
-(:mod:`privleak.accountants.analysis.federated`: replace-one of the client's update, accounted directly).
+(:mod:`privleak.accountants.analysis.federated`: replace-one of the client's update, accounted directly),
+and so is a person whose records all lie in one client (:func:`person_privacy_federated`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,41 @@ from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.present import Block, Cell, Note, num, t
 from ..data.clients import client_labels, partition
+from ..data.splits import unit_of
 from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, FitContext
-from .common import data_settings
+from .common import unit_histogram, data_settings, unit_counts
 from .registry import ArmSpec, register
 
 if TYPE_CHECKING:
     from ..results import ArmResult
+
+
+def person_privacy_federated(records: list, client_index: list[int], epsilon_record: float | None) -> dict[str, Any]:
+    """What DP-FedAvg guarantees the real person with the most records, and apart from them the planted canary
+    with the most copies. A unit whose records all lie in one client changes only that client's update, whatever
+    it changes inside it — the replace-one event the record-level ε already bounds (the budget ledger's rule,
+    ``LedgerEntry.person_event``) — so it is held to ``epsilon_record``. A unit across several clients changes
+    several updates of a round at once, which no accountant here states: None, and the accounting says why.
+    The clinic partition keeps a unit in one clinic; a user's ``--client-field`` may not."""
+    spans: dict[tuple[str, str], set[int]] = {}
+    for r, k in zip(records, client_index):
+        spans.setdefault(unit_of(r), set()).add(k)
+    people, planted = unit_counts(records)
+
+    def eps(units: dict[tuple[str, str], int]) -> tuple[float | None, str]:
+        m = max((len(spans[u]) for u in units), default=1)
+        if m <= 1:
+            return epsilon_record, "one client per unit: the replace-one ε of a client's update"
+        return None, f"a unit's records lie in up to {m} clients: not stated"
+
+    e_person, how = eps(people)
+    out: dict[str, Any] = {"epsilon_person": e_person, "person_records": max(people.values(), default=1),
+                           "person_accounting": how, "records_per_person": unit_histogram(people)}
+    if planted:
+        out |= {"epsilon_canary": eps(planted)[0], "canary_records": max(planted.values()),
+                "records_per_canary": unit_histogram(planted)}
+    return out
 
 
 class Federation(ArmDetails):
@@ -99,7 +128,8 @@ class FedAvg(ArmKind):
                        "delta": fs.delta, "sigma": log.sigma, "sample_rate": fs.sample_rate, "steps": log.rounds,
                        "max_grad_norm": fs.clip, "epsilon_rdp": log.epsilon_rdp, "epsilon_pld": log.epsilon_pld,
                        "epsilon_prv": log.epsilon_prv, "empty_batches": log.empty_rounds, "unit": "client",
-                       "epsilon_record": log.epsilon_record}
+                       "epsilon_record": log.epsilon_record,
+                       **person_privacy_federated(ctx.records, index, log.epsilon_record)}
         federation = {"strategy": "DP-FedAvg (Poisson client sampling; ours)" if fs.dp else "FedAvg (Flower)",
                       "clients": len(names), "client_sizes": dict(zip(names, log.client_sizes)), "rounds": log.rounds,
                       "sample_rate": fs.sample_rate, "sampling": "poisson" if fs.dp else "fixed-size without replacement",
@@ -152,8 +182,12 @@ class FedAvg(ArmKind):
             line = (f"{n}: {f.strategy}, {f.clients} clients ({sizes[0]}–{sizes[-1]} records each), {f.rounds} rounds, "
                     f"{f.sampling} sampling at {f.sample_rate:g}, {f.local_steps} local steps, {f.failures} failed replies")
             if m.privacy is not None:
-                line += (f"; ε = {m.privacy.epsilon:.2f} per client, ≤ {num(m.privacy.epsilon_record, '.2f')} per "
-                         f"record, σ = {m.privacy.sigma:.3f}, clip C = {m.privacy.max_grad_norm:g}")
+                p = m.privacy
+                person = (f", ≤ {num(p.epsilon_person, '.2f')} per person (each in one client)"
+                          if p.epsilon_person is not None else f", per person not stated ({p.person_accounting})"
+                          if p.person_accounting else "")
+                line += (f"; ε = {p.epsilon:.2f} per client, ≤ {num(p.epsilon_record, '.2f')} per record{person}, "
+                         f"σ = {p.sigma:.3f}, clip C = {p.max_grad_norm:g}")
             parts.append(line + ".")
         return [Note(" ".join(parts) + " " + _PROTECTS)] if parts else []
 

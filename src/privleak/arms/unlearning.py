@@ -264,8 +264,8 @@ def unlearning_recommendation(results: AuditResults) -> str:
                      for n, a in own.items() if n != RETRAIN)
     if RETRAIN not in own:
         return f"No unlearning arm is recommended: none is shown FORGOTTEN ({rest})."
-    return (f"Recommended for the erasure request: retrain — it never saw the forgotten persons (exact unlearning), "
-            f"and no cheaper arm was shown to forget them" + (f" ({rest})." if rest else "."))
+    return ("Recommended for the erasure request: retrain — it never saw the forgotten persons (exact unlearning), "
+            "and no cheaper arm was shown to forget them" + (f" ({rest})." if rest else "."))
 
 
 def _seconds(results: AuditResults, name: str) -> float | None:

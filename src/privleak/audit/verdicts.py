@@ -333,12 +333,12 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
 
 def person_epsilon(arm: ArmResult) -> float | None:
     """The ε a person is held to, at the arm's δ: the arm's own ε for a person-level arm, the group ε of the person
-    with the most records for a record-level one (``Privacy.epsilon_person``); None when it states none (no DP,
-    or a client-level arm, whose unit is the client)."""
+    with the most records for a record-level one, the record ε of a client-level one when every person lies in one
+    client (``Privacy.epsilon_person``); None when it states none (no DP, or people across clients)."""
     p = arm.privacy
     if p is None:
         return None
-    return p.epsilon if p.unit == "person" else p.epsilon_person if p.unit == "record" else None
+    return p.epsilon if p.unit == "person" else p.epsilon_person
 
 
 def comparison_unit(arms: dict[str, ArmResult]) -> tuple[str, dict[str, float | None], str]:
@@ -507,8 +507,12 @@ def people_sentence(name: str, arm: ArmResult, arms: dict[str, ArmResult]) -> st
             text = (f"Record-level DP is not enough for this corpus: a person has up to {k} records, and "
                     f"{worst} guarantees that person only ε ≤ {w.epsilon_person:.3g} at δ = {w.delta:.2g}; {text}")
         return text + "." + canaries
-    if p.epsilon_person is None or p.unit != "record":
+    if p.epsilon_person is None:
         return ""
+    if p.unit == "client":
+        return (f"{name} holds each client to ε ≤ {p.epsilon:.3g}; every person's records lie in one client, so "
+                f"each person, up to {p.person_records} records, is guaranteed ε ≤ {p.epsilon_person:.3g} at "
+                f"δ = {p.delta:.2g}." + canaries)
     if p.epsilon_person <= PERSON_EPSILON_FACTOR * p.epsilon:
         return (f"Record-level DP is enough for this corpus: its person with the most records ({p.person_records}) "
                 f"is guaranteed ε ≤ {p.epsilon_person:.3g} at δ = {p.delta:.2g}." + canaries)

@@ -51,7 +51,7 @@ def scrub(
     types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub (default: every identifier, see README; Presidio names accepted). Opt-in: ORGANIZATION, BLOOD_PRESSURE, HEIGHT, WEIGHT."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
     fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed for pseudonyms."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Key of the pseudonyms, to get the same fakes again; keep it secret (default: a random key, not kept)."),
     no_ner: bool = typer.Option(False, "--no-ner", help="No spaCy NER: faster; names only next to cue words or from the given-name list."),
     score_threshold: float = typer.Option(0.4, "--score-threshold", min=0.0, max=1.0, help="Drop detections below this Presidio confidence (0-1)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),

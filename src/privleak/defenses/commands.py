@@ -26,6 +26,7 @@ import io
 import itertools
 import json
 import os
+import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -197,6 +198,7 @@ class ScrubFileReport:
     counts: dict[str, int]
     seconds: float  # reading, scrubbing and writing
     setup_seconds: float  # building the analyser (loading Presidio and spaCy)
+    key: str = ""  # pseudonym mode: "seed" (given) or "random" (drawn for this run, not kept); else ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -206,7 +208,9 @@ class ScrubFileReport:
         rate = self.n_records / self.seconds if self.seconds > 0 else float("inf")
         return (f"scrubbed {self.n_records} records ({self.n_changed} changed; {self.mode}) → "
                 f"{self.out_path} in {self.seconds:.1f}s ({rate:.0f} records/s; analyser setup "
-                f"{self.setup_seconds:.1f}s); replaced: {found}")
+                f"{self.setup_seconds:.1f}s); replaced: {found}"
+                + ("; pseudonyms from a random key, not kept (pass --seed N to repeat them, and keep N secret)"
+                   if self.key == "random" else ""))
 
 
 def scrub_file(
@@ -217,12 +221,16 @@ def scrub_file(
     labels: Iterable[str] | str | None = None,
     text_field: str = "text",
     fmt: str | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     ner: bool = True,
     score_threshold: float | None = None,
     analyzer: Any = None,
 ) -> ScrubFileReport:
-    """``privleak scrub IN OUT``: scrub the text of every record, keep the rest."""
+    """``privleak scrub IN OUT``: scrub the text of every record, keep the rest.
+
+    Pseudonyms are keyed by ``seed``; without one, by 128 random bits drawn for this call and kept nowhere.
+    Whoever knows the key can test a guess against a fake (is this the fake that SSN would get?), and scrubbed
+    files leave the user's hands, so a reproducible key is opt-in."""
     from privleak.defenses.pii import DEFAULT_SCORE_THRESHOLD, PiiAnalyzer, parse_labels
     from privleak.defenses.scrub import MODES, Scrubber
 
@@ -247,7 +255,8 @@ def scrub_file(
             labels, ner=ner,
             score_threshold=DEFAULT_SCORE_THRESHOLD if score_threshold is None else score_threshold,
         )
-    scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=seed)
+    key = "" if str(mode).strip().lower() != "pseudonym" else "random" if seed is None else "seed"
+    scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=secrets.randbits(128) if seed is None else seed)
     t1 = time.perf_counter()
     idx = table.record_indices()
     n_changed = 0
@@ -282,6 +291,7 @@ def scrub_file(
         in_path=str(in_path), out_path=str(out_path), format=table.fmt, mode=scrubber.mode,
         labels=list(scrubber.labels), n_rows=len(table.rows), n_records=len(idx), n_changed=n_changed,
         counts=dict(scrubber.counts), seconds=t_read + time.perf_counter() - t1, setup_seconds=t1 - t0 - t_read,
+        key=key,
     )
 
 

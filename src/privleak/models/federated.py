@@ -76,6 +76,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,6 +340,9 @@ def _strategy_classes() -> tuple[type, type]:
 
 #: What makes a process part of a Ray session: a child given these would join its parent's cluster.
 _RAY_SESSION_ENV = ("RAY_ADDRESS", "RAY_RAYLET_PID", "RAY_JOB_ID", "RAY_CLIENT_MODE")
+#: Where a simulation's job directory (the model and the clients' token ids) goes; the child of
+#: :func:`_train_in_child` sets it to the parent's work directory, which the parent removes whatever happens.
+_JOB_ROOT: str | None = None
 
 
 def _ray_in_this_process() -> bool:
@@ -362,6 +366,8 @@ def _train_in_child(model: PreTrainedModel, args: tuple) -> tuple[PreTrainedMode
         with open(work / "in.pkl", "wb") as fh:
             pickle.dump((model, args), fh, protocol=pickle.HIGHEST_PROTOCOL)
         env = {k: v for k, v in os.environ.items() if k not in _RAY_SESSION_ENV}
+        # Not the node's `ray start` cluster either (ray.init() finds it through /tmp/ray/ray_current_cluster).
+        env["RAY_ADDRESS"] = "local"
         # Ray ships a cluster job's packages on sys.path, not on PYTHONPATH: the child imports what this process did.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         code = f"from {__name__} import _child_main; _child_main()"
@@ -394,18 +400,23 @@ def _child_main() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the parent died before the line above
         os._exit(1)
+    global _JOB_ROOT
+    _JOB_ROOT = str(work)
     with open(work / "in.pkl", "rb") as fh:
         model, args = pickle.load(fh)
+    (work / "in.pkl").unlink()  # it holds the training data: gone as soon as it is read
     try:
         trained, log = train_federated(model, *args)
         params = dict(trained.named_parameters())
         result: Any = ({n: params[n].detach().cpu().numpy() for n in trainable_names(trained, args[3].train_embeddings)},
                        log)
     except Exception as exc:  # handed to the parent, which raises it as if raised there
+        traceback.print_exc()
         result = exc
     try:
         blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # an exception that does not pickle: its words
+        pickle.loads(blob)  # an exception class may pickle and not unpickle (a custom __init__)
+    except Exception:  # then its words
         blob = pickle.dumps(RuntimeError(f"{type(result).__name__}: {result}"))
     (work / "out.tmp").write_bytes(blob)
     (work / "out.tmp").replace(work / "out.pkl")
@@ -478,7 +489,7 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
     else:
         strategy = fedavg_cls(settings.sample_rate, n_clients, settings.seed)
 
-    job = Path(tempfile.mkdtemp(prefix="privleak-fed-"))
+    job = Path(tempfile.mkdtemp(prefix="privleak-fed-", dir=_JOB_ROOT))
     try:
         model.save_pretrained(job / "model", safe_serialization=True)
         (job / "data.json").write_text(json.dumps({"clients": parts, "pad_id": pad_id}), encoding="utf-8")
@@ -514,7 +525,8 @@ def train_federated(model: PreTrainedModel, data: Encoded, client_of: list[int],
             box["arrays"] = {n: a.numpy() for n, a in arrays.items()}
 
         backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-                   "init_args": {"num_cpus": max(1, settings.parallel_clients), "num_gpus": 0,
+                   # "local": a Ray of its own, not a `ray start` cluster this machine is a node of
+                   "init_args": {"address": "local", "num_cpus": max(1, settings.parallel_clients), "num_gpus": 0,
                                  "include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}}
         quiet = [logging.getLogger(n) for n in ("flwr", "ray")]
         levels = [lg.level for lg in quiet]

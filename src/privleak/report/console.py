@@ -33,7 +33,7 @@ def rich_table(b: Block) -> Table:
 PRIVACY_CAPTION = ("ε: the accountant's upper bound at δ for the arm's unit (record, person or client), target in "
                    "brackets. A record-level arm (dp-ε) holds a record to ε and the person with the most records (k) "
                    "only to 'ε per person'; a user-level arm (dp-user-ε) holds every person to ε and a record to "
-                   "'ε per record'. ε PLD / RDP: the same ε by two other accountants. '≥': lower bounds measured by "
+                   "'ε per record'; a client-level arm (fed-dp-ε) holds a client to ε, a record to 'ε per record', and a person whose records lie in one client to the same. ε PLD / RDP: the same ε by two other accountants. '≥': lower bounds measured by "
                    "the attacks (one-run: Steinke's ε and the μ of μ-GDP, a μ, never an ε). G: utility gain recovered, only with a best reference (— otherwise).")
 
 
