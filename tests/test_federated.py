@@ -353,3 +353,40 @@ def test_dp_aggregate_noise_is_sigma_c_over_expected_count():
     out = dp_aggregate(w, [], q=0.25, sigma=2.0, clip=0.1, n_clients=20, rng=np.random.default_rng(1))
     # An empty round still releases noise, std σC/(qK) = 0.2 / 5 = 0.04.
     assert float(np.std(out["a"])) == pytest.approx(0.04, rel=0.01)
+
+
+def test_removing_a_client_leaves_dp_fedavg_s_noise_scale_unchanged():
+    """Issue 44 item 6: DP-FedAvg divided by q·K with K counted from the data, so removing a whole client (or a
+    person alone in one) changed the noise scale σC/(qK) itself — no finite client-level ε. K is now the
+    configured roster: the same number of slots with or without the client, an empty slot a zero update."""
+    import numpy as np
+
+    from privleak.data.clients import partition, roster
+    from privleak.models.federated import dp_aggregate
+
+    labels = ["a"] * 5 + ["b"] * 3 + ["c"] * 2
+    without_b = [x for x in labels if x != "b"]
+    for field in (None, "site"):
+        full = roster(labels, 6, field)
+        less = roster(without_b, 6, field)
+        assert len(full) == len(less) == 6
+    names, index = partition(without_b, roster(without_b, 6, "site"))
+    assert len(names) == 6 and max(index) < 6
+    # The noise the server adds: zero updates from every sampled client, so the step is the noise alone.
+    current = {"w": np.zeros(20_000)}
+    step = [dp_aggregate(current, [{"w": np.zeros(20_000)}] * k, q=0.5, sigma=1.0, clip=0.1, n_clients=6,
+                         rng=np.random.default_rng(0))["w"] for k in (3, 2)]
+    assert np.std(step[0]) == pytest.approx(1.0 * 0.1 / (0.5 * 6), rel=0.02)
+    assert np.std(step[1]) == pytest.approx(np.std(step[0]), rel=1e-9)
+    with pytest.raises(ValueError, match="set federated.clients to at least 3"):
+        roster(labels, 2, "site")
+
+
+def test_an_empty_client_slot_sends_a_zero_update():
+    import numpy as np
+
+    from privleak.models.federated import _local_train
+
+    arrays = {"w": np.ones(3)}
+    new, loss, visited = _local_train(None, arrays, [], 0, 5, 4, 1e-3, 0.0, 0, None)
+    assert np.array_equal(new["w"], arrays["w"]) and visited == 0

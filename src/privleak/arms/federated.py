@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.present import Block, Cell, Note, num, t
-from ..data.clients import client_labels, partition
+from ..data.clients import client_labels, partition, roster
 from ..data.splits import unit_of
 from ..core.typed import ArmDetails
 from .base import ArmInputs, ArmKind, FitContext
@@ -111,7 +111,11 @@ class FedAvg(ArmKind):
         from ..models.federated import FedSettings, train_federated, trainable_names
 
         cfg = ctx.cfg
-        names, index = partition(client_labels(ctx.records, cfg.federated.clients, cfg.seed, cfg.data.client_field))
+        labels = client_labels(ctx.records, cfg.federated.clients, cfg.seed, cfg.data.client_field)
+        # DP-FedAvg's K is the configured roster (data.clients.roster): the noise scale σC/(qK) must not depend on
+        # who is in the data. FedAvg makes no DP claim and averages over the clients that exist.
+        names, index = partition(labels, roster(labels, cfg.federated.clients, cfg.data.client_field)
+                                 if s["kind"] == "fed-dp" else None)
         fs = FedSettings(rounds=s["rounds"], sample_rate=s["sample_rate"], local_steps=s["local_steps"],
                          batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, dp=s["kind"] == "fed-dp",
                          target_epsilon=s.get("target_epsilon"), delta=s.get("delta"), clip=s["clip"],

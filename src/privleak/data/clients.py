@@ -82,8 +82,28 @@ def _hashed(r: Record, n_clients: int, seed: int) -> str:
     return f"clinic-{n_clients:02d}"
 
 
-def partition(labels: Sequence[str]) -> tuple[list[str], list[int]]:
-    """(sorted distinct clients, the index of each record's client in that list)."""
-    names = sorted(set(labels))
+def partition(labels: Sequence[str], roster: Sequence[str] | None = None) -> tuple[list[str], list[int]]:
+    """(the clients, the index of each record's client in that list): the sorted distinct labels, or the
+    ``roster`` (:func:`roster`) — every client slot, those without a record included."""
+    names = sorted(set(labels)) if roster is None else list(roster)
     pos = {n: i for i, n in enumerate(names)}
+    missing = sorted(set(labels) - set(pos))
+    if missing:
+        raise ValueError(f"clients {', '.join(missing[:3])} are not in the roster of {len(names)}")
     return names, [pos[x] for x in labels]
+
+
+def roster(labels: Sequence[str], n_clients: int, field: str | None = None) -> list[str]:
+    """The K client slots DP-FedAvg samples and divides by, fixed by the configuration (``federated.clients``),
+    never counted from the training records: with K from the data, removing a whole client (or a person alone
+    in one) would change the noise scale σC/(qK) itself, and no finite client-level ε would hold (McMahan et al.
+    2018 fix K as the population of clients). The synthetic corpus: its K clinics. User data
+    (``--client-field``): its clients, then empty slots up to K — a slot with no record sends a zero update
+    when sampled; more clients than K is refused (raise ``federated.clients``)."""
+    if field is None:
+        return [f"clinic-{j + 1:02d}" for j in range(n_clients)]
+    names = sorted(set(labels))
+    if len(names) > n_clients:
+        raise ValueError(f"the data has {len(names)} clients but federated.clients = {n_clients}: DP-FedAvg fixes "
+                         f"the number of client slots in the config; set federated.clients to at least {len(names)}")
+    return names + [f"(empty slot {j + 1})" for j in range(n_clients - len(names))]

@@ -170,6 +170,8 @@ def local_train(model: PreTrainedModel, arrays: dict[str, np.ndarray], seqs: lis
 def _local_train(model: PreTrainedModel, arrays: dict[str, np.ndarray], seqs: list[list[int]], pad_id: int,
                  steps: int, batch_size: int, lr: float, weight_decay: float, seed: int,
                  fail_after: int | None) -> tuple[dict[str, np.ndarray], float, int]:
+    if not seqs:  # an empty client slot (data.clients.roster): its update is zero
+        return {name: np.asarray(a).copy() for name, a in arrays.items()}, 0.0, 0
     params = dict(model.named_parameters())
     for name, p in params.items():
         p.requires_grad_(name in arrays)
