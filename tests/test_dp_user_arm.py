@@ -165,7 +165,7 @@ def _privacy(unit: str, eps: float, person: float | None, k: int):
 def test_the_recommendation_says_whether_record_level_dp_is_enough():
     from types import SimpleNamespace as NS
 
-    from privleak.audit.verdicts import people_sentence
+    from privleak.audit.wording import people_sentence
 
     many = {"dp-8": NS(privacy=_privacy("record", 8.0, 511.0, 16)),
             "dp-user-8": NS(privacy=_privacy("person", 8.0, 8.0, 16)), "baseline": NS(privacy=None)}

@@ -48,13 +48,15 @@ def _sampling(k: int, n: int = 2000) -> SamplingExtractionResult:
                                     examples=[], settings={})
 
 
-#: The control's canary exposures: 15 canaries at evenly spread ranks (mean ≈ 1.41 bits, chance 1.44).
-CONTROL_EXPOSURE = -np.log2((np.arange(15) + 0.5) / 15)
+#: The control's canary exposures: 100 canaries at evenly spread ranks (mean ≈ 1.44 bits, chance 1.44) — enough
+#: for the exact rank-based claim to be made (15 are too few at any outcome: test_exposure.py).
+N_CANARIES = 100
+CONTROL_EXPOSURE = -np.log2((np.arange(N_CANARIES) + 0.5) / N_CANARIES)
 
 
 def _shifted(mean: float, spread: float) -> np.ndarray:
     """The control's exposures moved by per-canary differences of this mean and spread (alternating signs)."""
-    z = np.where(np.arange(15) % 2 == 0, 1.0, -1.0)
+    z = np.where(np.arange(N_CANARIES) % 2 == 0, 1.0, -1.0)
     return CONTROL_EXPOSURE + mean + spread * (z - z.mean())
 
 
@@ -128,17 +130,18 @@ def test_tost_error_rate_at_the_margin():
 
 def test_no_leak_is_not_near_chance(control_attacks):
     """Issue 37 item 4: with 15 canaries, "not significantly above the control" is mostly low power. An arm
-    whose canaries sit 0.5 bit above the control's with a wide spread leaks by no test — the old verdict read
-    NEAR CHANCE — but its exposure is not shown within ±1 bit either: INCONCLUSIVE, naming the exposure and
-    how many canaries would settle it. The same arm with the canaries tight around the control's is shown
-    near chance."""
-    wide = _arm(control_attacks, _shifted(0.5, 1.5))
+    whose 15 canaries sit 0.5 bit above chance leaks by no test — the old verdict read
+    NEAR CHANCE — but its exposure is not shown within 1 bit either (15 canaries cannot show it at any outcome:
+    the exact claim is too small at this size, issue 44): INCONCLUSIVE, naming the canaries and how many would
+    settle it. With 100 canaries tight around chance it is shown near chance."""
+    wide = _arm(control_attacks, -np.log2((np.arange(15) + 0.5) / 15) + 0.5)
     results = _results({"dp-8": wide}, control_attacks)
     f = wide.attacks["exposure"].assess("exposure", control_attacks["exposure"], Policy())
     assert f.leaks is False and f.p_leak > 0.05 and not f.within_margin  # no leak, no equivalence
+    assert not f.equivalence.judgeable
     v = arm_verdict("dp-8", wide, results)
     assert v.level == "inconclusive" and v.label == "INCONCLUSIVE" and not v.near_chance
-    assert len(v.unsettled) == 1 and v.unsettled[0].startswith("exposure: mean exposure within ±1 bit")
+    assert len(v.unsettled) == 1 and v.unsettled[0].startswith("canaries: none of its 1 tests can show")
     assert "canaries would show it" in v.unsettled[0] and "INCONCLUSIVE" not in v.text
     assert "Holm" in v.error_control and "intersection–union" in v.error_control
     tight = _arm(control_attacks, _shifted(0.05, 0.3))
@@ -147,24 +150,19 @@ def test_no_leak_is_not_near_chance(control_attacks):
 
 def test_the_issue_flip_is_one_verdict(control_attacks):
     """Issue 37: dp-8 read NEAR CHANCE at a mean exposure of 2.41 bits and SOME LEAKAGE at 2.47 between two
-    runs, and the recommended arm moved with it. Both readings, against the same control, now give the same
-    verdict — not near chance, and no leak at the arm's family-wise level — so neither is recommended; and
-    as a mean a bit above the control's reaches the ±1-bit margin, more canaries alone would not settle it."""
+    runs, 15 canaries each. Both readings now give the same verdict — not near chance, and no leak at the
+    audit's family-wise level: 15 canaries cannot make the exact claim at all (INCONCLUSIVE, saying so)."""
     levels = set()
+    base = -np.log2((np.arange(15) + 0.5) / 15)
+    z = np.where(np.arange(15) % 2 == 0, 1.0, -1.0)
     for mean in (2.41, 2.47):
-        arm = _arm(control_attacks, _shifted(mean - CONTROL_EXPOSURE.mean(), 1.0))
+        arm = _arm(control_attacks, base + (mean - base.mean()) + (z - z.mean()))
         assert arm.attacks["exposure"].mean_exposure == pytest.approx(mean)
         results = judge(_results({"dp-8": arm}, control_attacks))
         v = results.arms["dp-8"].verdict
         levels.add(v.level)
-        assert not v.settleable and "at or beyond the margin" in v.unsettled[0]
-        rec = results.recommendation
-        assert rec.arm is None and rec.provisional is None and "reach a margin" in rec.text
+        assert any(u.startswith("canaries") for u in v.unsettled)
     assert levels == {"inconclusive"}
-    # Closer to the control: no leak, the estimate inside the margin, settled by more canaries.
-    arm = _arm(control_attacks, _shifted(0.5, 1.5))
-    rec = judge(_results({"dp-8": arm}, control_attacks)).recommendation
-    assert rec.arm is None and rec.provisional == "dp-8" and "canaries would show it" in rec.text
 
 
 def test_holm_controls_the_arms_family_wise_error():
@@ -193,7 +191,7 @@ def test_one_small_p_among_many_attacks_is_not_a_leak(control_attacks):
     assert f.leaks and 0.005 < f.p_leak < 0.05  # alone, at α: a leak
     v = arm_verdict("dp-8", arm, _results({"dp-8": arm}, control_attacks))
     assert v.level in ("chance", "inconclusive") and not v.attacks_leaking
-    assert "16 leak tests" in v.error_control
+    assert "18 leak tests" in v.error_control  # the loss attack tests its AUC and its tail at two FPRs
     arm.attacks["sampling_extraction_0"] = _sampling(40)
     v = arm_verdict("dp-8", arm, _results({"dp-8": arm}, control_attacks))
     assert v.level == "some" and v.attacks_leaking == ["sampling_extraction_0"]
@@ -231,64 +229,17 @@ def test_mcnemar_and_the_paired_bound():
     assert e.equivalent and e.upper == pytest.approx(1 - 0.05 ** (1 / 69))
 
 
-# --------------------------------------------------------------------------- the recommendation on one unit
-
-def test_tie_break_compares_one_unit(control_attacks):
-    """Issue 37 item 5: the tie-break compared ε across units — dp-8 (record 8, person 30), dp-user-8 (person 8)
-    both counted as "ε = 8", and the name picked dp-8. On one unit, per person at the stated δ, dp-user-8 holds
-    a person to 8 and dp-8 to 30: dp-user-8 is recommended and the text names the unit and δ."""
-    tight = _shifted(0.05, 0.3)
-    arms = {"dp-8": _arm(control_attacks, tight, g=0.50, privacy=_privacy(8.0, person=30.0)),
-            "dp-user-8": _arm(control_attacks, tight, g=0.49, privacy=_privacy(8.0, unit="person", record=15.9))}
-    arms["dp-user-8"].kind = "dp-user"
-    results = judge(_results(arms, control_attacks))
-    assert {a.verdict.level for a in results.arms.values()} == {"chance"}
-    rec = results.recommendation
-    assert rec.arm == "dp-user-8" and rec.tied == ["dp-user-8", "dp-8"]
-    assert "ε = 8 per person at δ = 1e-05" in rec.text
-    # A client-level arm states no person ε: then every arm is compared per record (dp-8's 8 beats 15.9).
-    arms["fed-dp-8"] = _arm(control_attacks, tight, g=0.48, privacy=_privacy(8.0, unit="client", record=16.2))
-    arms["fed-dp-8"].kind = "fed-dp"
-    rec = judge(_results(arms, control_attacks)).recommendation
-    assert rec.arm == "dp-8" and "per record at δ = 1e-05" in rec.text
-    # Every person in one client: the client-level arm states its record ε per person, and the person unit is back.
-    arms["fed-dp-8"].privacy = _privacy(8.0, unit="client", record=16.2, person=16.2)
-    rec = judge(_results(arms, control_attacks)).recommendation
-    assert rec.arm == "dp-user-8" and "per person at δ = 1e-05" in rec.text
-
-
-def test_training_noise_measured_on_extra_seeds_enters_the_recommendation(control_attacks):
-    """dp-1 and dp-4, both near chance: on the audited seed dp-4's G is 0.06 higher with held-out intervals of
-    ±0.005, so without training noise dp-4 is recommended. Retrained on two extra seeds each, their G spread
-    over seeds (sd ≈ 0.04) covers that gap: tied, and the smaller ε, dp-1, is recommended — saying so."""
-    tight = _shifted(0.05, 0.3)
-
-    def arms(seeds: bool) -> dict[str, ArmResult]:
-        a = {"dp-1": _arm(control_attacks, tight, g=0.50, privacy=_privacy(1.0, person=4.0)),
-             "dp-4": _arm(control_attacks, tight, g=0.56, privacy=_privacy(4.0, person=16.0))}
-        if seeds:
-            a["dp-1"].utility.gain_recovered_seeds = [0.58, 0.54]
-            a["dp-4"].utility.gain_recovered_seeds = [0.49, 0.53]
-        return a
-
-    plain = judge(_results(arms(False), control_attacks)).recommendation
-    assert plain.arm == "dp-4" and "not measured" in plain.training_noise
-    noisy = judge(_results(arms(True), control_attacks)).recommendation
-    assert noisy.arm == "dp-1" and noisy.tied == ["dp-1", "dp-4"]
-    assert "3 training seeds" in noisy.training_noise and noisy.training_noise in noisy.text
-
-
 def test_leak_tests_are_counted_over_the_whole_audit(control_attacks):
     """Holm over every arm's leak tests, not each arm's alone (issue 37; "counted over everything the audit tests
-    at once"): a p that one arm's three tests would reject is not a leak among six arms' eighteen."""
+    at once"): a p that one arm's five tests would reject is not a leak among six arms' thirty."""
     ps = {k: _sampling(k).assess("x", _sampling(0), Policy()).p_leak for k in range(1, 40)}
-    k = next(k for k, p in ps.items() if 0.05 / 18 < p <= 0.05 / 3)
+    k = next(k for k, p in ps.items() if 0.05 / 30 < p <= 0.05 / 5)
     hit = _arm(control_attacks, CONTROL_EXPOSURE, k_sampled=k)
     alone = _results({"dp-8": hit}, control_attacks)
     assert arm_verdict("dp-8", hit, alone).attacks_leaking == ["sampling_extraction"]
     crowd = {"dp-8": hit, **{f"dp-{i}": _arm(control_attacks, CONTROL_EXPOSURE) for i in range(1, 6)}}
     v = arm_verdict("dp-8", hit, _results(crowd, control_attacks))
-    assert not v.attacks_leaking and "18 leak tests" in v.error_control
+    assert not v.attacks_leaking and "30 leak tests" in v.error_control
     # and judge() decides every arm from the one family
     judged = judge(_results(crowd, control_attacks))
     assert not any(a.verdict.attacks_leaking for a in judged.arms.values())

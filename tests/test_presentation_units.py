@@ -100,21 +100,23 @@ def test_the_comparison_page_shows_epsilon_with_unit_and_delta():
 
 
 def test_the_recommendation_never_prints_a_perplexity_as_g():
-    from privleak.audit.verdicts import recommend
+    from privleak.attacks.base import Policy
+    from privleak.audit.recommend import recommend
+    from privleak.config.requirement import Requirement
 
-    rec = recommend(_validate(dp_results()))
+    rec = recommend(_validate(dp_results()), Requirement(epsilon=8), Policy())
     assert rec.arm == "dp-user-8"
     assert "G =" not in rec.text and "-316.92" not in rec.text and "−316.92" not in rec.text
     assert "held-out perplexity 316.92" in rec.text
 
 
-def test_tied_arms_name_their_epsilon_s_unit():
-    from privleak.audit.ties import ReleaseCandidate, pick_release
+def test_the_recommended_arm_names_its_epsilon_s_unit_and_delta():
+    from privleak.attacks.base import Policy
+    from privleak.audit.recommend import recommend
+    from privleak.config.requirement import Requirement
 
-    # The rule compares ε on one unit (audit.ties): the caller names it, and the text carries it.
-    c = pick_release([ReleaseCandidate("dp-user-8", 0.5, (0.4, 0.6), 8.0, True),
-                      ReleaseCandidate("dp-8", 0.52, (0.42, 0.62), 8.0, True)], unit=" per record")
-    assert "ε = 8 per record" in c.text and "G = 0.52" in c.text
+    rec = recommend(_validate(dp_results()), Requirement(epsilon=8, unit="record"), Policy())
+    assert rec.arm == "dp-8" and "ε ≤ 8 per record at δ = 0.00063" in rec.text
 
 
 def test_a_person_level_arm_s_empirical_check_names_the_person():

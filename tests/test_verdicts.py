@@ -45,8 +45,6 @@ def test_an_arm_whose_only_leak_is_extraction_is_not_near_chance(results):
     v = arm_verdict("dp-8", arm, results)
     assert v.level in ("some", "leaks") and not v.near_chance
     assert v.attacks_leaking == [name] and v.findings, v
-    judged = judge(results)
-    assert judged.recommendation.arm != "dp-8"
 
 
 def test_dp_violation_is_loud_and_never_recommended(results):
@@ -86,28 +84,27 @@ def test_guard_arm_is_judged_by_what_it_stops_and_never_recommended(results):
     assert judged.base_model.verdict.level == "control"
 
 
-def test_recommendation_is_only_ever_an_arm_shown_near_chance(results):
+def test_recommendation_is_only_ever_an_arm_that_meets_the_requirement(results):
     judged = judge(results)
-    ok = {n for n, a in judged.arms.items() if a.verdict.near_chance}
     rec = judged.recommendation
+    ok = {s.arm for s in rec.standings if s.meets}
+    assert set(rec.eligible) == ok
     if ok:
         assert rec.arm in ok and set(rec.tied) <= ok
     else:
         assert rec.arm is None and "none is recommended" in rec.text
-        # provisional: among the INCONCLUSIVE arms whose estimates lie inside their margins, never another
-        settleable = {n for n, a in judged.arms.items() if a.verdict.level == "inconclusive" and a.verdict.settleable}
-        assert rec.provisional is None or rec.provisional in settleable
-    assert rec.training_noise
+    assert rec.training_noise and rec.text.startswith("Privacy requirement:")
 
 
-def test_no_arm_near_chance_recommends_none(results):
+def test_attack_outcomes_do_not_move_a_formal_recommendation(results):
+    """Every arm made to leak by a text attack: a formal requirement reads the accountant, so the choice stays."""
+    before = judge(results).recommendation.arm
     name, leaking = next(iter(_leaking_text_attacks(results).items()))
     for arm in results.arms.values():
         if arm.kind != "guard":
             arm.attacks[name] = leaking
     judged = judge(results)
-    assert judged.recommendation.arm is None
-    assert "No arm is shown near chance" in judged.recommendation.text
+    assert judged.recommendation.arm == before
 
 
 def test_exposure_wording_says_what_was_measured(results):

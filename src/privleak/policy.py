@@ -112,12 +112,20 @@ def default_profile(device) -> str:
     return "gpu" if getattr(device, "type", None) == "cuda" else "quick"
 
 
-def default_arms(profile: str, epsilons: tuple[float, ...], sigmas: tuple[float, ...]) -> list[str]:
+def default_arms(profile: str, epsilons: tuple[float, ...], sigmas: tuple[float, ...],
+                 person_epsilon: float | None = None) -> list[str]:
     """The arms an audit runs when none are named: the baseline (what leaks), the best non-private reference
     (what fine-tuning gains), DP-SGD at every ε, scrubbing alone and with the largest ε, the guard; ``full`` and
-    ``gpu`` add deduplication and DP-LoRA, ``full`` the federated arms; DP-Weights for every σ asked for."""
+    ``gpu`` add deduplication and DP-LoRA, ``full`` the federated arms; DP-Weights for every σ asked for.
+
+    ``person_epsilon``: the ε of a formal per-person requirement when people have several records (the
+    synthetic corpus's repeat patients, a ``--group-field``): user-level DP-SGD at that ε (``dp-user-ε``) joins
+    the sweep, so the default audit has an arm that can meet the default requirement — record-level DP at ε
+    holds a person with k records only to about kε (the default corpus's 8-record patient: dp-1 to 11.8, dp-8
+    to 152) — and ends with a recommendation, or with exactly why none qualifies."""
     top = f"dp-{max(epsilons):g}" if epsilons else None
-    names = ["baseline", "best", *[f"dp-{e:g}" for e in epsilons], "scrub"]
+    user = [f"dp-user-{person_epsilon:g}"] if person_epsilon is not None else []
+    names = ["baseline", "best", *[f"dp-{e:g}" for e in epsilons], *user, "scrub"]
     if top:
         names.append(f"{top}+scrub")
     if profile == "smollm2":  # a real pretrained model on a CPU: what the module's PROFILES comment says

@@ -56,6 +56,7 @@ from .attacks.base import AttackResult
 from .attacks.membership.attacks import MembershipResult
 from .attacks.membership.selection import MembershipDesign
 from .attacks.registry import result_type, result_types
+from .config.requirement import Requirement
 from .core.io import finite
 from .core.stats import Comparison
 from .core.typed import (  # noqa: F401  (GgufSource: results.GgufSource)
@@ -437,6 +438,9 @@ class ArmResult(Typed):
     details: AnyArmDetails | None = None
     verdict: Verdict | None = None
     source: BaseModelSource | None = None  # the control only
+    #: The same recipe retrained on extra training seeds and attacked like the arm (an empirical requirement must
+    #: hold on every measured seed); empty unless the recommendation asked for them.
+    seed_results: list["ArmResult"] = []
 
     def attack(self, name: str) -> AttackResult | None:
         return self.attacks.get(name)
@@ -482,16 +486,52 @@ class Alarms(Typed):
     diagnostics_rejected: list[str] = []  # "arm: route" of the diagnostics that reject (never an alarm)
 
 
+class Standing(Typed):
+    """One recommendable arm against the requirement (:mod:`privleak.audit.recommend`): does it ``meets`` it, and
+    if not what it lacks (``lacks`` in words, ``lacking`` the reason's code); its ε on the requirement's ``unit``
+    (None: no DP guarantee for it) at ``delta``; ``verified``: the DP alarm could have caught it broken at this
+    audit's size (None: not a DP arm, or no power figure), ``power`` its words; its utility (G, the mean over its
+    ``seeds`` trained models; minus the held-out perplexity when ``utility_is_g`` is false) with the interval the
+    choice reads, and ``epsilon_all_together``: everything trained on the same people, composed, on the unit."""
+
+    arm: str
+    meets: bool
+    lacks: str = ""
+    lacking: Literal["", "no_dp", "alarm", "delta", "unit", "epsilon", "leak", "blind", "unshown"] = ""
+    epsilon: Epsilon | None = None
+    delta: Delta | None = None
+    unit: Literal["person", "record"] = "person"
+    verified: bool | None = None
+    power: str = ""
+    utility: float | None = None
+    utility_is_g: bool = True
+    utility_ci: tuple[float, float] | None = None
+    seeds: int = Field(1, ge=1)
+    seed_sd: float | None = Field(None, ge=0)
+    epsilon_all_together: Epsilon | None = None
+
+
 class Recommendation(Typed):
+    """Which arm meets the stated ``requirement`` with the most utility (:mod:`privleak.audit.recommend`; the
+    sentences: :mod:`privleak.audit.wording`). ``arm`` None: no arm meets it (``text`` says the one reason).
+    ``standings``: every recommendable arm against the requirement; ``eligible``: those that meet it;
+    ``contenders``: the eligible arms the audit could not tell from the best on utility; ``tied``: those still
+    tied after retraining, in the tie rule's order; ``needs_seeds``: contenders awaiting extra training seeds
+    (the pipeline trains them and asks again; empty in a finished audit unless ``recommendation.seeds`` is 0)."""
+
     arm: str | None
     text: str
-    policy: str  # the thresholds that decide "near chance", in words
-    tied: list[str] = []  # the near-chance arms within noise of the best utility, in the tie rule's order
-    rule: str = ""  # the tie rule, in words
-    #: With no arm shown near chance: the arm the rule would pick among those with no leak found (INCONCLUSIVE) —
-    #: not a recommendation, what to confirm first.
-    provisional: str | None = None
-    training_noise: str = ""  # how training-seed variance entered the tie rule, in words
+    requirement: Requirement = Requirement()
+    requirement_text: str = ""
+    audit_delta: Delta | None = None
+    standings: list[Standing] = []
+    eligible: list[str] = []
+    contenders: list[str] = []
+    tied: list[str] = []
+    needs_seeds: list[str] = []
+    policy: str = ""  # the thresholds of the verdicts and the choice, in words
+    rule: str = ""  # the choice, in words
+    training_noise: str = ""  # how training-seed variance entered the choice, in words
 
 
 class BudgetRelease(Typed):

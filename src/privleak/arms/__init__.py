@@ -27,9 +27,22 @@ __all__ = ["DATA_DEFENCES", "DATA_ONLY_KIND", "KINDS", "ArmInputs", "ArmKind", "
 
 
 def specs(cfg: AuditConfig) -> list[ArmSpec]:
-    """The audit's arms: ``cfg.arms``, or the profile's default arms."""
-    names = cfg.arms if cfg.arms is not None else default_arms(cfg.profile, cfg.dp.epsilons, cfg.dp_weights.sigmas)
+    """The audit's arms: ``cfg.arms``, or the profile's default arms (with a person-level DP arm at the
+    requirement's ε where people have several records: :func:`privleak.policy.default_arms`)."""
+    names = cfg.arms if cfg.arms is not None else default_arms(cfg.profile, cfg.dp.epsilons, cfg.dp_weights.sigmas,
+                                                               _person_requirement(cfg))
     return [parse_arm(n) for n in names]
+
+
+def _person_requirement(cfg: AuditConfig) -> float | None:
+    """The ε of a formal per-person requirement when the corpus's people can have several records (the synthetic
+    corpus's repeat patients; a ``--group-field`` names them in the user's data) and the audit has DP arms."""
+    req = cfg.recommendation.require
+    if not req.formal or req.unit != "person" or not cfg.dp.epsilons:
+        return None
+    syn = cfg.data.synthetic
+    several = cfg.data.group_field is not None if cfg.data.path is not None else syn.repeat_fraction > 0
+    return req.epsilon if several else None
 
 
 def arm_names(cfg: AuditConfig) -> list[str]:

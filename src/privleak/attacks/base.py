@@ -62,12 +62,14 @@ class Policy:
     Three outcomes per attack, each a named test against the control (the base model) at ``alpha``:
 
     * **leaks** — the attack does better than the control by more than its margin (membership: AUC by more
-      than ``auc_margin``, or TPR@1%FPR above max(1 %, the control's) + ``tpr_margin``), or ranks or produces
+      than ``auc_margin``, or the advantage TPR − FPR at a target FPR of ``tail_fprs`` above the control's by
+      more than the matching ``tail_margins``, by exact bounds), or ranks or produces
       the planted secrets better than chance (exposure, canary extraction), or its count is above both its
       non-member floor and the control (:func:`count_finding`);
     * **within the margin** — two one-sided tests (Schuirmann's TOST) show the figure within the margin of
-      the control: AUC within ±``auc_margin``, mean canary exposure within ±``exposure_margin`` bits, a count's
-      rate at most ``rate_margin`` above the control's (:class:`~privleak.core.stats.Equivalence`);
+      the control or chance: AUC within ±``auc_margin``, the advantage at each target FPR below its tail margin,
+      canary exposure within ``exposure_margin`` bits of chance at every level the canaries can speak to, a
+      count's rate at most ``rate_margin`` above the control's (:class:`~privleak.core.stats.Equivalence`);
     * neither: the attack cannot tell — with how many more items would settle it.
 
     Leak findings are controlled family-wise over the whole audit (Holm over every leak test of every arm,
@@ -75,7 +77,7 @@ class Policy:
     ``alpha`` with no correction); otherwise, with no leak found, INCONCLUSIVE
     (:mod:`privleak.audit.verdicts`). "DP guarantee violated": family-wise false-alarm probability ≤
     ``alarm_alpha`` over every arm and route of the audit (:mod:`privleak.audit.alarms`). The recommendation:
-    :mod:`privleak.audit.ties` (``utility_margin``, ``g_seed_sd``).
+    :mod:`privleak.audit.recommend` (``utility_margin``).
     """
 
     # ±0.05: the smallest round margin the default audit can show. An AUC near 0.5 over n members and n
@@ -83,40 +85,48 @@ class Policy:
     # people per side give 0.016, so TOST at α = 0.05 needs the estimate within 0.05 − 1.645·0.016 ≈ 0.024 of
     # the control's; ±0.02 would need ~1,100 people per side even at a zero estimate (issue 37's example).
     auc_margin: float = 0.05
-    tpr_margin: float = 0.01
+    # The tail, where privacy is lost (core/tails.py): the advantage TPR − FPR at the threshold a target FPR
+    # sets on the non-members, at most 0.02 at 1 % FPR (no more than 3 % of members flagged where 1 % of
+    # non-members are) and 0.01 at 0.1 % FPR. They are the tightest round margins the exact bounds can show at
+    # the default audit's ~650 people per side at a zero advantage (upper bounds 0.018 and 0.006 there); a
+    # model that memorises 2 % of its members (TPR ≈ 3.1 % at 1 % FPR) is beyond both.
+    tail_fprs: tuple[float, ...] = (0.01, 0.001)
+    tail_margins: tuple[float, ...] = (0.02, 0.01)
     exposure_margin: float = 1.0  # bits
     rate_margin: float = 0.05  # absolute excess of a count's rate over the control's
     alpha: float = 0.05
     alarm_alpha: float = 0.05
-    #: Utility recovered G within this of the best eligible arm's is not worth a larger ε (the tie rule).
+    #: Eligible arms whose utility recovered G is within this of the best's are retrained on extra seeds before
+    #: the choice (training noise of this size is common on one model: :mod:`privleak.audit.recommend`).
     utility_margin: float = 0.05
-    #: A training-seed standard deviation of G to assume for an arm retrained on no extra seed (None: only the
-    #: seeds measured in this audit — ``recommendation.seeds`` — enter the tie rule).
-    g_seed_sd: float | None = None
+
+    def _tails(self) -> str:
+        return " and ".join(f"at most {m:g} at {100 * f:g} % FPR" for f, m in zip(self.tail_fprs, self.tail_margins))
 
     def describe(self) -> str:
         return ("Three outcomes. LEAKS / SOME LEAKAGE: an attack beats the control by more than its margin (membership "
                 f"AUC by more than {self.auc_margin}, by DeLong's test — paired on the same records where both models' "
-                f"scores are kept — or TPR@1%FPR above max(1%, the control's) + {self.tpr_margin}); the planted canary "
+                f"scores are kept — or its advantage TPR − FPR {self._tails()} above the control's, by exact "
+                "order-statistic and Clopper–Pearson bounds with the threshold set by the non-members); the planted canary "
                 "secrets rank better than chance (and than the control, when the control's own ranks are not uniform) "
                 "or a planted secret is generated exactly; an extraction or PII-attack count is above both its "
                 "non-member floor and the control (one-sided Fisher). Every leak test of the audit — every arm, every "
                 f"attack, every family — is decided together by Holm's procedure at family-wise α = {self.alpha:g}. "
                 "NEAR CHANCE: two one-sided "
                 "tests (Schuirmann's TOST) show every attack within its margin of the control at "
-                f"α = {self.alpha:g} — membership AUC within ±{self.auc_margin}, mean canary exposure within "
-                f"±{self.exposure_margin:g} bit{'s' if self.exposure_margin != 1 else ''} (paired t on the same "
-                f"canaries), every count's rate at most {self.rate_margin:g} above the control's (Newcombe's interval) "
+                f"α = {self.alpha:g} — membership AUC within ±{self.auc_margin} and its advantage {self._tails()} "
+                f"(exact upper bounds), canary exposure within {self.exposure_margin:g} "
+                f"bit{'s' if self.exposure_margin != 1 else ''} of chance at every exposure level the canaries can "
+                "speak to (exact binomial per level), the audit canaries' AUC and tail as membership's, every count's "
+                f"rate at most {self.rate_margin:g} above the control's (Newcombe's interval) "
                 "— an intersection–union test, so the claim's error is at most α. An attack this audit is too small "
                 "for (by its sizes alone it could not show its margin even at a zero estimate: e.g. a client-level "
                 "attack over 20 clinics) is named and left out of the claim, which rests on the attacks that can "
                 "judge — chosen by their sizes, never their outcomes; every family keeps at least one. Otherwise, with no leak found: "
                 "INCONCLUSIVE, with the number of items that would settle it. "
                 f"\"DP guarantee violated\" has a false-alarm probability of at most {self.alarm_alpha:g} over the "
-                "whole audit. Only an arm shown NEAR CHANCE is recommended; among them, those whose utility recovered G "
-                f"is within {self.utility_margin:g} of the best's, or not shown below it at α = {self.alpha:g} "
-                "(held-out texts and, where measured, training seeds), are tied, and the smallest ε on one unit (per "
-                "person where every tied arm states one, else per record) is recommended, then the first by name.")
+                "whole audit. NEAR CHANCE describes an arm against these attacks; the recommendation answers the "
+                "stated privacy requirement instead (a formal one from the accountant alone).")
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,14 @@ class Finding:
     equivalence: Equivalence | None = None
     margin: str = ""  # the equivalence margin in words: "AUC within ±0.02 of the control's"
     items: str = "items"
+    #: Which of the attack's tests this is, when it makes several (membership: "" for the AUC, "tail 0.01" and
+    #: "tail 0.001" for the advantage at those FPRs): (arm, attack, test) is one leak test of the audit.
+    test: str = ""
+
+    @property
+    def key(self) -> str:
+        """The attack and, when it makes several tests, which one: "loss", "loss@tail 0.01"."""
+        return f"{self.attack}@{self.test}" if self.test else self.attack
 
     @property
     def within_margin(self) -> bool:
@@ -218,6 +236,12 @@ class AttackResult(Typed):
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
         """Does the attacked model leak by this attack? ``control``: the same attack on the base model."""
         return Finding(attack, None, "")
+
+    def assess_all(self, attack: str, control: AttackResult | None, policy: Policy) -> list[Finding]:
+        """Every test this attack makes of the model (default: :meth:`assess` alone). A result that tests
+        several figures — membership: the AUC and the advantage at each target FPR — returns one
+        :class:`Finding` per figure, each with its own ``test`` name, leak p-value and equivalence."""
+        return [self.assess(attack, control, policy)]
 
     def leaked(self) -> LeakCount | None:
         """Leaked items, for extraction attacks (the guard arm compares these)."""

@@ -165,8 +165,8 @@ class ExposureResult(AttackResult):
                       f"{test.mean_diff:+.2f} vs {test.versus}; p = {test.p_chance:.2g})")
         return Finding(attack, test.leaks, figure, reason, p_leak=test.p_leak, equivalence=test.equivalence,
                        items="canaries",
-                       margin=f"mean exposure within ±{policy.exposure_margin:g} bit of "
-                              + ("the control's" if test.versus == "control" else "a uniform rank's"))
+                       margin=f"exposure within {policy.exposure_margin:g} bit{'s' if policy.exposure_margin != 1 else ''}"
+                              " of chance at every level (no level reached 2^margin times as often as by chance)")
 
 
 def chance_exposure(n_candidates: int) -> float:

@@ -23,8 +23,10 @@ base tokenizer that public text uses least.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
+from dataclasses import replace
 from collections import Counter
 from typing import ClassVar, Literal, Sequence
 
@@ -90,7 +92,8 @@ def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str =
 class OneRunCanaryResult(KeepsScores):
     """Scores of the m audit canaries; the ε bounds from them are the arm's ``one_run_epsilon``.
 
-    ``scores``: (score per canary, inclusion bits).
+    ``scores``: (score per canary, inclusion bits). ``canary_scores`` / ``included``: the same, kept in
+    results.json, so the canaries' membership test (:meth:`assess_all`) is re-judged from the file alone.
     """
 
     kind: Literal["one_run_canaries"] = "one_run_canaries"
@@ -102,6 +105,35 @@ class OneRunCanaryResult(KeepsScores):
     auc: float  # included vs left-out canaries (a diagnostic; the bound counts guesses)
     nll_included: float
     nll_excluded: float
+    canary_scores: list[float] | None = None
+    included: list[bool] | None = None
+
+    def as_membership(self):
+        """The included canaries as members and the left-out ones as non-members: a membership design whose
+        inclusion bits are fair coins (Steinke et al. 2023), so the canaries are exchangeable by construction —
+        no split shift, no control needed to read it against chance."""
+        from .membership.attacks import scores_result
+
+        if not self.canary_scores or not self.included or all(self.included) or not any(self.included):
+            return None
+        s, inc = np.asarray(self.canary_scores), np.asarray(self.included, dtype=bool)
+        bits = hashlib.sha256(np.packbits(inc).tobytes()).hexdigest()[:16]
+        return scores_result(s[inc], s[~inc], evaluated=f"audit-canaries:{self.m}:{bits}")
+
+    def assess_all(self, attack: str, control, policy) -> list:
+        """The audit canaries judged as a membership attack is (AUC, and the advantage at each target FPR),
+        included against left-out canaries; the control's canaries, scored on the same canaries, are its
+        reference. Nothing without kept scores (a results.json written before they were kept)."""
+        mine = self.as_membership()
+        if mine is None:
+            return []
+        ref = control.as_membership() if isinstance(control, OneRunCanaryResult) else None
+        out = []
+        for f in mine.assess_all(attack, ref, policy):
+            out.append(replace(f, items="audit canaries per side",
+                               margin=f.margin.replace("the control's", "the control's on the same canaries"),
+                               reason=f.reason.replace(f"the {attack} membership attack", "the audit canaries' loss")))
+        return out
 
     @classmethod
     def present(cls, runs: Runs, ctx: PresentContext) -> list[Block]:
@@ -122,6 +154,7 @@ def run(target: ModelHandle, ctx: AttackContext) -> OneRunCanaryResult:
     auc = roc_auc(score[included], score[~included]) if included.any() and (~included).any() else 0.5
     res = OneRunCanaryResult(m=len(canaries), n_included=int(included.sum()), score=kind, auc=float(auc),
                              nll_included=float(nll_t[included].mean()) if included.any() else 0.0,
-                             nll_excluded=float(nll_t[~included].mean()) if (~included).any() else 0.0)
+                             nll_excluded=float(nll_t[~included].mean()) if (~included).any() else 0.0,
+                             canary_scores=[float(f"{v:.7g}") for v in score], included=[bool(b) for b in included])
     res._scores = (score, included)
     return res

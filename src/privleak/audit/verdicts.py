@@ -13,10 +13,22 @@ attacks — and has three outcomes, never two:
   family — decided together by Holm's procedure at family-wise α (so six
   arms of sixteen attacks do not make ninety-six chances of a false
   "leaks": the error rate is counted over everything the audit tests);
-* **NEAR CHANCE**: no leak, and every attack shown within its margin
-  (an intersection–union test: the claim's error rate is at most α);
-* **INCONCLUSIVE**: neither — with, per attack that could not show its
+* **NEAR CHANCE**: no leak, and every test shown within its margin — each
+  membership attack's AUC and its advantage TPR − FPR at 1 % and 0.1 % FPR
+  (where privacy is lost), the canaries' exposure at every level they can
+  speak to, every count's rate (an intersection–union test: the claim's
+  error rate is at most α). Descriptive: the recommendation answers the
+  user's requirement (:mod:`privleak.audit.recommend`) and does not rest on it;
+* **INCONCLUSIVE**: neither — with, per test that could not show its
   margin, how many items would at the observed estimate.
+
+The blind-baseline gate: where a model-free classifier beats a coin flip on
+the split and reaches the arm's strongest membership attack, the membership
+family can neither find a leak nor back a near-chance claim
+(:func:`blind_gated`).
+
+Decisions here (:func:`decide`: a typed :class:`Decision`), sentences in
+:mod:`privleak.audit.wording`.
 
 A DP arm whose empirical ε lower bound exceeds its accountant's ε fails
 outright: its guarantee does not hold. Other levels: ``control``, ``guard`` (a
@@ -28,9 +40,11 @@ Thresholds and margins: :class:`~privleak.attacks.base.Policy`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..arms import KINDS, ArmSpec, parse_arm
-from ..attacks.base import FAMILY_TITLES, Finding, Policy
+from ..attacks.base import Finding, Policy
 from .alarms import (
     AlarmTest,
     alarm_decision,
@@ -41,9 +55,11 @@ from .alarms import (
     unit_privacy,
 )
 from .one_run import dpsgd_mu_clt
-from .ties import ReleaseCandidate, pick_release
+from . import wording
+from .recommend import recommend, recommendable, seed_label
 from ..attacks.registry import ATTACKS
-from ..core.stats import compare_proportions, holm, two_figures
+from ..config.requirement import Requirement
+from ..core.stats import compare_proportions, holm
 from ..results import (
     CONTROL,
     AlarmOutcome,
@@ -51,13 +67,12 @@ from ..results import (
     ArmResult,
     AuditResults,
     Comparison,
-    Recommendation,
     Verdict,
 )
 
-#: An arm whose held-out perplexity is within this fraction of the control's learned (almost) nothing.
-UTILITY_SAME = 0.01
+
 POLICY = Policy()
+LOW_GAIN = wording.LOW_GAIN
 
 
 def _family(attack: str) -> str:
@@ -66,10 +81,11 @@ def _family(attack: str) -> str:
 
 
 def findings(arm: ArmResult, control: ArmResult | None, policy: Policy = POLICY) -> list[Finding]:
-    """Every attack's finding on ``arm``, in registry order (no control: against chance and the floors only)."""
-    out = []
+    """Every test of every attack on ``arm`` (:meth:`~privleak.attacks.base.AttackResult.assess_all`), in
+    registry order (no control: against chance and the floors only)."""
+    out: list[Finding] = []
     for name, result in arm.attacks.items():
-        out.append(result.assess(name, control.attacks.get(name) if control else None, policy))
+        out += result.assess_all(name, control.attacks.get(name) if control else None, policy)
     return out
 
 
@@ -129,78 +145,7 @@ def _dp_violation(name: str, results: AuditResults) -> str | None:
     if alarms is None or name not in alarms.violated:
         return None
     o = next(x for x in alarms.outcomes if x.arm == name and x.alarm and x.rejected)
-    bound = f" (ε ≥ {o.bound_at_level:.2f} at its level)" if o.bound_at_level is not None else ""
-    return (f"the {o.route.replace('_', '-')} test refutes {o.claim} at level {o.level:.3g}{bound}, p = "
-            f"{o.p_value:.2g}: DP guarantee violated")
-
-
-#: An arm that recovers less than this share of the best non-private fine-tune's gain learned little.
-LOW_GAIN = 0.2
-
-
-def _utility_note(arm: ArmResult, control: ArmResult | None) -> str:
-    g = arm.utility.gain_recovered
-    if g is not None:
-        if g < LOW_GAIN:
-            return (f" It recovers only {g:.2f} of the best non-private fine-tune's gain on held-out text "
-                    f"(utility recovered G < {LOW_GAIN}): it learned little that is useful.")
-        return ""
-    ppl, bppl = arm.utility.ppl_non_members, control.utility.ppl_non_members if control else None
-    if _finite(ppl) and _finite(bppl) and ppl >= bppl * (1 - UTILITY_SAME):
-        return " It is no better than the untrained control on held-out text: it learned (almost) nothing useful from the members."
-    return ""
-
-
-def _utility_key(arm: ArmResult) -> float:
-    """Higher is better: G where defined, else minus the held-out perplexity."""
-    if arm.utility.gain_recovered is not None:
-        return arm.utility.gain_recovered
-    ppl = arm.utility.ppl_non_members
-    return -ppl if _finite(ppl) else -math.inf
-
-
-def _kind(arm: ArmResult):
-    return KINDS.get(arm.kind)
-
-
-def _recommendable(arm: ArmResult) -> bool:
-    k = _kind(arm)
-    return k is None or k.recommendable
-
-
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
-
-
-def _unsettled(f: Finding) -> str:
-    """One attack that found no leak and could not show its figure within the margin, and what would settle it."""
-    e = f.equivalence
-    if e is None:
-        return f"{f.attack}: makes no equivalence claim (it can only find leaks)"
-    lo = "" if e.lower is None else f"{e.lower:+.3g}, "
-    ci = f"{100 * (1 - 2 * e.alpha):.0f}% CI [{lo}{e.upper:+.3g}]" if e.upper is not None else "no interval"
-    text = f"{f.attack}: {f.margin} not shown ({e.estimate:+.3g}, {ci}; {e.n:,} {f.items})"
-    if e.n_needed is not None:
-        text += f" — about {two_figures(e.n_needed):,} {f.items} would show it at this estimate"
-    elif e.upper is None or (abs(e.estimate) if not e.one_sided else e.estimate) >= e.margin:
-        text += " — its estimate is at or beyond the margin, so more items would not show it within"
-    return text
-
-
-def _need(f: Finding) -> float:
-    """How far an attack is from showing its margin (what orders the unsettled list: the binding one first)."""
-    e = f.equivalence
-    if e is None or e.n_needed is None:
-        return math.inf
-    return e.n_needed / max(1, e.n)
-
-
-def error_control(n_tests: int, alpha: float) -> str:
-    """The verdict's error statement (Policy: Holm for leaks, TOST and intersection–union for near chance)."""
-    return (f"Leak findings: Holm's step-down over the audit's {n_tests} leak test{'s' if n_tests != 1 else ''} (every "
-            f"arm, every attack, every family) at family-wise α = {alpha:g}. NEAR CHANCE: every attack shown within its margin "
-            f"of the control by two one-sided tests at α = {alpha:g} (an intersection–union test: the claim's error "
-            f"is at most {alpha:g}). INCONCLUSIVE makes no claim.")
+    return wording.dp_violation(o.route, o.claim, o.level, o.bound_at_level, o.p_value)
 
 
 def _leak_p(f: Finding) -> float:
@@ -217,30 +162,137 @@ def _judged_by_findings(name: str, arm: ArmResult, results: AuditResults) -> boo
 
 
 def audit_leak_rejections(results: AuditResults, policy: Policy = POLICY,
-                          extra: tuple[str, ArmResult] | None = None) -> tuple[dict[tuple[str, str], bool], int]:
+                          extra: Sequence[tuple[str, ArmResult]] = ()) -> tuple[dict[tuple[str, str], bool], int]:
     """Every leak test of the audit decided together: Holm's step-down at ``policy.alpha`` over the leak
-    p-values of every arm judged by its findings (and ``extra``), every attack, every family. Returns ({(arm, attack): rejected},
-    the number of tests). Family-wise error ≤ α over the whole audit, under any dependence (Holm 1979) — the
-    error rate of every "leaks" the report prints, counted over everything it tests at once."""
+    p-values of every arm judged by its findings (and ``extra`` models: an arm judged on its own, the extra
+    training seeds an empirical requirement attacks), every attack and each of its tests (the AUC, the tail at
+    each FPR), every family. Returns ({(arm, test key): rejected}, the number of tests). Family-wise error ≤ α
+    over the whole audit, under any dependence (Holm 1979) — the error rate of every "leaks" the report prints,
+    counted over everything it tests at once."""
     keys: list[tuple[str, str]] = []
     p: list[float] = []
-    arms = dict(results.arms)
-    if extra is not None:  # an arm judged on its own, beside the audit's (it joins the family)
-        arms.setdefault(*extra)
-    for name, arm in arms.items():
-        if not _judged_by_findings(name, arm, results):
-            continue
+    models = [(n, a) for n, a in results.arms.items() if _judged_by_findings(n, a, results)]
+    seen = {n for n, _ in models}
+    models += [(n, a) for n, a in extra if n not in seen]
+    for name, arm in models:
         for f in findings(arm, results.base_model, policy):
             if f.leaks is not None:
-                keys.append((name, f.attack))
+                keys.append((name, f.key))
                 p.append(_leak_p(f))
     return dict(zip(keys, holm(p, policy.alpha) if p else [])), len(p)
 
 
+def blind_gated(arm: ArmResult, results: AuditResults) -> bool:
+    """The blind-baseline gate (Das, Zhang & Tramèr 2024): the model-free classifier beats a coin flip on this
+    split (its AUC's 95 % CI above 0.5) and its interval reaches the arm's strongest membership attack's AUC —
+    the attacks are not shown to know more than the texts' difference, so the membership family's figures can
+    neither find a leak nor show a margin. (The rivals rule of :mod:`privleak.audit.blind` stays the report's
+    flag.)"""
+    b = results.blind_baseline
+    if b is None or b.auc_ci95 is None or not b.auc_ci95[0] > 0.5:
+        return False
+    aucs = [r.auc for r in arm.membership().values()]
+    return bool(aucs) and b.auc_ci95[1] >= max(aucs)
+
+
+def _need(f: Finding) -> float:
+    """How far a test is from showing its margin (what orders the unsettled list: the binding one first)."""
+    e = f.equivalence
+    if e is None or e.n_needed is None:
+        return math.inf
+    return e.n_needed / max(1, e.n)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One arm's verdict as decisions, before any sentence (:func:`decide`): ``level``; the tests that judged
+    (``judged_findings``) and what the near-chance claim rests on (``basis``: those the sizes let judge);
+    ``too_small``: tests no outcome could have shown at these sizes; ``open``: judgeable tests that found no
+    leak and were not shown within their margin (the binding one first); ``unbacked``: families every one of
+    whose tests is too small; ``leaking``: the leak reasons (Holm-decided over the audit), by family in
+    ``families``; ``gated``: the membership family is flagged by the blind baseline; ``violation``: the DP
+    alarm's sentence."""
+
+    level: str
+    findings: list[Finding]
+    judged_findings: list[Finding]
+    basis: list[Finding]
+    too_small: list[Finding]
+    open: list[Finding]
+    unbacked: list[str]
+    leaking: list[str]
+    leaking_attacks: list[str]
+    families: list[str]
+    gated: bool
+    violation: str | None
+    n_tests: int
+    family_attacks: dict[str, tuple[str, ...]]
+
+    @property
+    def settleable(self) -> bool:
+        return self.level == "inconclusive" and not self.gated and all(_need(f) < math.inf for f in self.open)
+
+
+def decide(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY,
+           rejections: tuple[dict[tuple[str, str], bool], int] | dict | None = None) -> Decision:
+    """The decisions behind one arm's verdict (module docstring). ``rejections``: the audit's leak decisions
+    (:func:`audit_leak_rejections`, made at the audit's policy even when ``policy`` re-judges the margins, as an
+    empirical requirement does); computed here when not given."""
+    control = results.base_model
+    found = findings(arm, control, policy)
+    judged_findings = [f for f in found if f.leaks is not None]
+    if rejections is None:
+        rejections = audit_leak_rejections(results, policy, ((name, arm),))
+    decided, n_tests = rejections if isinstance(rejections, tuple) else (rejections, len(rejections))
+    gated = blind_gated(arm, results)
+    hit = {id(f): decided.get((name, f.key), False) and not (gated and _family(f.attack) == "membership")
+           for f in judged_findings}
+    leaking: dict[str, list[str]] = {}
+    leaking_attacks: list[str] = []
+    for f in judged_findings:
+        if hit[id(f)]:
+            leaking.setdefault(_family(f.attack), []).append(f.reason or f"{f.attack} finds leakage ({f.figure})")
+            if f.attack not in leaking_attacks:
+                leaking_attacks.append(f.attack)
+    # Which tests a near-chance claim rests on is decided by the sizes, never the outcomes (judgeable); under the
+    # blind gate no membership test can back it.
+    too_small = [f for f in judged_findings if not hit[id(f)] and f.equivalence is not None
+                 and not f.equivalence.judgeable]
+    gated_out = [f for f in judged_findings if gated and _family(f.attack) == "membership"]
+    open_ = sorted((f for f in judged_findings if not hit[id(f)] and not f.within_margin and f not in too_small
+                    and f not in gated_out), key=lambda f: -_need(f))
+    basis = [f for f in judged_findings if f not in too_small and f not in gated_out]
+    fams = {_family(f.attack) for f in judged_findings}
+    unbacked = sorted((fams - {_family(f.attack) for f in basis}) - ({"membership"} if gated else set()))
+    family_attacks: dict[str, tuple[str, ...]] = {}
+    for f in judged_findings:
+        family_attacks[_family(f.attack)] = tuple(dict.fromkeys((*family_attacks.get(_family(f.attack), ()), f.attack)))
+    violation = _dp_violation(name, results)
+    reasons = [r for fam in leaking for r in leaking[fam]]
+    if violation:
+        reasons.insert(0, violation)
+        leaking.setdefault("membership", [])
+    if not judged_findings and not violation:
+        level = "none"
+    elif leaking:
+        level = "leaks" if set(leaking) >= fams else "some"
+    elif not open_ and not unbacked and not gated:
+        level = "chance"
+    else:
+        level = "inconclusive"
+    return Decision(level=level, findings=found, judged_findings=judged_findings, basis=basis, too_small=too_small,
+                    open=open_, unbacked=unbacked, leaking=reasons, leaking_attacks=leaking_attacks,
+                    families=list(leaking), gated=gated, violation=violation, n_tests=n_tests,
+                    family_attacks=family_attacks)
+
+
+LABELS = {"none": "NO ATTACKS", "leaks": "LEAKS", "some": "SOME LEAKAGE", "chance": "NEAR CHANCE",
+          "inconclusive": "INCONCLUSIVE"}
+
+
 def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY,
                 rejections: tuple[dict[tuple[str, str], bool], int] | None = None) -> Verdict:
-    """The plain-language verdict of one arm (see the module docstring). ``rejections``: the audit's leak
-    decisions (:func:`audit_leak_rejections`), computed here when not given."""
+    """The plain-language verdict of one arm: its :func:`decide` decisions, worded by :mod:`.wording`."""
     control = results.base_model
     if arm is control or name == CONTROL:
         return Verdict(level="control", label="CONTROL", findings=[], figures=[],
@@ -249,34 +301,8 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     own = kind.verdict(name, arm, results) if kind is not None else None
     if own is not None:
         return own
-    found = findings(arm, control, policy)
-    figures = [f.figure for f in found if f.figure]
-    judged_findings = [f for f in found if f.leaks is not None]
-    # Every leak test of the audit decided together (Holm over every arm's attacks, not this arm's alone).
-    decided, n_tests = rejections if rejections is not None else audit_leak_rejections(results, policy, (name, arm))
-    rejected = [decided.get((name, f.attack), False) for f in judged_findings]
-    leaking: dict[str, list[str]] = {}
-    leaking_attacks: list[str] = []
-    judged: set[str] = set()
-    for f, hit in zip(judged_findings, rejected):
-        fam = _family(f.attack)
-        judged.add(fam)
-        if hit:
-            leaking.setdefault(fam, []).append(f.reason or f"{f.attack} finds leakage ({f.figure})")
-            leaking_attacks.append(f.attack)
-    # An attack this audit is too small for — it could not show its margin even at a zero estimate (e.g. a
-    # client-level attack over 20 clinics) — is named and left out of the near-chance claim: which attacks
-    # the claim rests on is decided by the sizes, never by the outcomes (Equivalence.judgeable).
-    too_small = [f for f, hit in zip(judged_findings, rejected)
-                 if not hit and f.equivalence is not None and not f.equivalence.judgeable]
-    open_ = sorted((f for f, hit in zip(judged_findings, rejected)
-                    if not hit and not f.within_margin and f not in too_small), key=lambda f: -_need(f))
-    unsettled = [_unsettled(f) for f in open_]
-    basis = [f for f in judged_findings if f not in too_small]
-    # Every family that judged the arm keeps at least one attack the claim can rest on.
-    unbacked = sorted({_family(f.attack) for f in judged_findings} - {_family(f.attack) for f in basis})
-    reasons = [r for fam in leaking for r in leaking[fam]]
-    violation = _dp_violation(name, results)
+    d = decide(name, arm, results, policy, rejections)
+    figures = [f.figure for f in d.findings if f.figure]
     if arm.empirical_epsilon is not None:
         figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
     if kind is not None:
@@ -285,240 +311,28 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     if one is not None and one.available:
         figures.append(f"one-run ε ≥ {one.epsilon_steinke:.2f} (Steinke et al.; {one.m} canaries)"
                        + (f"; μ-GDP μ ≥ {one.mu_gdp_lb:.2f}" if one.mu_gdp_lb is not None else ""))
-    if violation:
-        reasons.insert(0, violation)
-        leaking.setdefault("membership", [])
-        judged.add("membership")
     if arm.utility.gain_recovered is not None and control is not None:
         figures.append(f"utility recovered G = {arm.utility.gain_recovered:.2f} (held-out log-perplexity "
                        f"{arm.utility.nll_non_members:.3f} nats; control {control.utility.nll_non_members:.3f})")
-    elif _finite(arm.utility.ppl_non_members):
+    elif wording._finite(arm.utility.ppl_non_members):
         b = control.utility.ppl_non_members if control else None
-        figures.append(f"held-out perplexity {arm.utility.ppl_non_members:.2f}" + (f" (control {b:.2f})" if _finite(b) else ""))
-    note = _utility_note(arm, control)
-    fams = [FAMILY_TITLES.get(f, f).lower() if f != "pii" else FAMILY_TITLES[f] for f in leaking]
-    versus = "the control" if control is not None else "chance and their non-member floors"
-    if not judged:
-        level, label, text = "none", "NO ATTACKS", "No attack results for this arm."
-    elif leaking:
-        level, label = ("leaks", "LEAKS") if set(leaking) >= judged else ("some", "SOME LEAKAGE")
-        text = "Leaks: " + "; ".join(reasons) + "." + note
-    elif not unsettled and not unbacked:
-        level, label = "chance", "NEAR CHANCE"
-        text = (f"Near chance: every one of its {len(basis)} attacks that can judge at this audit's size is shown "
-                f"within its margin of {versus} (two one-sided tests at α = {policy.alpha:g}), and none leaks."
-                + (" Too small to show their margin here, and left out of the claim: "
-                   + "; ".join(_unsettled(f) for f in too_small) + "." if too_small else "")) + note
-    else:
-        level, label = "inconclusive", "INCONCLUSIVE"
-        if not unsettled:  # every figure within its margin, but a whole family rests on attacks too small
-            unsettled = [f"{fam}: no attack of this family can show its margin at this audit's size"
-                         for fam in unbacked] + [_unsettled(f) for f in too_small]
-        text = (f"No leak found, but not shown near chance: {len(unsettled)} of its {len(judged_findings)} attacks "
-                f"could not show their figure within the margin of {versus} — " + "; ".join(unsettled[:3])
-                + (f"; and {len(unsettled) - 3} more" if len(unsettled) > 3 else "") + "." + note)
+        figures.append(f"held-out perplexity {arm.utility.ppl_non_members:.2f}"
+                       + (f" (control {b:.2f})" if wording._finite(b) else ""))
+    versus = "the control or chance" if control is not None else "chance and their non-member floors"
+    text = wording.verdict_text(d, arm, control, versus, policy)
     blind = results.blind_baseline
-    if blind is not None and blind.shifted and "membership" in leaking:
-        text += (" Caution: a classifier that never sees the model tells these members from non-members "
-                 f"(blind AUC {blind.auc:.2f}), so the membership figures are not evidence of memorisation.")
+    if blind is not None and blind.shifted and ("membership" in d.families or d.gated):
+        text += wording.blind_caution(blind.auc)
     if kind is not None:
         text += kind.remark(arm)
-    if violation:
-        label = "DP GUARANTEE VIOLATED"
-    return Verdict(level=level, label=label, text=text, findings=reasons, figures=figures, families_leaking=fams,
-                   attacks_leaking=leaking_attacks, unsettled=unsettled if not leaking else [],
-                   settleable=level == "inconclusive" and all(_need(f) < math.inf for f in open_),
-                   error_control=error_control(n_tests, policy.alpha))
-
-
-def person_epsilon(arm: ArmResult) -> float | None:
-    """The ε a person is held to, at the arm's δ: the arm's own ε for a person-level arm, the group ε of the person
-    with the most records for a record-level one, the record ε of a client-level one when every person lies in one
-    client (``Privacy.epsilon_person``); None when it states none (no DP, or people across clients)."""
-    p = arm.privacy
-    if p is None:
-        return None
-    return p.epsilon if p.unit == "person" else p.epsilon_person
-
-
-def comparison_unit(arms: dict[str, ArmResult]) -> tuple[str, dict[str, float | None], str]:
-    """The one unit the tie rule compares ε on: per person when every DP arm among ``arms`` states a person ε,
-    else per record. Returns (unit, ε per arm on it — None without DP, the words after an ε: " per person at
-    δ = 1e-05")."""
-    dp = {n: a for n, a in arms.items() if a.privacy is not None}
-    unit = "person" if dp and all(person_epsilon(a) is not None for a in dp.values()) else "record"
-    eps = {n: (person_epsilon(a) if unit == "person" else a.privacy.epsilon_per_record) if a.privacy else None
-           for n, a in arms.items()}
-    deltas = sorted({a.privacy.delta for a in dp.values()})
-    at = f" at δ = {deltas[0]:.2g}" if len(deltas) == 1 else " at each arm's δ" if deltas else ""
-    return unit, eps, f" per {unit}{at}"
-
-
-def seed_spread(arms: dict[str, ArmResult], policy: Policy = POLICY) -> tuple[dict[str, tuple[float, float | None, int]], str]:
-    """Per arm (G, the standard deviation of G over training seeds, models behind G), and one sentence on how
-    training noise entered. G is the mean over the audited model and its retrainings on extra seeds
-    (``Utility.gain_recovered_seeds``) when there are any; an arm retrained on none takes the pooled spread of
-    those that were, else ``policy.g_seed_sd``, else none."""
-    out: dict[str, tuple[float, float | None, int]] = {}
-    sds: list[float] = []
-    for n, a in arms.items():
-        g = a.utility.gain_recovered
-        if g is None:
-            continue
-        vals = [g, *a.utility.gain_recovered_seeds]
-        if len(vals) > 1:
-            mean = sum(vals) / len(vals)
-            sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
-            sds.append(sd)
-            out[n] = (mean, sd, len(vals))
-    pooled = math.sqrt(sum(x * x for x in sds) / len(sds)) if sds else None
-    fallback = pooled if pooled is not None else policy.g_seed_sd
-    for n, a in arms.items():
-        if n not in out and a.utility.gain_recovered is not None:
-            out[n] = (a.utility.gain_recovered, fallback, 1)
-    if sds:
-        k = max(m for _, _, m in out.values())
-        text = (f"Training noise is in the tie rule: G is the mean over up to {k} training seeds, and its spread "
-                f"across them (pooled sd {pooled:.3f}) widens each arm's interval.")
-    elif policy.g_seed_sd is not None:
-        text = (f"Training noise is in the tie rule as an assumed spread of G across training seeds "
-                f"(sd {policy.g_seed_sd:g}, Policy.g_seed_sd).")
-    else:
-        text = ("Training noise was not measured (no extra training seeds: recommendation.seeds = 0): the tie rule "
-                f"counts the held-out texts' variance and the utility margin ({policy.utility_margin:g} of G) only.")
-    return out, text
-
-
-def _candidates(arms: dict[str, ArmResult], eligible: set[str], policy: Policy) -> tuple[list[ReleaseCandidate], str, str]:
-    unit, eps, words = comparison_unit(arms)
-    spread, noise = seed_spread(arms, policy)
-    cands = []
-    for n, a in arms.items():
-        g, ci = a.utility.gain_recovered, a.utility.gain_recovered_ci95
-        if g is not None:
-            mean, sd, k = spread[n]
-            interval = tuple(ci) if ci is not None and ci[0] <= g <= ci[1] else None
-            cands.append(ReleaseCandidate(name=n, utility=mean, utility_ci=interval, epsilon=eps[n],  # type: ignore[arg-type]
-                                          near_chance=n in eligible, seed_sd=sd, seeds=k))
-        else:
-            # No best reference: ranked by held-out perplexity (negated into utility) — and said so, never as G.
-            cands.append(ReleaseCandidate(name=n, utility=_utility_key(a), utility_ci=None, epsilon=eps[n],
-                                          near_chance=n in eligible,
-                                          shown=f"held-out perplexity {a.utility.ppl_non_members:.2f}"))
-    return cands, words, noise
-
-
-def recommend(results: AuditResults, policy: Policy = POLICY) -> Recommendation:
-    """The arm to release, by the stated tie rule (:func:`privleak.audit.ties.pick_release`): only the
-    recommendable arms shown NEAR CHANCE are eligible; those whose G is within ``policy.utility_margin`` of the
-    best's, or not shown below it (held-out texts and training seeds, :func:`seed_spread`), are tied, and the
-    smallest ε on one unit (:func:`comparison_unit`) among them is recommended, then the name. With no arm shown
-    near chance none is recommended; the arms with no leak found (INCONCLUSIVE) are named, with the arm the same
-    rule would pick among them (``provisional``) and what would settle it. One that learned little
-    (G < ``LOW_GAIN``) is named as such, never silently."""
-    arms = {n: a for n, a in results.arms.items() if a.verdict is not None and _recommendable(a)
-            and _finite(-_utility_key(a))}
-    rules = policy.describe()
-    eligible = {n for n, a in arms.items() if a.verdict.near_chance}
-    cands, unit, noise = _candidates(arms, eligible, policy)
-    choice = pick_release(cands, policy.utility_margin, policy.alpha, unit)
-    if choice.chosen is None:
-        text = "No arm is shown near chance on every attack; none is recommended for release."
-        open_ = {n for n, a in arms.items() if a.verdict.level == "inconclusive"}
-        settleable = {n for n in open_ if arms[n].verdict.settleable}
-        provisional = None
-        if settleable:
-            pool = {n: a for n, a in arms.items() if n in settleable}
-            pcands, punit, _ = _candidates(pool, settleable, policy)
-            provisional = pick_release(pcands, policy.utility_margin, policy.alpha, punit).chosen
-            names = sorted(settleable, key=lambda n: (n != provisional, n))
-            text += (f" No leak was found in {', '.join(names)}, and their estimates lie inside the margins, but not "
-                     "every attack could show its figure within its margin at this audit's size (INCONCLUSIVE); were "
-                     f"they shown near chance, the tie rule would pick {provisional}. What would settle it: "
-                     + "; ".join(arms[provisional].verdict.unsettled[:3]) + ".")
-        if open_ - settleable:
-            rest = sorted(open_ - settleable)
-            text += (f" No leak was found in {', '.join(rest)}{' either' if settleable else ''}, but some of "
-                     f"{'its' if len(rest) == 1 else 'their'} "
-                     "estimates reach a margin: more items alone would not show "
-                     f"{'it' if len(rest) == 1 else 'them'} near chance.")
-        if not open_ and arms:
-            order = {"chance": 0, "inconclusive": 1, "some": 2, "leaks": 3}
-            least = min(arms, key=lambda n: (order.get(arms[n].verdict.level, 4), -_utility_key(arms[n])))
-            text += f" The least leaky is {least}."
-        return Recommendation(arm=None, text=text, policy=rules, provisional=provisional, rule=choice.rule,
-                              training_noise=noise)
-    best = choice.chosen
-    arm = arms[best]
-    why = f"Recommended arm: {best}. {choice.text} {noise}"
-    if choice.leaking_better:
-        n = len(choice.leaking_better)
-        why += (f" {', '.join(choice.leaking_better)} ha{'s' if n == 1 else 've'} more utility but "
-                f"{'is' if n == 1 else 'are'} not shown near chance.")
-    guarantee = _kind(arm).guarantee(arm) if _kind(arm) else None
-    if guarantee:
-        why += (f" It has {guarantee}: near chance holds for these attacks, not for every "
-                "attacker, unlike a DP-SGD arm's ε.")
-    if people := people_sentence(best, arm, results.arms):
-        why += f" {people}"
-    g = arm.utility.gain_recovered
-    cppl = results.base_model.utility.ppl_non_members if results.base_model else None
-    bppl = arm.utility.ppl_non_members
-    if g is not None and g < LOW_GAIN:
-        why += (f" Caution: its utility recovered is only G = {g:.2f} of the best non-private fine-tune's gain — it "
-                "is safe because it learned little; consider a larger ε, more steps or a larger batch.")
-    elif g is None and _finite(cppl) and bppl >= cppl * (1 - UTILITY_SAME):
-        why += (f" Caution: its perplexity is no better than the untrained control's ({cppl:.2f}); it is safe because "
-                "it learned little — consider more epochs, a larger ε or a larger batch.")
-    return Recommendation(arm=best, text=why, policy=rules, tied=choice.tied, rule=choice.rule, training_noise=noise)
-
-
-#: A person held to more than this many times the record's ε is not protected by record-level DP in the
-#: recommendation's sentence: at 2 the person's guarantee is already that of two people, the point past
-#: which group privacy stops being a rounding of the record's claim.
-PERSON_EPSILON_FACTOR = 2.0
-
-
-def people_sentence(name: str, arm: ArmResult, arms: dict[str, ArmResult]) -> str:
-    """One sentence on whether record-level DP is enough for this corpus's people (issue 27), from the privacy
-    blocks alone (``unit``, ``epsilon_person``, ``person_records``, ``delta``): "" when the recommended arm makes
-    no DP claim or no DP arm reports people. Record-level DP is enough when the real person with the most
-    records is held to at most :data:`PERSON_EPSILON_FACTOR` × the record's ε. Every ε is an accountant's upper
-    bound and is printed with its δ ("guaranteed ε ≤ X at δ = …"); the planted canaries are test secrets, not
-    people, and are named apart (issue 37)."""
-    p = arm.privacy
-    blocks = [a.privacy for a in arms.values() if a.privacy is not None and a.privacy.person_records]
-    if p is None or not blocks:
-        return ""
-    k = max(b.person_records for b in blocks)
-    canaries = ""
-    if p.canary_records and p.epsilon_canary is not None and p.canary_records > 1:
-        canaries = (f" (The planted canaries, up to {p.canary_records} copies each, are test secrets counted apart "
-                    f"from the people: {name} guarantees each ε ≤ {p.epsilon_canary:.3g} at δ = {p.delta:.2g}.)")
-    if k <= 1:
-        return "Record-level DP is enough for this corpus: no person has more than one record." + canaries
-    record_level = {n: a.privacy for n, a in arms.items() if a.privacy is not None and a.privacy.unit == "record"
-                    and a.privacy.epsilon_person is not None}
-    if p.unit == "person":
-        text = f"{name} guarantees every person, up to {k} records each, ε ≤ {p.epsilon:.3g} at δ = {p.delta:.2g}"
-        if record_level:
-            worst = max(record_level, key=lambda n: record_level[n].epsilon_person)
-            w = record_level[worst]
-            text = (f"Record-level DP is not enough for this corpus: a person has up to {k} records, and "
-                    f"{worst} guarantees that person only ε ≤ {w.epsilon_person:.3g} at δ = {w.delta:.2g}; {text}")
-        return text + "." + canaries
-    if p.epsilon_person is None:
-        return ""
-    if p.unit == "client":
-        return (f"{name} holds each client to ε ≤ {p.epsilon:.3g}; every person's records lie in one client, so "
-                f"each person, up to {p.person_records} records, is guaranteed ε ≤ {p.epsilon_person:.3g} at "
-                f"δ = {p.delta:.2g}." + canaries)
-    if p.epsilon_person <= PERSON_EPSILON_FACTOR * p.epsilon:
-        return (f"Record-level DP is enough for this corpus: its person with the most records ({p.person_records}) "
-                f"is guaranteed ε ≤ {p.epsilon_person:.3g} at δ = {p.delta:.2g}." + canaries)
-    return (f"Record-level DP is not enough for this corpus on its own: a person has up to {p.person_records} "
-            f"records, and {name} guarantees that person only ε ≤ {p.epsilon_person:.3g} at δ = {p.delta:.2g}; a "
-            "user-level DP arm (dp-user-ε) holds each person to ε." + canaries)
+    if arm.defences is not None and arm.defences.scrub is not None:
+        text += wording.scrub_reach(arm.defences.scrub.labels, arm.defences.scrub.mode)
+    label = "DP GUARANTEE VIOLATED" if d.violation else LABELS[d.level]
+    fams = [wording.family_title(f) for f in d.families]
+    unsettled = wording.inconclusive_items(d) if d.level == "inconclusive" else []
+    return Verdict(level=d.level, label=label, text=text, findings=d.leaking, figures=figures, families_leaking=fams,
+                   attacks_leaking=d.leaking_attacks, unsettled=unsettled, settleable=d.settleable,
+                   error_control=wording.error_control(d.n_tests, policy.alpha))
 
 
 def _compare(ref: str, a_arm: ArmResult, name: str, b_arm: ArmResult, tests: dict[str, Comparison]) -> None:
@@ -536,9 +350,10 @@ def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
     data defence against the same recipe without it (``scrub`` against ``best``, ``dp-8+scrub`` against
     ``dp-8``) — what the defence adds on an equal recipe."""
     tests: dict[str, Comparison] = {}
-    ref = next((n for n, a in arms.items() if _kind(a) is not None and _kind(a).stress_test), None)
+    kinds = {n: KINDS.get(a.kind) for n, a in arms.items()}
+    ref = next((n for n, k in kinds.items() if k is not None and k.stress_test), None)
     for name, arm in arms.items():
-        if not (_kind(arm) is None or _kind(arm).compared):
+        if not (kinds[name] is None or kinds[name].compared):
             continue
         if ref is not None and name != ref:
             _compare(ref, arms[ref], name, arm, tests)
@@ -552,16 +367,27 @@ def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
     return tests
 
 
-def judge(results: AuditResults, policy: Policy = POLICY) -> AuditResults:
-    """``results`` with the alarm decision, every verdict, the recommendation and the between-arm tests."""
+def judge(results: AuditResults, policy: Policy = POLICY, requirement: Requirement | None = None,
+          seeds_allowed: int = 0) -> AuditResults:
+    """``results`` with the alarm decision, every verdict, the recommendation against ``requirement`` (default:
+    the one the audit's config states, else ε ≤ 10 per person) and the between-arm tests. ``seeds_allowed``: how
+    many extra training seeds the pipeline may still train for contenders (the recommendation names them)."""
     results.alarms = decide_alarms(results, policy)
     if results.base_model is not None:
         results.base_model.verdict = arm_verdict(CONTROL, results.base_model, results, policy)
-    rejections = audit_leak_rejections(results, policy)
+    extra = [(seed_label(n, k), s) for n, a in results.arms.items() for k, s in enumerate(a.seed_results, 1)]
+    rejections = audit_leak_rejections(results, policy, extra)
     for name, arm in results.arms.items():
         arm.verdict = arm_verdict(name, arm, results, policy, rejections)
+        for k, s in enumerate(arm.seed_results, 1):
+            s.verdict = arm_verdict(seed_label(name, k), s, results, policy, rejections)
     # A model audited by `privleak attack` is not one of several defences to choose between.
-    choices = any(_recommendable(a) for a in results.arms.values())
-    results.recommendation = recommend(results, policy) if choices else None
+    if any(recommendable(a) for a in results.arms.values()):
+        if requirement is None:
+            raw = (results.config.get("recommendation") or {}).get("require") if isinstance(results.config, dict) else None
+            requirement = Requirement.model_validate(raw) if raw is not None else Requirement()
+        results.recommendation = recommend(results, requirement, policy, seeds_allowed, rejections)
+    else:
+        results.recommendation = None
     results.statistical_tests = between_arm_tests(results.arms)
     return results

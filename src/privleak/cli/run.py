@@ -35,6 +35,7 @@ def run(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: auto (the cluster this machine is in) or ray://host:port. Default: a local Ray started here."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tasks at once on local worker processes or a local Ray (default: the CPU count; for processes at most 8 and what memory holds)."),
     device: Optional[str] = typer.Option(None, "--device", help="auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps. With CUDA and no --profile, the gpu profile runs."),
+    require: Optional[str] = typer.Option(None, "--require", help='The privacy requirement the recommendation answers: "epsilon<=10 per person" (the default; or "per record", optionally "at delta=1e-6"), or "empirical" with optional tolerances, e.g. "empirical: tpr@1%<=0.02, auc<=0.05".'),
 ) -> None:
     """Run (or resume) a privacy audit and write results.json."""
     from ..config import build_config, read_config_file
@@ -44,7 +45,7 @@ def run(
     for path, value in (("profile", profile), ("device", device), ("seed", seed), ("data.path", data),
                         ("data.text_field", text_field), ("data.group_field", group_field),
                         ("data.client_field", client_field), ("data.plant_canaries", True if plant_canaries else None),
-                        ("data.public", public), ("model.base", model)):
+                        ("data.public", public), ("model.base", model), ("recommendation.require", require)):
         put(over, path, value)
     if epsilons is not None:
         over.setdefault("dp", {})["epsilons"] = parse_epsilons(epsilons, low=MIN_EPSILON)

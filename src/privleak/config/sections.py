@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..core import limits as L
+from .requirement import Requirement
 
 #: Seeds are unsigned 32-bit: numpy's legacy RandomState, torch and Python's
 #: hash-based derivations all accept 0 … 2**32 - 1, and numpy's
@@ -423,13 +424,26 @@ class UnlearningConfig(_Strict):
 
 
 class RecommendationConfig(_Strict):
-    """Training noise in the recommendation: retrain each recommendable trained arm (``arms``: these only) on
-    ``seeds`` extra training seeds — training and held-out utility only, no attacks — so the tie rule reads G's
-    spread across seeds (:mod:`privleak.audit.ties`). Each extra seed costs one more training of every such arm
-    (a DP arm's is its DP-SGD run again, which also joins the privacy-budget ledger); 0, the default, adds none."""
+    """The recommendation: which arm meets ``require`` (:class:`~privleak.config.requirement.Requirement`; default
+    ε ≤ 10 per person) with the most utility (:mod:`privleak.audit.recommend`).
 
-    seeds: int = Field(0, ge=0, le=8)
+    Training noise: when the eligible arms' utility intervals cannot tell the best from others (the
+    contenders), each contender is retrained on up to ``seeds`` extra training seeds — training and held-out
+    utility, and the attacks too under an empirical requirement, which must hold on every seed — and the tie rule
+    reads G's spread across seeds with t quantiles. Each extra seed costs one more training of each contender (a
+    DP arm's joins the privacy-budget ledger); 0 never retrains. ``arms``: retrain these on ``seeds`` extra seeds
+    whatever the contenders (the measurement of training noise itself)."""
+
+    require: Requirement = Requirement()
+    seeds: int = Field(2, ge=0, le=8)
     arms: tuple[str, ...] | None = None
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _whole(cls, v: object) -> object:
+        if isinstance(v, bool):  # YAML's `true` is not a count of seeds
+            raise ValueError("seeds must be a whole number of extra training seeds (0 to 8), not true/false")
+        return v
 
 
 class ComputeConfig(_Strict):

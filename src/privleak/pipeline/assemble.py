@@ -200,6 +200,21 @@ def _blind(audit: Audit, arms: dict[str, ArmResult], user_split: bool) -> BlindB
     return blind
 
 
+def _seed_results(audit: Audit, arms: dict[str, ArmResult], durations: dict[str, float]) -> None:
+    """Under an empirical requirement, each extra training seed that was attacked (``arms/<arm>/seeds/<k>``), as
+    a result of its own: the requirement must hold on every measured seed."""
+    from .training import seed_name
+
+    for name, arm in arms.items():
+        for k in range(1, audit.cfg.recommendation.seeds + 1):
+            model = seed_name(name, k)
+            if not audit.run.path("arms", model, "attacks").exists():
+                continue
+            stages = model_stages(audit, model, durations)
+            arm.seed_results.append(ArmResult(kind=arm.kind, utility=_utility(audit, model), privacy=arm.privacy,
+                                              **stages.common()))
+
+
 def _forget_summary(audit: Audit) -> ForgetSummary | None:
     if not forgets(audit.cfg):
         return None
@@ -260,6 +275,8 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     for spec in assembly_order(arm_specs):
         arms[spec.name] = arm_result(audit, spec, arms, durations, (extra or {}).get(spec.name), base)
     arms = {s.name: arms[s.name] for s in arm_specs}
+    if not cfg.recommendation.require.formal:
+        _seed_results(audit, arms, durations)
     for spec in arm_specs:
         for w in spec.kind_obj.warnings(spec.name, arms[spec.name]):
             audit.warn(w)
@@ -288,6 +305,6 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,
         budget=budget, warnings=audit.warnings,
         durations_s={**{k: round(v, 2) for k, v in run.durations.items()}, **durations}, versions=package_versions())
-    results = judge(results)
+    results = judge(results, requirement=audit.cfg.recommendation.require, seeds_allowed=audit.cfg.recommendation.seeds)
     _alarm_warnings(audit, results)
     return results

@@ -51,9 +51,10 @@ def check_memory(cfg: AuditConfig, available: int | None = None) -> None:
 
 
 def seed_arms(cfg: AuditConfig) -> list[ArmSpec]:
-    """The arms retrained on extra training seeds (``recommendation``): every recommendable trained arm, or those
-    named; a named arm that is not one of them is refused (before any work: :func:`preflight` asks)."""
-    if not cfg.recommendation.seeds:
+    """The arms always retrained on extra training seeds (``recommendation.arms``; the contenders the
+    recommendation cannot tell apart are added when it asks); a named arm that is not a recommendable trained
+    arm is refused (before any work: :func:`preflight` asks)."""
+    if not cfg.recommendation.seeds or cfg.recommendation.arms is None:
         return []
     found = [s for s in specs(cfg) if s.kind_obj.model == "trained" and s.kind_obj.recommendable]
     named = cfg.recommendation.arms

@@ -218,8 +218,10 @@ def data_task(cfg: AuditConfig) -> Task:
     return Task(DATA, data_key(cfg), make_data, outputs=("splits/",))
 
 
-def audit_graph(audit: Audit) -> Graph:
-    """Every task after the data stage (which must be done), with its inputs, outputs and key."""
+def audit_graph(audit: Audit, contenders: tuple[str, ...] = ()) -> Graph:
+    """Every task after the data stage (which must be done), with its inputs, outputs and key. ``contenders``:
+    arms the recommendation could not tell apart on utility, retrained on ``recommendation.seeds`` extra
+    training seeds (besides ``recommendation.arms``, always retrained)."""
     cfg = audit.cfg
     members = audit.splits()["members"]
     g = Graph(external=frozenset({DATA}))
@@ -304,8 +306,10 @@ def audit_graph(audit: Audit) -> Graph:
 
     # evaluation: the base control, every arm (a served arm through its wrapper)
     add_evaluation(g, audit, targets, producer, trained_from, bkey, shadow_keys, shadow_tasks)
-    # training noise for the recommendation: the recommendable arms again on extra training seeds, utility only
-    for spec in seed_arms(cfg):
+    # training noise for the recommendation: the contenders (and the arms named) again on extra training seeds
+    static = seed_arms(cfg)
+    trained = {s.name: s for s in found if s.kind_obj.model == "trained"}
+    for spec in static + [trained[n] for n in contenders if n in trained and n not in {s.name for s in static}]:
         settings = arm_settings(cfg, spec, len(members))
         reads = trained_from + tuple(defence_task[d] for d in spec.data)
         for k in range(1, cfg.recommendation.seeds + 1):
@@ -315,6 +319,10 @@ def audit_graph(audit: Audit) -> Graph:
                        (f"arms/{name}/model/", f"arms/{name}/train.json"), kind="train",
                        cost=arm_cost(settings, len(members))))
             t = Target(name, key, None, reference=True, kind=spec.kind_obj.name)
+            if not cfg.recommendation.require.formal:
+                # An empirical requirement must hold on every measured seed: the seed is attacked like the arm.
+                add_evaluation(g, audit, [t], {name: f"train/{name}"}, trained_from, bkey)
+                continue
             g.add(Task(f"utility/{name}", stable_hash("utility", key, "texts"),
                        partial(utility_stage, target=t, base_key=bkey), reads + (f"train/{name}",),
                        (f"arms/{name}/utility.json", f"arms/{name}/utility_texts.npz"), kind="eval", cost=EVAL_COST))
@@ -393,8 +401,16 @@ def _run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], No
         if delta_warning and cfg.dp.epsilons:
             audit.warn(delta_warning)
         executor.run(audit_graph(audit), audit)
+        results = assemble(audit, specs(cfg))
+        rec = results.recommendation
+        if rec is not None and rec.needs_seeds and cfg.recommendation.seeds:
+            # The eligible arms the audit cannot tell apart on utility: their training noise decides (t intervals
+            # over the extra seeds), then the tie rule. Already-trained seeds resume from their stages.
+            notify(f"retraining {', '.join(rec.needs_seeds)} on {cfg.recommendation.seeds} extra training seed(s): "
+                   "their utility cannot be told apart")
+            executor.run(audit_graph(audit, tuple(rec.needs_seeds)), audit)
+            results = assemble(audit, specs(cfg))
     finally:
         executor.close()
-    results = assemble(audit, specs(cfg))
     write_json(run.path("results.json"), results.to_json())
     return results

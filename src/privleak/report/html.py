@@ -76,8 +76,32 @@ def scorecard(results: AuditResults) -> Block:
                                          + num(results.data.canary_chance_exposure, ".2f") + " bits.")
 
 
+def standings_table(results: AuditResults) -> Block | None:
+    """Every recommendable arm against the stated requirement: whether it meets it, its ε on the requirement's
+    unit, its utility, whether the one-run audit could have caught it broken, and what it lacks."""
+    rec = results.recommendation
+    if rec is None or not rec.standings:
+        return None
+    rows = []
+    for s in rec.standings:
+        eps = "—" if s.epsilon is None else f"{s.epsilon:.4g} per {s.unit} at δ = {s.delta:.1e}"
+        g = ("—" if s.utility is None else f"held-out perplexity {-s.utility:.2f}" if not s.utility_is_g
+             else _ci(s.utility, s.utility_ci) + (f" ({s.seeds} seeds)" if s.seeds > 1 else ""))
+        checked = {True: "yes", False: "no (implementation unverified)", None: "—"}[s.verified]
+        rows.append([{"text": s.arm, "cls": "arm"}, _t("meets it" + (" (recommended)" if s.arm == rec.arm else "")
+                                                        if s.meets else "does not"), _t(eps), _t(g), _t(checked),
+                     _t(s.lacks or "—")])
+    return table(["arm", "requirement", "ε on its unit (accountant)", "G utility recovered [95% CI]",
+                  "alarm could catch it broken", "what it lacks"], rows, id="standings",
+                 caption=rec.requirement_text + " Every candidate arm against it.")
+
+
 def section_summary(results: AuditResults) -> Section:
     blocks: list[Block] = []
+    rec = results.recommendation
+    if rec is not None and rec.requirement_text:
+        # The report's first line: what the user asked for.
+        blocks.append({"kind": "p", "cls": "note", "text": rec.requirement_text})
     b = results.blind_baseline
     if b is not None and b.shifted:
         # Here, not only under Warnings: every membership figure below must be read with it.
@@ -86,9 +110,11 @@ def section_summary(results: AuditResults) -> Section:
             f"(blind baseline AUC {b.auc:.3f} [{interval(b.auc_ci95)}]). Membership-inference AUCs here are not "
             "evidence of leakage or memorisation, and no claim that a DP guarantee is violated can rest on them; "
             "canary exposure and extraction counts do not depend on the split.")})
-    rec = results.recommendation
     if rec is not None:
-        blocks.append({"kind": "recommend", "cls": "" if rec.arm else "none", "text": rec.text})
+        text = rec.text[len(rec.requirement_text):].strip() if rec.text.startswith(rec.requirement_text) else rec.text
+        blocks.append({"kind": "recommend", "cls": "" if rec.arm else "none", "text": text})
+        if (st := standings_table(results)) is not None:
+            blocks.append(st)
     if results.alarms is not None:
         violated = results.alarms.violated
         blocks.append({"kind": "p", "cls": "alarm" if violated else "note",
@@ -108,7 +134,7 @@ def section_summary(results: AuditResults) -> Section:
                        "figures": "; ".join([*v.figures, *v.unsettled[3:], *([v.error_control] if v.error_control else [])])})
     if rec is not None:
         blocks.append({"kind": "details", "summary": "How verdicts, alarms and the recommendation are decided",
-                       "text": rec.policy + (f" Tie rule: {rec.rule}." if rec.rule else "")
+                       "text": rec.policy + (f" The recommendation: {rec.rule}." if rec.rule else "")
                        + (f" {rec.training_noise}" if rec.training_noise else ""), "figures": ""})
     return {"id": "summary", "title": "Summary", "blocks": blocks}
 

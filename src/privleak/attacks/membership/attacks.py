@@ -18,10 +18,11 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import binom, norm
+from scipy.stats import norm
 
 from ...core.metrics import delong_paired, mia_metrics, roc_points
 from ...core.stats import auc_null_se, tost_normal
+from ...core.tails import TailCounts, tail_counts, tail_leak_p, tail_within
 from ...data.splits import unit_of
 from ...models.handle import ModelHandle
 from ...core.present import Block, Cell, Plot, Table, interval, n, t
@@ -149,10 +150,8 @@ class MembershipResult(KeepsScores):
         when both models kept their scores on the same records, else the two standard errors combined, which
         is conservative for two models scored on the same texts.
 
-        Leaks when d > ``auc_margin`` (one-sided z) or, strong at low FPR even when the AUC looks harmless,
-        TPR@1%FPR above max(1 %, the control's) + ``tpr_margin`` (exact binomial on the members above the
-        threshold, the threshold taken as fixed); ``p_leak`` is twice the smaller p (Bonferroni over the two
-        routes). Within the margin when TOST shows |d| < ``auc_margin``."""
+        Leaks when d > ``auc_margin`` (one-sided z). Within the margin when TOST shows |d| < ``auc_margin``. The
+        low-FPR tail is tested apart (:meth:`assess_all`, :meth:`assess_tail`), each test its own finding."""
         ctrl = control if isinstance(control, MembershipResult) else None
         ref = ctrl.auc if ctrl else 0.5
         d, se, how = self.auc - ref, None, "no standard error"
@@ -166,9 +165,6 @@ class MembershipResult(KeepsScores):
                 se, how = float(np.hypot(se_a, se_c)), "DeLong, unpaired"
         else:
             se, how = self.auc_se(), "DeLong"
-        tref = max(0.01, ctrl.tpr_at_1pct_fpr if ctrl else 0.0)
-        k = int(round(self.tpr_at_1pct_fpr * self.n_members))
-        p_tpr = float(binom.sf(k - 1, self.n_members, min(1.0, tref + policy.tpr_margin))) if self.n_members else 1.0
         if se is None:
             p_auc = 0.0 if d > policy.auc_margin else 1.0
             eq = None
@@ -178,7 +174,7 @@ class MembershipResult(KeepsScores):
             # null se of one AUC against the coin flip, of two independent AUCs against the control.
             design = auc_null_se(self.n_members, self.n_non_members) * (math.sqrt(2.0) if ctrl else 1.0)
             eq = tost_normal(d, se, policy.auc_margin, policy.alpha, n=self.n_members, method=how, design_se=design)
-        p_leak = min(1.0, 2.0 * min(p_auc, p_tpr))
+        p_leak = min(1.0, p_auc)
         leaks = p_leak <= policy.alpha
         ci = f" (95% CI {self.auc_ci95[0]:.3f}–{self.auc_ci95[1]:.3f})" if self.auc_ci95 else ""
         figure = (f"{attack} MIA AUC {self.auc:.3f}{ci} vs {ref:.3f} for the {'control' if ctrl else 'coin flip'}, "
@@ -194,6 +190,48 @@ class MembershipResult(KeepsScores):
         return Finding(attack, leaks, figure, reason, p_leak=p_leak, equivalence=eq, items="members per side",
                        margin=f"AUC within ±{policy.auc_margin:g} of the {'control' if ctrl else 'coin flip'}'s")
 
+    def tail(self, fpr: float) -> TailCounts | None:
+        """The members above the threshold that target FPR ``fpr`` sets on the non-members, from the kept
+        scores (:func:`privleak.core.tails.tail_counts`); None when the scores were not kept."""
+        if not self.member_scores or not self.non_member_scores:
+            return None
+        return tail_counts(self.member_scores, self.non_member_scores, fpr)
+
+    def assess_tail(self, attack: str, control: AttackResult | None, fpr: float, margin: float,
+                    policy: Policy) -> Finding | None:
+        """The advantage TPR − FPR at target FPR ``fpr`` (:mod:`privleak.core.tails`). Leaks when it exceeds the
+        control's by more than ``margin`` (exact: the arm's lower bound minus the control's upper bound, each at
+        half the level; against the chance line without a control); within the margin when its exact upper
+        bound is below ``margin`` — against chance, which a control on an exchangeable split sits on (a shifted
+        split only makes the claim harder). None without kept scores."""
+        c = self.tail(fpr)
+        if c is None:
+            return None
+        ctrl = control.tail(fpr) if isinstance(control, MembershipResult) else None
+        eq = tail_within(c, margin, policy.alpha)
+        p_leak = tail_leak_p(c, ctrl, margin)
+        leaks = p_leak <= policy.alpha
+        at = f"{100 * fpr:g}% FPR"
+        figure = (f"{attack} at {at}: {c.k_pos}/{c.n_pos} members above the threshold ({c.k}-th highest of {c.n_neg} "
+                  f"non-members), advantage TPR − FPR {c.advantage:+.3f} (upper {100 * (1 - policy.alpha):.0f}% bound "
+                  f"{eq.upper:+.3f}" + (f"; control {ctrl.advantage:+.3f}" if ctrl else "") + ")")
+        reason = ""
+        if leaks:
+            reason = (f"the {attack} membership attack flags {c.tpr:.1%} of the members at a threshold where about "
+                      f"{c.expected_fpr:.1%} of non-members score higher (advantage {c.advantage:+.3f}"
+                      + (f" against the control's {ctrl.advantage:+.3f}" if ctrl else "") + ")")
+        return Finding(attack, leaks, figure, reason, p_leak=p_leak, equivalence=eq, items="members per side",
+                       margin=f"advantage TPR − FPR at {at} below {margin:g}", test=f"tail {fpr:g}")
+
+    def assess_all(self, attack: str, control: AttackResult | None, policy: Policy) -> list[Finding]:
+        """The AUC (:meth:`assess`) and the advantage at each of ``policy.tail_fprs`` (:meth:`assess_tail`)."""
+        out = [self.assess(attack, control, policy)]
+        for fpr, margin in zip(policy.tail_fprs, policy.tail_margins):
+            f = self.assess_tail(attack, control, fpr, margin, policy)
+            if f is not None:
+                out.append(f)
+        return out
+
 
 def _kept(x: np.ndarray) -> list[float]:
     """Scores as JSON keeps them: 7 significant digits (float32's precision) — ties this makes are mid-ranked."""
@@ -205,6 +243,17 @@ def _digest(members: np.ndarray, non_members: np.ndarray) -> str:
     h = hashlib.sha256(np.asarray(members, dtype=np.int64).tobytes() + b"|"
                        + np.asarray(non_members, dtype=np.int64).tobytes())
     return h.hexdigest()[:16]
+
+
+def scores_result(member_scores, non_member_scores, evaluated: str | None, **parameters: Any) -> MembershipResult:
+    """A membership result straight from two score arrays (no bootstrap): what another attack's own
+    member / non-member design (the one-run audit canaries, in or out) is judged by."""
+    pos, neg = np.asarray(member_scores, dtype=np.float64), np.asarray(non_member_scores, dtype=np.float64)
+    m = mia_metrics(pos, neg, bootstrap=0)
+    return MembershipResult(auc=m.auc, tpr_at_1pct_fpr=m.tpr_at_1pct_fpr, tpr_at_0_1pct_fpr=m.tpr_at_0_1pct_fpr,
+                            n_members=m.n_members, n_non_members=m.n_non_members, roc=Roc(fpr=[], tpr=[], threshold=[]),
+                            parameters=parameters, member_scores=_kept(pos), non_member_scores=_kept(neg),
+                            evaluated=evaluated)
 
 
 def membership_result(ctx: AttackContext, member_scores: np.ndarray, non_member_scores: np.ndarray,
