@@ -68,7 +68,11 @@ def test_report_renders_every_section_from_the_typed_results(audited) -> None:
         assert s in ids, f"section {s} missing: {ids}"
     assert page.count("<svg") >= 5  # trade-off, ROC panels, canaries, PHI bars, ε
     rec = audited.results.recommendation
-    assert rec is not None and str(markupsafe.escape(rec.text)) in page  # as Jinja escapes it
+    assert rec is not None and rec.text.startswith(rec.requirement_text)
+    # The requirement is the summary's first line, the choice after it (as Jinja escapes them).
+    assert str(markupsafe.escape(rec.requirement_text)) in page
+    assert str(markupsafe.escape(rec.text[len(rec.requirement_text):].strip())) in page
+    assert page.index(str(markupsafe.escape(rec.requirement_text))) < page.index('id="scorecard"')
     for name, arm in audited.results.arms.items():
         assert arm.verdict.label in page, name
     assert "default-src 'none'; img-src data:; style-src 'unsafe-inline'" in page

@@ -144,13 +144,14 @@ def empirical_standing(name: str, arm: ArmResult, req: Requirement, results: Aud
     for label, model in models:
         d = decide(label, model, results, strict, rejections)
         code, detail = "", ""
+        on = "" if label == name else f"on {label}: "
         if d.leaking:
-            code, detail = "leak", f"{label}: a leak is found — {d.leaking[0]}"
+            code, detail = "leak", f"{on}a leak is found — {d.leaking[0]}"
         elif d.gated:
             code = "blind"
         elif d.open or d.unbacked:
             code = "unshown"
-            detail = f"{label}: not shown within the tolerances — " + wording.inconclusive_items(d)[0]
+            detail = f"{on}not shown within the tolerances — " + wording.inconclusive_items(d)[0]
         if code:
             return Standing(meets=False, lacks=wording.lacks(code, detail=detail), lacking=code, **common)
     return Standing(meets=True, **common)
