@@ -1,6 +1,6 @@
 """The guard's HTTP service under a bounded load on loopback.
 
-    python bench/bench_guard_http.py [--duration 10] [--concurrency 16] [--records 20000] [--no-ner]
+    python bench/bench_guard_http.py [--duration 10] [--concurrency 16] [--records 20000] [--no-ner] [--workers N]
 
 Builds a guard index from a synthetic clinical corpus, starts
 ``privleak guard serve`` (uvicorn) on 127.0.0.1 on a free port in a
@@ -11,7 +11,10 @@ invalid JSON, wrong schema, oversized bodies (declared and streamed), raw
 garbage bytes and connections dropped mid-request. Reports requests/s and
 p50/p99 latency of the good requests, errors among them (must be zero), bad
 requests answered as expected (413/422/400), and a final good request after
-the load. The last line carries the figures as ratios measured in this run.
+the load. The server's queue holds every client (``--queue`` = ``--concurrency``), so no good request is
+refused; a 503 would be counted apart from the errors all the same. The heavy-load case (a full queue, time
+budgets, abandoned requests) is bench/bench_guard_load.py. The last line carries the figures as ratios
+measured in this run.
 """
 
 from __future__ import annotations
@@ -65,7 +68,10 @@ async def _good_worker(client: httpx.AsyncClient, url: str, payloads: list[bytes
         t = time.perf_counter()
         try:
             r = await client.post(url, content=body, headers={"content-type": "application/json"})
-            if r.status_code != 200 or "allowed" not in r.json():
+            if r.status_code == 503:  # refused with Retry-After: the service's documented answer to a full queue
+                errors.append("refused 503")
+                await asyncio.sleep(float(r.headers.get("retry-after", "1")))
+            elif r.status_code != 200 or "allowed" not in r.json():
                 errors.append(f"status {r.status_code}")
             else:
                 lat.append(time.perf_counter() - t)
@@ -141,6 +147,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--no-ner", action="store_true", help="regex-only PII scanner in the service")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, help="the server's --workers (default: its own)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     corpus = generate_corpus(ClinicalCorpusConfig(n_public=10, n_members=args.records, n_non_members=1000,
@@ -152,7 +159,8 @@ def main() -> None:
                     inventory=inventory_from_records(members)).save(idx)
         port = _free_port()
         cmd = [sys.executable, "-m", "privleak", "guard", "serve", "--index", str(idx), "--host", "127.0.0.1",
-               "--port", str(port), "--max-bytes", str(MAX_BYTES)] + (["--no-ner"] if args.no_ner else [])
+               "--port", str(port), "--max-bytes", str(MAX_BYTES), "--queue", str(args.concurrency)] \
+            + (["--workers", str(args.workers)] if args.workers else []) + (["--no-ner"] if args.no_ner else [])
         log_path = Path(tmp) / "server.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
@@ -180,6 +188,8 @@ def main() -> None:
                 proc.kill()
         server_log = log_path.read_text()
     lat = sorted(res["lat"])
+    refused = sum(e == "refused 503" for e in res["errors"])
+    res["errors"] = [e for e in res["errors"] if e != "refused 503"]
     n_ok, n_err = len(lat), len(res["errors"])
     p50 = 1e3 * statistics.median(lat) if lat else float("nan")
     p99 = 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
@@ -189,7 +199,7 @@ def main() -> None:
         print("unexpected answers to bad requests:", ", ".join(sorted(set(t["wrong"]))))
     leaked = any(r.decode()[10:90] in server_log for r in payloads[:50])
     print(f"{args.duration:.0f} s, concurrency {args.concurrency}: {n_ok} good requests answered, {n_err} errors "
-          f"({', '.join(sorted(set(res['errors']))) or 'none'}); {n_ok / res['wall']:.1f} requests/s; "
+          f"({', '.join(sorted(set(res['errors']))) or 'none'}), {refused} refused 503; {n_ok / res['wall']:.1f} requests/s; "
           f"p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     print(f"bad requests: {t['bad_ok']}/{n_bad} answered 413/422 as expected, {t['raw_400']} raw garbage answered 400/closed, "
           f"{t['dropped']} connections dropped mid-request; final good request: {res['after']}; server alive: {alive}; "

@@ -110,6 +110,10 @@ CASES: list[tuple[str, str, str]] = [
     ("guard-serve-port", "guard serve --index {d}/no-idx --port 70000", "--port"),
     ("guard-serve-port-type", "guard serve --index {d}/no-idx --port http", "--port"),
     ("guard-serve-max-bytes", "guard serve --index {d}/no-idx --max-bytes 10", "--max-bytes"),
+    ("guard-serve-workers-zero", "guard serve --index {d}/no-idx --workers 0", "--workers 0"),
+    ("guard-serve-queue-negative", "guard serve --index {d}/no-idx --queue -1", "--queue -1"),
+    ("guard-serve-timeout-zero", "guard serve --index {d}/no-idx --timeout 0", "--timeout 0"),
+    ("guard-serve-timeout-nan", "guard serve --index {d}/no-idx --timeout nan", "--timeout nan"),
 ]
 RUN_OUT = "{d}/run"
 

@@ -26,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from privleak.defenses.guard import Guard, ScanSettings
+from privleak.defenses.guard.pool import PoolLimits
 from privleak.defenses.guard.service import create_app
 
 MEMBER = ("Verification record for Ann Lee-Park: social security number 376-45-8448. "
@@ -34,7 +35,7 @@ LIMIT = 4000
 CONFORMANCE = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 APP = create_app(Guard.build([MEMBER], canaries=["376-45-8448"], scan=ScanSettings(ner=False)),
-                 max_body_bytes=LIMIT)
+                 max_body_bytes=LIMIT, limits=PoolLimits(workers=1))
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 
@@ -65,10 +66,21 @@ def test_bodies_schemathesis_cannot_generate(body):
 
 def test_the_document_lists_every_status_the_check_endpoint_answers():
     doc = TestClient(APP).get("/openapi.json").json()
-    assert set(doc["paths"]["/v1/check"]["post"]["responses"]) == {"200", "408", "413", "422", "431"}
+    assert set(doc["paths"]["/v1/check"]["post"]["responses"]) == {"200", "408", "413", "422", "431", "500", "503",
+                                                                    "504"}
+    assert doc["paths"]["/v1/check"]["post"]["responses"]["503"]["headers"]["Retry-After"]["schema"]["type"] == "integer"
+    assert set(doc["paths"]["/healthz"]["get"]["responses"]) == {"200", "503"}
 
 
 DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+@pytest.fixture(scope="module")
+def large_app():
+    app = create_app(Guard.build([MEMBER], scan=ScanSettings(ner=False)), max_body_bytes=1_000_000,
+                     limits=PoolLimits(workers=1))
+    yield app
+    app.state.pool.close()
 
 
 @pytest.mark.parametrize("body,needle", [
@@ -78,8 +90,8 @@ DEEP = b"[" * 200_000 + b"]" * 200_000
     (b'{"text": "a", "context": ' + DEEP[:3000] + b"}", "nested more than 64"),  # deep nesting: the right message
     (b'{"text": ' + b"7" * 100_000 + b"}", "number of 100,000 characters"),
 ])
-def test_bodies_past_the_limits_get_a_documented_422_that_says_why(body, needle):
-    app = create_app(Guard.build([MEMBER], scan=ScanSettings(ner=False)), max_body_bytes=1_000_000)
+def test_bodies_past_the_limits_get_a_documented_422_that_says_why(body, needle, large_app):
+    app = large_app
     case = schema["/v1/check"]["POST"].Case(body={"text": "placeholder"}, media_type="application/json")
     response = TestClient(app).post("/v1/check", content=body, headers={"content-type": "application/json"})
     case.validate_response(response, checks=CONFORMANCE)

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from privleak.defenses.guard import Guard, ScanSettings
+from privleak.defenses.guard.pool import PoolLimits
 from privleak.defenses.guard.service import create_app
 
 MEMBER = ("Verification record for Ann Lee-Park: social security number 376-45-8448. "
@@ -20,7 +21,7 @@ LIMIT = 2000
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     guard = Guard.build([MEMBER], canaries=[SECRET], inventory=[("NAME", "Ann Lee-Park")], scan=ScanSettings(ner=False))
-    return TestClient(create_app(guard, max_body_bytes=LIMIT))
+    return TestClient(create_app(guard, max_body_bytes=LIMIT, limits=PoolLimits(workers=1)))
 
 
 def test_healthz(client):

@@ -16,7 +16,7 @@ from .common import is_text_format, refuse_unused
 guard_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                         help="Output guard: block verbatim training text, canaries and PII in model outputs.")
 
-_TYPES_HELP = "Comma-separated PII types to scan for (default: every identifier, see README; Presidio names accepted)."
+_TYPES_HELP = "Comma-separated PII types to scan for (default: every identifier, see docs/guide/scrubbing.md; Presidio names accepted)."
 _POLICY_HELP = "REASON=ACTION list, reasons pii/verbatim/canary, actions block/redact/log/off (default pii=redact,verbatim=block,canary=block)."
 
 
@@ -188,11 +188,19 @@ def serve(
     types: str | None = typer.Option(None, "--types", "-t", help=_TYPES_HELP),
     score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
+    workers: int | None = typer.Option(None, "--workers", help=f"Checks at once, one worker process each (1 to {L.MAX_GUARD_WORKERS}; default: the CPUs, at most 4)."),
+    queue: int | None = typer.Option(None, "--queue", help=f"Requests that may wait for a worker (0 to {L.MAX_GUARD_QUEUE:,}; default 2 × --workers); one more gets 503 with Retry-After."),
+    timeout: float = typer.Option(30.0, "--timeout", help=f"Seconds a request may take, queue wait included (at most {L.MAX_GUARD_TIMEOUT_S:g}); past it: 504, and its check is stopped."),
 ) -> None:
-    """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn)."""
+    """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn), on a bounded pool of worker processes."""
+    import functools
+
+    from ..defenses.guard.guard import Guard
+    from ..defenses.guard.pool import PoolLimits, default_workers
     from ..defenses.guard.service import open_socket
     from ..defenses.guard.service import serve as run_service
 
+    limits = PoolLimits(workers=default_workers() if workers is None else workers, queue=queue, timeout_s=timeout)
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: must be 1-65535; e.g. 8080")
     if max_bytes < 64:
@@ -204,5 +212,8 @@ def serve(
     # Start-up errors (a bad host, the port in use): one line, before the PII models load (seconds).
     sock = open_socket(host, port)
     where = f"[{host}]" if ":" in host else host
-    _err(f"serving the guard on http://{where}:{port} (POST /v1/check, GET /healthz)")
-    run_service(guard, host=host, port=port, max_body_bytes=max_bytes, sock=sock)
+    _err(f"serving the guard on http://{where}:{port} (POST /v1/check, GET /healthz): {limits.workers} workers, "
+         f"{limits.queue_limit} more requests may wait, {limits.timeout_s:g} s per request; starting the workers")
+    # Each worker opens the index itself (memory-mapped: one copy in the page cache for all of them).
+    source = functools.partial(Guard.load, index, policy=guard.policy, scan=guard.scan)
+    run_service(guard, host=host, port=port, max_body_bytes=max_bytes, sock=sock, limits=limits, source=source)

@@ -66,6 +66,13 @@ MAX_GUARD_WINDOW = 1_000_000
 MAX_CONFIG_DEPTH = 64
 #: Largest request body the guard service accepts when asked (each request is decoded and scanned in memory).
 MAX_BODY_BYTES = 64 * 1024**2
+#: The guard service's worker processes: each holds an analyser (~0.3 GB with spaCy's model), and one check
+#: uses one core, so more workers than cores only queue inside the machine instead of in the service.
+MAX_GUARD_WORKERS = 64
+#: Requests waiting for a guard worker: past ~10⁴ a client waits hours (a 57 KB PII-dense check takes seconds).
+MAX_GUARD_QUEUE = 10_000
+#: A guard request's time budget: an hour is past any client's or proxy's timeout.
+MAX_GUARD_TIMEOUT_S = 3600.0
 #: A GGUF model file (or a package member holding one): converting it dequantizes every tensor to float32 in
 #: memory, 2× the file for 16-bit weights and 8× for 4-bit ones, so a file past 64 GiB needs 128 GiB or more.
 MAX_GGUF_BYTES = 64 * 1024**3

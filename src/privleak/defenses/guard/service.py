@@ -19,8 +19,19 @@ it, ``tests/test_guard_contract.py``):
   valid request; with the error locations and messages, never the submitted
   input echoed back.
 * 431 — the request's headers exceed :data:`MAX_HEADER_BYTES` together.
+* 503 — (a valid request) every worker is busy and the queue is full (``Retry-After``: seconds,
+  an estimate), or the worker checking it died (``Retry-After`` too).
+* 504 — the request's time budget (``--timeout``, queue wait included) ran
+  out; its check was stopped (or never started, if it was still waiting).
+* 500 — the check itself failed (the exception's type is logged, never its
+  message).
 
-Beyond these, ``GET /healthz`` answers 200, an unknown path 404 and a wrong
+Checks run on a bounded pool of worker processes (:mod:`.pool`): at most
+``--workers`` at once, ``--queue`` more waiting, each stopped when its budget
+runs out or its client disconnects. The event loop only reads, queues and
+answers, so ``GET /healthz`` (200 with the guard's settings and the pool's
+figures; 503 while no worker is running) answers at once while every worker
+is busy. Beyond these, an unknown path answers 404 and a wrong
 method 405 (FastAPI's own); the server (uvicorn, h11) refuses header blocks
 over :data:`H11_MAX_HEADER_BYTES` with 400 before the application sees them. Logs carry method, path, status, latency and finding counts per
 reason — never request or response bodies, so no PII reaches the logs
@@ -36,13 +47,16 @@ import json
 import logging
 import socket
 import time
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request  # at module level: FastAPI resolves the endpoints' annotations here
 
 from ...core.errors import UserError
 from ...core.jsonlimits import JSONLimitError, loads
 from .guard import Guard
+from .pool import Busy, CheckPool, Job, Outcome, PoolLimits
 
 log = logging.getLogger("privleak.guard.service")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
@@ -102,6 +116,24 @@ class Incomplete(BaseModel):
 
 class HeadersTooLarge(BaseModel):
     """431: the request's headers are over the service's limit."""
+
+    detail: str
+
+
+class Unavailable(BaseModel):
+    """503: every worker busy and the queue full, or the worker died; retry after ``Retry-After`` seconds."""
+
+    detail: str
+
+
+class TimedOut(BaseModel):
+    """504: the request's time budget ran out (its check was stopped)."""
+
+    detail: str
+
+
+class CheckFailed(BaseModel):
+    """500: the check raised (a bug; the exception's type is in the server's log)."""
 
     detail: str
 
@@ -196,22 +228,62 @@ async def _answer(send: Any, status: int, detail: Any) -> None:
         log.info("%d %s", status, detail if isinstance(detail, str) else "")
 
 
+def _busy_detail(exc: Busy) -> str:
+    return (f"busy: {exc.checking} requests being checked and {exc.waiting} waiting (the queue is full); "
+            f"retry after {exc.retry_after} s")
+
+
+async def _client_gone(receive: Any) -> None:
+    """Returns when the client disconnects (the ASGI server answers ``receive`` with ``http.disconnect``)."""
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+async def _outcome(pool: CheckPool, job: Job, receive: Any) -> Outcome:
+    """The job's outcome, or ``timeout`` / ``gone`` (the job then cancelled) when its budget runs out or its
+    client disconnects first."""
+    result = asyncio.wrap_future(job.future)
+    gone = asyncio.ensure_future(_client_gone(receive))
+    try:
+        done, _ = await asyncio.wait({result, gone}, timeout=max(0.0, job.remaining()),
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if result in done:
+        return result.result()
+    reason = "gone" if gone in done else "timeout"
+    pool.cancel(job, reason)
+    return Outcome(reason)
+
+
 async def _too_large(send: Any, limit: int) -> None:
     await _answer(send, 413, f"request body over {limit} bytes")
 
 
-def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
-    """The FastAPI app serving ``guard`` (the PII analyser is loaded now, not on the first request)."""
-    from fastapi import FastAPI, Request
+def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, limits: PoolLimits | None = None,
+               source: Callable[[], Guard] | None = None):
+    """The FastAPI app serving ``guard``; its checks run on a :class:`~.pool.CheckPool` started now (every
+    worker's analyser loaded before this returns), ``app.state.pool``: close it when done (it is closed when
+    the app is collected, and its workers end with this process).
+
+    ``source``: what builds the guard inside each worker (e.g. ``functools.partial(Guard.load, path, ...)``);
+    default ``guard`` itself, pickled into each worker. ``guard`` here only answers ``/healthz``.
+    """
+    from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     # Presidio logs the words around each detection at DEBUG ("Context list is: ...") — raw
-    # PII. The service never lets that through, whatever the root log level.
+    # PII. The service never lets that through, whatever the root log level (the workers cap it too).
     logging.getLogger("presidio-analyzer").setLevel(logging.WARNING)
-    guard.warm_up()
+    limits = limits or PoolLimits()
+    pool = CheckPool(source if source is not None else guard, limits)
     app = FastAPI(title="PrivLeak output guard", version="1", docs_url=None, redoc_url=None)
+    app.state.pool = pool
+    weakref.finalize(app, pool.close)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -234,9 +306,13 @@ def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
         return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail},
                             headers=getattr(exc, "headers", None))
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
-        return {"status": "ok", "guard": guard.describe()}
+    # async: answered on the event loop, which never runs a check.
+    @app.get("/healthz", responses={503: {"model": Unavailable, "description": "No worker is running"}})
+    async def healthz() -> Any:
+        workers = pool.stats()
+        if not workers["ready"]:
+            return JSONResponse(status_code=503, content={"detail": "no guard worker is running (starting again)"})
+        return {"status": "ok", "guard": guard.describe(), "workers": workers}
 
     # Every status the endpoint answers is in the OpenAPI document (413 comes
     # from the body-size middleware, 422 from validation and the handler above).
@@ -246,18 +322,49 @@ def create_app(guard: Guard, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
         422: {"model": InvalidRequest, "description": "Body is not UTF-8 JSON, nests or numbers past the limits, "
                                                       "or is not a valid request"},
         431: {"model": HeadersTooLarge, "description": "Request headers over the size limit"},
+        500: {"model": CheckFailed, "description": "The check failed (a bug)"},
+        503: {"model": Unavailable, "description": "Every worker busy and the queue full, or the worker died; "
+                                                   "retry after Retry-After seconds",
+              "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds"}}},
+        504: {"model": TimedOut, "description": "The request's time budget ran out; its check was stopped"},
     })
-    def check(req: CheckRequest) -> CheckResponse:
+    async def check(req: CheckRequest, request: Request) -> Any:
         t0 = time.perf_counter()
-        v = guard.check(req.text, req.context)
-        counts: dict[str, int] = {}
-        for f in v.findings:
-            counts[f.reason] = counts.get(f.reason, 0) + 1
-        log.info("POST /v1/check 200 allowed=%s findings=%s chars=%d %.1f ms", v.allowed,
-                 ",".join(f"{k}:{n}" for k, n in sorted(counts.items())) or "none", len(req.text),
-                 1000 * (time.perf_counter() - t0))
-        return CheckResponse(allowed=v.allowed, text=v.text,
-                             findings=[FindingOut(**f.to_json()) for f in v.findings])
+        try:
+            job = pool.submit(req.text, req.context)
+        except Busy as exc:
+            log.info("POST /v1/check 503 (busy: %d checking, %d waiting)", exc.checking, exc.waiting)
+            return JSONResponse(status_code=503, content={"detail": _busy_detail(exc)},
+                                headers={"Retry-After": str(exc.retry_after)})
+        outcome = await _outcome(pool, job, request.receive)
+        ms = 1000 * (time.perf_counter() - t0)
+        if outcome.kind == "ok" and outcome.verdict is not None:
+            v = outcome.verdict
+            counts: dict[str, int] = {}
+            for f in v["findings"]:
+                counts[f["reason"]] = counts.get(f["reason"], 0) + 1
+            log.info("POST /v1/check 200 allowed=%s findings=%s chars=%d %.1f ms", v["allowed"],
+                     ",".join(f"{k}:{n}" for k, n in sorted(counts.items())) or "none", len(req.text), ms)
+            return CheckResponse(allowed=v["allowed"], text=v["text"],
+                                 findings=[FindingOut(**f) for f in v["findings"]])
+        if outcome.kind == "timeout":
+            log.info("POST /v1/check 504 (over the %g s budget; stopped) chars=%d %.1f ms", limits.timeout_s,
+                     len(req.text), ms)
+            return JSONResponse(status_code=504, content={"detail": (
+                f"the request ran past this service's time budget of {limits.timeout_s:g} s (queue wait included); "
+                + ("its check was stopped" if job.started else "it waited that long for a worker and was never "
+                   "checked") + "; send a shorter text, retry when the service is less busy, or ask for a larger "
+                "--timeout")})
+        if outcome.kind == "gone":
+            log.info("POST /v1/check client disconnected: check stopped chars=%d %.1f ms", len(req.text), ms)
+            return JSONResponse(status_code=503, content={"detail": "the client disconnected"})
+        if outcome.kind == "lost":
+            log.warning("POST /v1/check 503 (the worker died during the check) chars=%d", len(req.text))
+            return JSONResponse(status_code=503, headers={"Retry-After": "5"}, content={
+                "detail": "the worker checking this request stopped unexpectedly; retry after 5 s"})
+        log.error("POST /v1/check 500 (the check raised %s)", outcome.detail)
+        return JSONResponse(status_code=500, content={"detail": f"the check failed ({outcome.detail}); this is a "
+                                                                 "bug in privleak"})
 
     app.add_middleware(_BodyLimit, limit=max_body_bytes)
     return app
@@ -292,17 +399,23 @@ def open_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(guard: Guard, host: str = "127.0.0.1", port: int = 8080, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-          log_level: str = "info", sock: socket.socket | None = None) -> None:
-    """Run the service with uvicorn until interrupted (uvicorn's access log off: ours says enough).
+          log_level: str = "info", sock: socket.socket | None = None, limits: PoolLimits | None = None,
+          source: Callable[[], Guard] | None = None) -> None:
+    """Run the service with uvicorn until interrupted (uvicorn's access log off: ours says enough); the
+    workers are stopped on the way out.
 
     ``sock``: an already listening socket (:func:`open_socket`), so start-up errors come before the models load.
+    ``limits``, ``source``: see :func:`create_app`.
     """
     import uvicorn
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(asctime)s %(name)s %(message)s")
-    app = create_app(guard, max_body_bytes=max_body_bytes)
     sock = sock or open_socket(host, port)
+    app = create_app(guard, max_body_bytes=max_body_bytes, limits=limits, source=source)
     # h11, not httptools: h11 bounds the request head it buffers (httptools accepts any header size).
     config = uvicorn.Config(app, log_level=log_level, access_log=False, http="h11",
                             h11_max_incomplete_event_size=H11_MAX_HEADER_BYTES)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        app.state.pool.close()
