@@ -60,6 +60,9 @@ CASES: list[tuple[str, str, str]] = [
     ("scrub-unknown-mode", "scrub {d}/good.jsonl {d}/o.jsonl --mode blur", "--mode"),
     ("scrub-unknown-format", "scrub {d}/good.jsonl {d}/o.jsonl --format xml", "--format"),
     ("scrub-seed-negative", "scrub {d}/good.jsonl {d}/o.jsonl --seed -3", "--seed"),
+    ("scrub-seed-32-bits", "scrub {d}/good.jsonl {d}/o.jsonl --mode pseudonym --seed 4294967295", "32 hexadecimal"),
+    ("scrub-record-too-long", "scrub {d}/good.jsonl {d}/o.jsonl --max-record-chars 10", "--max-record-chars 32"),
+    ("scrub-max-record-chars-zero", "scrub {d}/good.jsonl {d}/o.jsonl --max-record-chars 0", "--max-record-chars"),
     ("scrub-nul-byte", "scrub {d}/nul.csv {d}/o.csv", "NUL"),
     ("scrub-missing-input", "scrub {d}/nothere.jsonl {d}/o.jsonl", "no such file"),
     # dedup

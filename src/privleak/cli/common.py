@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.errors import MarkupError
@@ -129,3 +132,42 @@ def put(over: dict[str, Any], path: str, value: Any) -> None:
     for sec in sections:
         node = node.setdefault(sec, {})
     node[key] = value
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: raised where the program is, so every ``finally`` (a temporary file's removal)
+    runs on the way out, as for Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def end_cleanly_on_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` (their default ends the process at once:
+    ``privleak scrub`` left its temporary output behind, issue 49); Ctrl-C already raises KeyboardInterrupt.
+    SIGKILL cannot be caught: a file it leaves is named ``.OUT.*.tmp`` beside OUT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated(signum)
+
+    kinds = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    old = {s: signal.signal(s, handler) for s in kinds}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def interrupted_without_output(exc: KeyboardInterrupt, out_path: Path) -> None:
+    """One line for a file command stopped by Ctrl-C or a signal (nothing was written), and its exit code:
+    130 for Ctrl-C, 128 + the signal's number otherwise."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    err.print(f"interrupted ({signal.Signals(signum).name}): {shown(out_path)} was not written (an existing one is "
+              "unchanged, the temporary file removed); rerun the command to start again", soft_wrap=True)
+    sys.exit(128 + int(signum))

@@ -13,7 +13,17 @@ from ..config import MAX_SEED
 from ..core import limits as L
 from ..core.errors import UserError
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, is_text_format, out, parse_epsilons, refuse_unused, shown
+from .common import (
+    check_out_dir,
+    end_cleanly_on_signals,
+    err,
+    interrupted_without_output,
+    is_text_format,
+    out,
+    parse_epsilons,
+    refuse_unused,
+    shown,
+)
 
 
 def data_generate(
@@ -48,23 +58,32 @@ def scrub(
     in_path: Path = typer.Argument(..., metavar="IN", help="Corpus file: JSONL/JSON, CSV/TSV or text (one record per line)."),
     out_path: Path = typer.Argument(..., metavar="OUT", help="Scrubbed copy, same format (written atomically with mode 0600; a new name or a regular file, not IN)."),
     mode: str = typer.Option("mask", "--mode", "-m", help="mask (<NAME>), tag (<NAME_1>, consistent per value) or pseudonym (consistent fake values)."),
-    types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub (default: every identifier, see README; Presidio names accepted). Opt-in: ORGANIZATION, BLOOD_PRESSURE, HEIGHT, WEIGHT."),
+    types: Optional[str] = typer.Option(None, "--types", "-t", help="Comma-separated PII types to scrub (default: every identifier, see docs/guide/scrubbing.md; Presidio names accepted). Opt-in: ORGANIZATION, BLOOD_PRESSURE, HEIGHT, WEIGHT. Nothing else is replaced."),
     text_field: str = typer.Option("text", "--text-field", help="JSON field / CSV column holding the text."),
     fmt: Optional[str] = typer.Option(None, "--format", help="jsonl, csv or text (default: from the file extension)."),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED, help="Key of the pseudonyms, to get the same fakes again; keep it secret (default: a random key, not kept)."),
+    seed: Optional[str] = typer.Option(None, "--seed", metavar="KEY", help="Key of the pseudonyms: 32 hexadecimal digits (128 bits), to get the same fakes again; keep it secret (default: a random key, not kept)."),
     no_ner: bool = typer.Option(False, "--no-ner", help="No spaCy NER: faster; names only next to cue words or from the given-name list."),
     score_threshold: float = typer.Option(0.4, "--score-threshold", min=0.0, max=1.0, help="Drop detections below this Presidio confidence (0-1)."),
+    max_record_chars: int = typer.Option(L.MAX_SCRUB_RECORD_CHARS, "--max-record-chars", min=1, help="Refuse, before any work, a record longer than this many characters (scrubbing reads about 14 KB a second on one core)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
-    """Scrub PII from a corpus file (Presidio + spaCy NER + regex recognizers; offline)."""
+    """Scrub PII from a corpus file (Presidio + spaCy NER + regex recognizers; offline).
+
+    Only the PII types of --types are replaced (default: the identifiers in docs/guide/scrubbing.md): a secret
+    that is no PII type (a passphrase, a password, a security answer) stays in the text."""
     from ..defenses.commands import scrub_file
 
     if str(mode).strip().lower() in ("mask", "tag"):  # an unknown mode gets its own message from scrub_file
-        refuse_unused(ctx, ("seed",), f"seeds the pseudonyms, and --mode {mode} makes none")
+        refuse_unused(ctx, ("seed",), f"seeds the pseudonyms, and --mode {str(mode).strip().lower()} makes none")
     if is_text_format(in_path, fmt):
         refuse_unused(ctx, ("text_field",), f"{in_path} is read as plain text (one record per line, no fields)")
-    report = scrub_file(in_path, out_path, mode=mode, labels=types, text_field=text_field, fmt=fmt,
-                        seed=seed, ner=not no_ner, score_threshold=score_threshold)
+    try:
+        with end_cleanly_on_signals():
+            report = scrub_file(in_path, out_path, mode=mode, labels=types, text_field=text_field, fmt=fmt,
+                                seed=seed, ner=not no_ner, score_threshold=score_threshold,
+                                max_record_chars=max_record_chars)
+    except KeyboardInterrupt as exc:
+        interrupted_without_output(exc, out_path)
     if as_json:
         out.print_json(json.dumps(report.to_dict()))
     else:
@@ -91,6 +110,8 @@ def dedup(
 
     if not threshold > 0.0:
         raise UserError(f"dedup --threshold {threshold:g}: must be in (0, 1]; try 0.8")
+    # Enum values are matched in any case and used in lower case (the project's rule: docs/guide/commands.md).
+    method, shingle = str(method).strip().lower(), str(shingle).strip().lower()
     if method == "exact":
         refuse_unused(ctx, ("threshold", "num_perm", "shingle", "ngram", "seed"),
                       "set the near-duplicate (MinHash) pass, which --method exact does not run")

@@ -66,6 +66,14 @@ MAX_GUARD_WINDOW = 1_000_000
 MAX_CONFIG_DEPTH = 64
 #: Largest request body the guard service accepts when asked (each request is decoded and scanned in memory).
 MAX_BODY_BYTES = 64 * 1024**2
+#: The longest record `privleak scrub` takes unless --max-record-chars says more: spaCy's own nlp.max_length.
+#: Scrubbing is linear in a record's length (overlapping windows), but slow: SCRUB_CHARS_PER_S below, so a
+#: 10.8 MB line (issue 49's probe: no output after 280 s) is about 13 minutes.
+MAX_SCRUB_RECORD_CHARS = 1_000_000
+#: The analyser's speed on one long record with spaCy's NER, per second of one core: bench/bench_scrub_long.py
+#: scrubbed 1.4 M characters of patient notes in one line each (100 K, 300 K, 1 M: the same rate, linear) in
+#: 108 s of CPU, set-up included (under load: 4.6 K characters a second of wall time; a quiet re-run is due).
+SCRUB_CHARS_PER_S = 14_000
 #: The guard service's worker processes: each holds an analyser (~0.3 GB with spaCy's model), and one check
 #: uses one core, so more workers than cores only queue inside the machine instead of in the service.
 MAX_GUARD_WORKERS = 64

@@ -21,6 +21,7 @@ input's, if stricter): it can hold PII (:mod:`privleak.core.io`).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from privleak.core import limits as L
 from privleak.core.errors import UserError
 from privleak.core.io import atomic_open, check_output_file, private_mode
 from privleak.core.progress import progress_bar
@@ -208,9 +210,10 @@ class ScrubFileReport:
         rate = self.n_records / self.seconds if self.seconds > 0 else float("inf")
         return (f"scrubbed {self.n_records} records ({self.n_changed} changed; {self.mode}) → "
                 f"{self.out_path} in {self.seconds:.1f}s ({rate:.0f} records/s; analyser setup "
-                f"{self.setup_seconds:.1f}s); replaced: {found}"
-                + ("; pseudonyms from a random key, not kept (pass --seed N to repeat them, and keep N secret)"
-                   if self.key == "random" else ""))
+                f"{self.setup_seconds:.1f}s); replaced: {found}; a secret of no PII type scrubbed (a passphrase, a "
+                f"password) stays in the text"
+                + ("; pseudonyms from a random key, not kept (pass --seed with 32 hexadecimal digits to repeat "
+                   "them, and keep it secret)" if self.key == "random" else ""))
 
 
 def scrub_file(
@@ -221,23 +224,39 @@ def scrub_file(
     labels: Iterable[str] | str | None = None,
     text_field: str = "text",
     fmt: str | None = None,
-    seed: int | None = None,
+    seed: str | int | None = None,
     ner: bool = True,
     score_threshold: float | None = None,
     analyzer: Any = None,
+    max_record_chars: int | None = L.MAX_SCRUB_RECORD_CHARS,
 ) -> ScrubFileReport:
     """``privleak scrub IN OUT``: scrub the text of every record, keep the rest.
 
-    Pseudonyms are keyed by ``seed``; without one, by 128 random bits drawn for this call and kept nowhere.
-    Whoever knows the key can test a guess against a fake (is this the fake that SSN would get?), and scrubbed
-    files leave the user's hands, so a reproducible key is opt-in."""
+    Pseudonyms are keyed by ``seed``: a key of 32 hexadecimal digits (128 bits, :func:`~privleak.defenses.
+    pseudonyms.parse_key`), or an int used as is (Python callers: give 128 random bits); without one, by 128
+    random bits drawn for this call and kept nowhere. Whoever knows the key can test a guess against a fake (is
+    this the fake that SSN would get?), and scrubbed files leave the user's hands, so a reproducible key is
+    opt-in, and a short one (searchable exhaustively) is refused.
+
+    ``max_record_chars``: a record longer than this is refused, naming its line, its size and the option that
+    raises the bound, before the analyser is built (None: no bound). Scrubbing time grows linearly with a
+    record's length (it is analysed in overlapping windows), but at ~14 KB/s a 10 MB line is ~12 minutes."""
     from privleak.defenses.pii import DEFAULT_SCORE_THRESHOLD, PiiAnalyzer, parse_labels
+    from privleak.defenses.pseudonyms import parse_key
     from privleak.defenses.scrub import MODES, Scrubber
 
     # Everything that needs no work is checked first: building the analyser
     # takes seconds, reading a large file too.
     if str(mode).strip().lower() not in MODES:
         raise UserError(f"--mode {mode}: unknown scrub mode; use one of: {', '.join(MODES)}")
+    if isinstance(seed, str):
+        seed = parse_key(seed, option="--seed")
+    elif seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**128):
+        raise UserError(f"seed {seed!r}: must be a key of 32 hexadecimal digits or an int from 0 to 2^128 - 1")
+    if max_record_chars is not None and (isinstance(max_record_chars, bool) or not isinstance(max_record_chars, int)
+                                         or max_record_chars < 1):
+        raise UserError(f"--max-record-chars {max_record_chars}: must be a whole number of at least 1; "
+                        f"e.g. {L.MAX_SCRUB_RECORD_CHARS}")
     if analyzer is None:
         try:
             parse_labels(labels)
@@ -249,6 +268,9 @@ def scrub_file(
     check_output_file(out_path, [in_path])
     t0 = time.perf_counter()
     table = _read_table(in_path, text_field, fmt)  # bad input fails before the slow setup
+    idx = table.record_indices()
+    if max_record_chars is not None:
+        _check_record_sizes(table, idx, max_record_chars)
     t_read = time.perf_counter() - t0
     if analyzer is None:
         analyzer = PiiAnalyzer(
@@ -258,20 +280,24 @@ def scrub_file(
     key = "" if str(mode).strip().lower() != "pseudonym" else "random" if seed is None else "seed"
     scrubber = Scrubber(analyzer, mode=mode, labels=labels, seed=secrets.randbits(128) if seed is None else seed)
     t1 = time.perf_counter()
-    idx = table.record_indices()
     n_changed = 0
+    n_chars = sum(len(table.texts[i] or "") for i in idx)
 
     def rows() -> Iterator[Any]:
         nonlocal n_changed
         texts = (table.texts[i] for i in idx)
-        if scrubber.mode == "pseudonym":  # every value is found, and kept out of the fakes, before the first goes
-            with progress_bar("finding PII", total=len(idx)) as found:
-                results = scrubber.iter_scrub(texts, on_analysed=found)
-                first = next(results, None)
-            results = itertools.chain([] if first is None else [first], results)
-        else:
-            results = scrubber.iter_scrub(texts)
-        with progress_bar("scrubbing", total=len(idx)) as advance:
+        with contextlib.ExitStack() as bars:
+            # Progress in characters analysed: a file of one long record moves too (each window is reported).
+            if scrubber.mode == "pseudonym":  # every value is found, and kept out of the fakes, before the first goes
+                with progress_bar("finding PII (characters)", total=n_chars) as found:
+                    results = scrubber.iter_scrub(texts, on_chars=found)
+                    first = next(results, None)
+                results = itertools.chain([] if first is None else [first], results)
+                advance = bars.enter_context(progress_bar("scrubbing", total=len(idx)))
+            else:
+                results = scrubber.iter_scrub(
+                    texts, on_chars=bars.enter_context(progress_bar("scrubbing (characters)", total=n_chars)))
+                advance = None
             pos = 0
             for i in range(len(table.rows)):
                 if pos < len(idx) and idx[pos] == i:
@@ -281,7 +307,8 @@ def scrub_file(
                     row = _with_text(table, i, s.text)
                     if table.fmt in ("jsonl", "json") and table.text_field == "text":
                         _remap_pii(row, s)
-                    advance()
+                    if advance is not None:
+                        advance()
                     yield row
                 else:
                     yield table.rows[i]
@@ -293,6 +320,18 @@ def scrub_file(
         counts=dict(scrubber.counts), seconds=t_read + time.perf_counter() - t1, setup_seconds=t1 - t0 - t_read,
         key=key,
     )
+
+
+def _check_record_sizes(table: _Table, idx: list[int], limit: int) -> None:
+    """Refuse the first record over ``limit`` characters, naming where it is and how to go on."""
+    for i in idx:
+        n = len(table.texts[i] or "")
+        if n > limit:
+            where = f"{'record' if table.fmt == 'json' else 'line'} {table.lines[i]}"  # a JSON array: its position
+            raise UserError(f"{table.path} {where}: a record of {n:,} characters, over --max-record-chars "
+                            f"{limit:,}; split it into shorter records, or pass --max-record-chars {n} to scrub it "
+                            f"whole (the analyser reads about {L.SCRUB_CHARS_PER_S // 1000} KB a second on one core: about "
+                            f"{max(1, round(n / L.SCRUB_CHARS_PER_S / 60))} min for this one)")
 
 
 def _remap_pii(row: dict, scrubbed: Any) -> None:

@@ -13,7 +13,9 @@ corpus has them — out of the draws, under the leak-counting rule (``normalise_
 model never carries a real value only because it was a fake, and the attacks count no false leak.
 
 The fakes are keyed by the seed: whoever knows it can test a guess (is this the fake that SSN would
-get?). Keep it secret when pseudonymised text leaves your hands; the audit's attacks do not use it.
+get?). Keep it secret when pseudonymised text leaves your hands; the audit's attacks do not use it. A key a
+user types is 128 bits (:func:`parse_key`): a 32-bit one is searched exhaustively in minutes, given one fake
+and the real value it replaced (2^32 guesses of one SHA-256 and one draw each).
 """
 
 from __future__ import annotations
@@ -24,8 +26,24 @@ import re
 import string
 from typing import Callable, Sequence
 
+from privleak.core.errors import UserError
 from privleak.core.normalise import ALNUM, DATE, DIGITS, TEXT, TextView, is_digit_label, normalise_value, rule
 from privleak.data.canaries import derive_seed
+
+#: A user's pseudonym key: 128 bits, written as this many hexadecimal digits.
+KEY_HEX_DIGITS = 32
+_KEY = re.compile(r"[0-9a-fA-F]{%d}" % KEY_HEX_DIGITS)
+
+
+def parse_key(text: str, option: str = "--seed") -> int:
+    """A pseudonym key given as 32 hexadecimal digits (any case; 128 bits) as an int; anything shorter, longer
+    or not hexadecimal is refused: a short key can be searched exhaustively, and a longer one would be cut."""
+    s = str(text).strip()
+    if not _KEY.fullmatch(s):
+        raise UserError(f"{option} {text}: a pseudonym key is 32 hexadecimal digits (128 bits) — a shorter one can "
+                        "be searched exhaustively from one fake and its original; make one with `python -c "
+                        "'import secrets; print(secrets.token_hex(16))'` and keep it secret")
+    return int(s, 16)
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -338,4 +356,4 @@ def _fake_weight(value: str, rng: random.Random) -> str:
     return f"{n}{space}{unit}"
 
 
-__all__ = ["Pseudonymizer"]
+__all__ = ["KEY_HEX_DIGITS", "Pseudonymizer", "parse_key"]

@@ -178,11 +178,13 @@ class Scrubber:
                 self.pseudonyms.reserve(d.label, text[d.start : d.end])
 
     def iter_scrub(
-        self, texts: Iterable[str], on_analysed: Callable[[int], None] | None = None
+        self, texts: Iterable[str], on_analysed: Callable[[int], None] | None = None,
+        on_chars: Callable[[int], None] | None = None,
     ) -> Iterator[ScrubbedText]:
         """Scrubbed texts, streaming; pseudonyms analyse every text first (``on_analysed(1)`` after each),
-        so that no fake equals a value found anywhere in ``texts``."""
-        pairs: Iterable[tuple[str, list[Detection]]] = _zip_lazy(texts, self.analyzer, self.labels)
+        so that no fake equals a value found anywhere in ``texts``. ``on_chars(n)``: ``n`` more characters
+        analysed (see :meth:`~privleak.defenses.pii.PiiAnalyzer.iter_analyze`)."""
+        pairs: Iterable[tuple[str, list[Detection]]] = _zip_lazy(texts, self.analyzer, self.labels, on_chars)
         if self.mode == "pseudonym":
             found = []
             for text, dets in pairs:
@@ -252,7 +254,8 @@ def _splice_groups(text: str, dets: Sequence[Detection]) -> list[tuple[int, int,
     return out
 
 
-def _zip_lazy(texts: Iterable[str], analyzer: PiiAnalyzer, labels: Sequence[str]):
+def _zip_lazy(texts: Iterable[str], analyzer: PiiAnalyzer, labels: Sequence[str],
+              on_chars: Callable[[int], None] | None = None):
     """(text, detections) pairs while the analyser streams through ``texts``."""
     buffer: deque[str] = deque()
 
@@ -261,7 +264,8 @@ def _zip_lazy(texts: Iterable[str], analyzer: PiiAnalyzer, labels: Sequence[str]
             buffer.append(t)
             yield t
 
-    for dets in analyzer.iter_analyze(feed(), labels):
+    extra = {} if on_chars is None else {"on_chars": on_chars}
+    for dets in analyzer.iter_analyze(feed(), labels, **extra):
         yield buffer.popleft(), dets
 
 

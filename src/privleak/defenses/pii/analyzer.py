@@ -114,9 +114,13 @@ class PiiAnalyzer:
         return self.analyze_batch([text], labels, resolve=resolve)[0]
 
     def iter_analyze(
-        self, texts: Iterable[str], labels: Iterable[str] | None = None, *, resolve: bool = True
+        self, texts: Iterable[str], labels: Iterable[str] | None = None, *, resolve: bool = True,
+        on_chars: Callable[[int], None] | None = None,
     ) -> Iterator[list[Detection]]:
-        """Detections per text, lazily, running spaCy over batches (``nlp.pipe``)."""
+        """Detections per text, lazily, running spaCy over batches (``nlp.pipe``).
+
+        ``on_chars(n)``: after each piece, the number of characters of its text that piece finished (a long
+        text's windows report their own parts as they go, so progress moves inside a 10 MB record too)."""
         wanted = self._wanted(labels)
         entities = [e for e in self._entities if ENTITY_TO_LABEL.get(e, e) in wanted]
         engine = self._engine
@@ -151,6 +155,8 @@ class PiiAnalyzer:
                 job = jobs[0]
                 w = job.windows[job.done]
                 job.done += 1
+                if on_chars is not None:
+                    on_chars(w.own_end - w.own_start)
                 if piece.strip():
                     results = engine.analyze(text=piece, language="en", entities=entities,
                                              nlp_artifacts=artifacts, score_threshold=self.score_threshold)
