@@ -9,7 +9,9 @@ so a server without them runs too). Then, in order:
 
 1. **burst** (the probe's case): ``--clients`` clients each post one ``--kb`` KB PII-dense body (patient notes,
    ~19 PII values per KB) at the same moment and wait up to ``--client-timeout`` s (the probe's 120 s); a client
-   that times out closes its connection (abandons). Meanwhile ``/healthz`` is asked every 0.5 s.
+   refused with 503 waits ``Retry-After`` and sends it again while its time lasts (a server that never refuses
+   sees the probe's case exactly); a client that times out closes its connection (abandons). Meanwhile
+   ``/healthz`` is asked every 0.5 s.
 2. **after the burst**: one small request (how long the next client waits), and the server's CPU seconds (its
    process and every descendant, ``/proc``) from the moment the last client returned: over the next 10 s, and
    until the server is idle (under 5 % of a core for 1 s; at most ``--idle-limit`` s): how long abandoned work
@@ -109,6 +111,8 @@ class Probe:
 
     def __init__(self, url: str) -> None:
         self.url, self.lat, self.failed, self._stop = url, [], 0, asyncio.Event()
+        self.answers: Counter[str] = Counter()
+        self.last: dict = {}
 
     async def run(self) -> None:
         async with httpx.AsyncClient(timeout=60) as c:
@@ -118,9 +122,13 @@ class Probe:
                     r = await c.get(self.url)
                     self.lat.append(time.perf_counter() - t)
                     self.failed += r.status_code != 200
-                except httpx.HTTPError:
+                    self.answers[str(r.status_code)] += 1
+                    if r.status_code == 200:
+                        self.last = r.json().get("workers", {})
+                except httpx.HTTPError as exc:
                     self.lat.append(time.perf_counter() - t)
                     self.failed += 1
+                    self.answers[type(exc).__name__] += 1
                 try:
                     await asyncio.wait_for(self._stop.wait(), 0.5)
                 except asyncio.TimeoutError:
@@ -130,8 +138,12 @@ class Probe:
         self._stop.set()
 
     def line(self) -> str:
+        pool = ", ".join(f"{k} {self.last[k]}" for k in ("checked", "refused", "timeout", "gone", "lost", "stopped",
+                                                          "killed") if k in self.last)
         return (f"/healthz: {len(self.lat)} asked, p50 {1e3 * _pct(self.lat, 0.5):.0f} ms, "
-                f"max {1e3 * max(self.lat, default=float('nan')):.0f} ms, {self.failed} not 200")
+                f"max {1e3 * max(self.lat, default=float('nan')):.0f} ms, answers "
+                + ", ".join(f"{k} × {v}" for k, v in sorted(self.answers.items()))
+                + (f"; the pool's counts at the last answer: {pool}" if pool else ""))
 
 
 async def _post(client: httpx.AsyncClient, url: str, body: bytes, timeout: float) -> tuple[str, float, str]:
@@ -190,16 +202,33 @@ async def _after(url: str, pid: int, idle_limit: float) -> dict:
     return {"next": outcome, "next_s": wait, "cpu10": cpu10, "busy_s": busy_for}
 
 
+async def _patient(client: httpx.AsyncClient, url: str, body: bytes, timeout: float) -> tuple[str, float, str, int]:
+    """One client that sends ``body`` and, refused with 503, waits Retry-After and sends it again, while its
+    ``timeout`` lasts: (last outcome, seconds from the first send, Retry-After seen, refusals)."""
+    start, refused, retry = time.perf_counter(), 0, ""
+    while True:
+        left = timeout - (time.perf_counter() - start)
+        outcome, _, after = await _post(client, url, body, left)
+        if outcome == "503" and after.isdigit():
+            refused, retry = refused + 1, after
+            if time.perf_counter() - start + int(after) < timeout:
+                await asyncio.sleep(int(after))
+                continue
+        return outcome, time.perf_counter() - start, retry, refused
+
+
 async def _burst(url: str, health: str, bodies: list[bytes], timeout: float) -> dict:
     probe = Probe(health)
     prober = asyncio.ensure_future(probe.run())
     limits = httpx.Limits(max_connections=len(bodies) + 4, max_keepalive_connections=0)
     async with httpx.AsyncClient(limits=limits) as client:
-        results = await asyncio.gather(*(_post(client, url, b, timeout) for b in bodies))
+        results = await asyncio.gather(*(_patient(client, url, b, timeout) for b in bodies))
     probe.stop()
     await prober
-    out = _summary(f"burst of {len(bodies)} × {len(bodies[0]) // 1000} KB", list(results))
-    print("  " + probe.line())
+    out = _summary(f"burst of {len(bodies)} × {len(bodies[0]) // 1000} KB (each client retries after Retry-After "
+                   f"while its {timeout:.0f} s last; last answers)", [r[:3] for r in results])
+    out["refusals"] = sum(r[3] for r in results)
+    print(f"  503 answers on the way: {out['refusals']}; " + probe.line())
     out["health_max"] = max(probe.lat, default=float("nan"))
     return out
 
@@ -307,7 +336,8 @@ def main() -> None:
         leaked = any(b.decode()[20:90] in log_path.read_text() for b in dense[:5])
     print(f"server alive at the end: {alive}; request text in the server log: {leaked}")
     s = soak or {"ok": 0, "p99": float("nan"), "health_max": float("nan"), "rps": 0.0, "by": {}}
-    print(f"RESULT burst_ok={burst['ok']}/{burst['n']} burst_503={burst['by'].get('503', 0)} "
+    print(f"RESULT burst_ok={burst['ok']}/{burst['n']} burst_503_seen={burst['refusals']} "
+          f"burst_503_last={burst['by'].get('503', 0)} "
           f"burst_504={burst['by'].get('504', 0)} burst_client_timeouts={burst['by'].get('client timeout', 0)} "
           f"burst_p50={burst['p50']:.1f}s burst_max={burst['max']:.1f}s healthz_max={burst['health_max']:.2f}s "
           f"next_after_burst={burst['next_s']:.2f}s busy_after_burst={burst['busy_s']:.0f}s "
