@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from privleak.core.errors import UserError
 from privleak.defenses.guard import Guard, ScanSettings
-from privleak.defenses.guard.pool import PoolLimits
+from privleak.defenses.guard.pool import PoolLimits, admission
 from privleak.defenses.guard.service import create_app
 
 MEMBER = ("Verification record for Ann Lee-Park: social security number 376-45-8448. "
@@ -58,10 +58,21 @@ class GatedAnalyzer:
         return [[] for _ in texts]
 
 
-def _app(tmp_path: Path, **limits):
+class PacedAnalyzer(GatedAnalyzer):
+    """As :class:`GatedAnalyzer`, and every other text takes 0.2 ms per character (a sleep: no CPU), so the
+    worker's measured speed, and the pool's predictions, are known."""
+
+    def analyze_batch(self, texts, labels=None, **_):
+        for t in texts:
+            if "SLOW" not in t:
+                time.sleep(2e-4 * len(t))
+        return super().analyze_batch(texts, labels)
+
+
+def _app(tmp_path: Path, analyzer=GatedAnalyzer, max_body_bytes=4096, **limits):
     guard = Guard.build([MEMBER], canaries=["376-45-8448"], scan=ScanSettings(ner=False),
-                        analyzer=GatedAnalyzer(tmp_path / "gate", tmp_path / "beat"))
-    return create_app(guard, max_body_bytes=4096, limits=PoolLimits(**limits))
+                        analyzer=analyzer(tmp_path / "gate", tmp_path / "beat"))
+    return create_app(guard, max_body_bytes=max_body_bytes, limits=PoolLimits(**limits))
 
 
 def _beats(tmp_path: Path) -> int:
@@ -180,6 +191,51 @@ def test_a_disconnected_clients_check_stops(tmp_path):
         server.should_exit = True
         thread.join(30)
         app.state.pool.close()
+
+
+def test_admission_by_predicted_work():
+    assert admission(backlog_s=1e6, cost_s=1e6, workers=2, busy=1, timeout_s=30) == 0  # a worker is free
+    assert admission(backlog_s=40, cost_s=5, workers=2, busy=6, timeout_s=30) == 0  # 20 + 5 ≤ 30
+    assert admission(backlog_s=60, cost_s=5, workers=2, busy=6, timeout_s=30) == pytest.approx(5)  # 30 + 5 - 30
+
+
+def test_a_request_that_cannot_end_in_its_budget_is_refused_at_once_and_small_ones_still_wait(tmp_path):
+    """One worker, measured at 0.2 ms a character, held by a SLOW check: a 20,000-character text (4 s of work)
+    cannot end within a 2 s budget, so it is refused now with a Retry-After, not queued to time out; a
+    2,000-character one (0.4 s) waits."""
+    app = _app(tmp_path, analyzer=PacedAnalyzer, max_body_bytes=65536, workers=1, timeout_s=2.0)
+    client = TestClient(app)
+    pool = app.state.pool
+    assert 150 <= pool.stats()["ms_per_kchar"] <= 2000  # its calibration: 200 ms per 1,000 characters and more
+    held = threading.Thread(target=client.post, args=("/v1/check",), kwargs={"json": {"text": "SLOW"}})
+    held.start()
+    _wait_for(lambda: pool.stats()["checking"] == 1, "the worker to be held")
+    r = client.post("/v1/check", json={"text": "a" * 20_000})
+    assert r.status_code == 503 and int(r.headers["retry-after"]) >= 2 and pool.stats()["waiting"] == 0
+    small = {}
+    waiter = threading.Thread(target=lambda: small.update(r=client.post("/v1/check", json={"text": "b" * 2000})))
+    waiter.start()
+    _wait_for(lambda: pool.stats()["waiting"] == 1, "the small request to queue")
+    (tmp_path / "gate").touch()
+    held.join(60)
+    waiter.join(60)
+    assert small["r"].status_code in (200, 504)  # admitted (whether it ends in time is the machine's load)
+    pool.close()
+
+
+def test_a_burst_of_small_requests_is_all_answered(tmp_path):
+    """The probe's 200 concurrent small requests were answered; a queue bound by count alone would refuse them."""
+    app = _app(tmp_path, workers=1, timeout_s=300)
+    client = TestClient(app)
+    codes: list[int] = []
+    threads = [threading.Thread(target=lambda: codes.append(client.post("/v1/check", json={"text": "hi"}).status_code))
+               for _ in range(100)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert codes == [200] * 100
+    app.state.pool.close()
 
 
 @pytest.mark.parametrize("limits, flag", [({"workers": 0}, "--workers 0"), ({"workers": 65}, "--workers 65"),

@@ -189,7 +189,7 @@ def serve(
     score_threshold: float = typer.Option(0.4, "--score-threshold", help="Drop PII detections below this Presidio confidence."),
     no_ner: bool = typer.Option(False, "--no-ner", help="Regex recognizers only (faster; names only by cue)."),
     workers: int | None = typer.Option(None, "--workers", help=f"Checks at once, one worker process each (1 to {L.MAX_GUARD_WORKERS}; default: the CPUs, at most 4)."),
-    queue: int | None = typer.Option(None, "--queue", help=f"Requests that may wait for a worker (0 to {L.MAX_GUARD_QUEUE:,}; default 2 × --workers); one more gets 503 with Retry-After."),
+    queue: int | None = typer.Option(None, "--queue", help=f"Requests that may wait for a worker (0 to {L.MAX_GUARD_QUEUE:,}; default 256); one more, or one whose predicted wait and check would not end within --timeout, gets 503 with Retry-After."),
     timeout: float = typer.Option(30.0, "--timeout", help=f"Seconds a request may take, queue wait included (at most {L.MAX_GUARD_TIMEOUT_S:g}); past it: 504, and its check is stopped."),
 ) -> None:
     """Serve POST /v1/check and GET /healthz over HTTP (FastAPI + uvicorn), on a bounded pool of worker processes."""

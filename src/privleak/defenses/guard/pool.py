@@ -10,10 +10,16 @@ whose clients had gone ran 140 s more).
 The bounds (:class:`PoolLimits`):
 
 * ``workers``: checks at once, one per process.
-* ``queue``: requests admitted beyond those being checked; one more is refused (:class:`Busy`, the service's
-  503) with a ``Retry-After`` of the mean check time × the requests ahead ÷ the workers.
 * ``timeout_s``: a request's whole budget from admission, queue wait included. Past it the request is
   answered (504) and its check stopped.
+* The queue is bounded by work, not only by count: while every worker is busy, a request is admitted only if
+  the work ahead of it and its own, predicted from its length (:func:`admission`), end within ``timeout_s``;
+  otherwise it is refused at once (:class:`Busy`, the service's 503) with a ``Retry-After`` of the seconds
+  until it would be admitted — rather than queued to time out. A check's cost is linear in the text's length
+  (bench/bench_scrub_long.py); the seconds per character are measured by each worker on a PII-dense sample
+  when it starts and then follow the checks actually done (a moving mean), so the prediction follows the
+  machine's load. ``queue`` caps the count besides (each waiting request holds its body in memory): 200
+  concurrent one-line requests are all admitted, 50 concurrent 57 KB PII-dense ones are not.
 
 Stopping a check (time budget spent, or the client gone): the worker is sent ``SIGUSR1``, whose handler raises
 :class:`Stop` inside the check — Python runs signal handlers between bytecodes, so within milliseconds, or once
@@ -46,6 +52,27 @@ log = logging.getLogger("privleak.guard.service")
 START_TIMEOUT_S = 600.0
 #: How often a busy slot looks at its request's deadline and cancellation while the worker computes.
 POLL_S = 0.05
+#: Requests that may wait by default: each holds its body (at most --max-bytes, 64 KB by default: 16 MB in
+#: all); the time budget, through :func:`admission`, usually refuses long before.
+DEFAULT_QUEUE = 256
+#: What a worker checks when it starts, to measure its seconds per character: PII-dense (a value every ~40
+#: characters, as in the 57 KB patient notes of issue 49's probe), 3.7 KB.
+CALIBRATION = ("Patient Maria Lopez (DOB 03/14/1962, MRN 4471902) called from (617) 555-0142 about the letter "
+               "sent to 12 Elm Street, Boston, MA 02118; SSN 123-45-6789 on file, e-mail maria.lopez@example.org, "
+               "seen by Dr. James Chen on 2024-05-02. ") * 16
+#: A check's fixed cost besides its length (parsing, the verdict, the pipe), in seconds.
+OVERHEAD_S = 0.005
+
+
+def admission(backlog_s: float, cost_s: float, workers: int, busy: int, timeout_s: float) -> float:
+    """0 when a request predicted to take ``cost_s`` seconds may be admitted, else the seconds after which it
+    would be (its Retry-After). ``busy``: requests admitted and not done (waiting or checked); ``backlog_s``:
+    their predicted seconds still to go. A free worker always takes it; otherwise it waits for the backlog
+    spread over the workers, and is admitted when that and its own check fit in ``timeout_s``."""
+    if busy < workers:
+        return 0.0
+    late = backlog_s / workers + cost_s - timeout_s
+    return 0.0 if late <= 0 else late
 
 
 def default_workers() -> int:
@@ -59,7 +86,7 @@ def default_workers() -> int:
 
 @dataclass(frozen=True)
 class PoolLimits:
-    """How much the service takes on (see the module docstring); ``queue`` None is 2 × ``workers``."""
+    """How much the service takes on (see the module docstring); ``queue`` None is :data:`DEFAULT_QUEUE`."""
 
     workers: int = field(default_factory=default_workers)
     queue: int | None = None
@@ -78,7 +105,7 @@ class PoolLimits:
 
     @property
     def queue_limit(self) -> int:
-        return 2 * self.workers if self.queue is None else self.queue
+        return DEFAULT_QUEUE if self.queue is None else self.queue
 
 
 class Busy(Exception):
@@ -115,6 +142,7 @@ class Job:
         self.started = False  # a worker took it
         self.reason = ""  # why it is being stopped: "timeout" or "gone"
         self.stop = threading.Event()
+        self.cost = 0.0  # predicted seconds
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -149,7 +177,9 @@ def _worker_main(conn: Any, source: Guard | Callable[[], Guard]) -> None:
     except BaseException as exc:  # noqa: BLE001 - the server reports it and exits
         conn.send(("error", 0, str(exc) if isinstance(exc, UserError) else type(exc).__name__))
         return
-    conn.send(("ready", 0, os.getpid()))
+    t0 = time.perf_counter()
+    guard.check(CALIBRATION)
+    conn.send(("ready", 0, (os.getpid(), (time.perf_counter() - t0) / len(CALIBRATION))))
     while True:
         try:
             job_id, text, context = conn.recv()
@@ -190,6 +220,7 @@ class _Worker:
         self.proc.start()
         child.close()
         self.pid: int | None = None
+        self.s_per_char = 0.0  # measured on CALIBRATION when it started
 
     def wait_ready(self, timeout: float) -> None:
         try:
@@ -198,7 +229,7 @@ class _Worker:
         except (EOFError, OSError):
             kind, info = "died", None
         if kind == "ready":
-            self.pid = int(info)
+            self.pid, self.s_per_char = int(info[0]), float(info[1])
             return
         self.kill()
         if kind == "error":
@@ -236,7 +267,8 @@ class CheckPool:
         self._ids = itertools.count(1)
         self._waiting = 0
         self._checking = 0
-        self._mean_s = 1.0  # moving mean of check times, for Retry-After
+        self._waiting_s = 0.0  # predicted seconds of the waiting requests
+        self._running: dict[int, tuple[float, float]] = {}  # slot → (start, predicted seconds) of its check
         self._closed = False
         # Requests by how they ended, and checks stopped in their worker (``stopped``) or by killing it.
         self.counts = {"checked": 0, "refused": 0, "timeout": 0, "gone": 0, "lost": 0, "error": 0,
@@ -250,6 +282,7 @@ class CheckPool:
                 w.kill()
             raise
         self._workers: list[_Worker | None] = list(workers)
+        self._s_per_char = max(w.s_per_char for w in workers)  # then a moving mean of the checks done
         self._threads = [threading.Thread(target=self._slot, args=(i,), name=f"privleak-guard-slot-{i}", daemon=True)
                          for i in range(self.limits.workers)]
         for t in self._threads:
@@ -257,17 +290,29 @@ class CheckPool:
 
     # -- admission --------------------------------------------------------------------------------------
 
-    def _retry_after(self) -> int:
-        return max(1, math.ceil(self._mean_s * (self._waiting + 1) / self.limits.workers))
+    def _cost(self, chars: int) -> float:
+        return OVERHEAD_S + chars * self._s_per_char
+
+    def _backlog_s(self, now: float) -> float:
+        # Under the lock: the waiting requests' predicted seconds and what the running checks have left.
+        return self._waiting_s + sum(max(0.0, cost - (now - start)) for start, cost in self._running.values())
 
     def submit(self, text: str, context: str = "") -> Job:
-        """Admit a check (its budget starts now), or raise :class:`Busy`."""
+        """Admit a check (its budget starts now), or raise :class:`Busy` (see :func:`admission`)."""
         with self._lock:
-            if self._closed or self._waiting + self._checking >= self.limits.workers + self.limits.queue_limit:
+            now = time.monotonic()
+            busy = self._waiting + self._checking
+            cost = self._cost(len(text) + len(context))
+            late = admission(self._backlog_s(now), cost, self.limits.workers, busy, self.limits.timeout_s)
+            if self._closed or late > 0 or busy >= self.limits.workers + self.limits.queue_limit:
                 self.counts["refused"] += 1
-                raise Busy(self._retry_after(), self._checking, self._waiting)
-            job = Job(next(self._ids), text, context, time.monotonic() + self.limits.timeout_s)
+                # Full by count: a slot frees when the earliest of the running checks ends.
+                wait = late if late > 0 else self._backlog_s(now) / self.limits.workers
+                raise Busy(max(1, math.ceil(wait)), self._checking, self._waiting)
+            job = Job(next(self._ids), text, context, now + self.limits.timeout_s)
+            job.cost = cost
             self._waiting += 1
+            self._waiting_s += cost
         self._jobs.put(job)
         return job
 
@@ -280,6 +325,7 @@ class CheckPool:
             if job.state == "queued":  # no work done: resolved here (its slot skips it)
                 job.state = "done"
                 self._waiting -= 1
+                self._waiting_s -= job.cost
                 self.counts[reason] += 1
                 _resolve(job, Outcome(reason))
                 return
@@ -301,7 +347,8 @@ class CheckPool:
             ready = sum(w is not None and w.proc.is_alive() for w in self._workers)
             return {"workers": self.limits.workers, "ready": ready, "checking": self._checking,
                     "waiting": self._waiting, "queue_limit": self.limits.queue_limit,
-                    "timeout_s": self.limits.timeout_s, "mean_check_s": round(self._mean_s, 3), **self.counts}
+                    "timeout_s": self.limits.timeout_s, "backlog_s": round(self._backlog_s(time.monotonic()), 2),
+                    "ms_per_kchar": round(1e6 * self._s_per_char, 2), **self.counts}
 
     # -- the slots ---------------------------------------------------------------------------------------
 
@@ -316,7 +363,9 @@ class CheckPool:
                 job.state = "running"
                 job.started = True
                 self._waiting -= 1
+                self._waiting_s -= job.cost
                 self._checking += 1
+                self._running[i] = (time.monotonic(), job.cost)
             broken: list[str] = []  # why the worker must be replaced, once the request is answered
             try:
                 outcome = self._run(i, job, broken)
@@ -325,6 +374,7 @@ class CheckPool:
                 outcome, broken = Outcome("lost"), ["failed"]
             with self._lock:
                 self._checking -= 1
+                self._running.pop(i, None)
                 job.state = "done"
                 self.counts["checked" if outcome.kind == "ok" else outcome.kind] += 1
             _resolve(job, outcome)
@@ -381,7 +431,11 @@ class CheckPool:
                 if job_id != job.id:  # pragma: no cover - one request at a time per worker
                     continue
                 if kind == "ok":
-                    self._mean_s = 0.8 * self._mean_s + 0.2 * (time.monotonic() - t0)
+                    chars = len(job.text) + len(job.context)
+                    if chars >= 1000:  # shorter ones measure the fixed cost more than the rate
+                        rate = max(0.0, time.monotonic() - t0 - OVERHEAD_S) / chars
+                        with self._lock:
+                            self._s_per_char = 0.7 * self._s_per_char + 0.3 * rate
                     return Outcome("ok", payload) if asked is None else Outcome(job.reason or "timeout")
                 if kind == "stopped":
                     with self._lock:
@@ -416,4 +470,4 @@ class CheckPool:
                 _resolve(job, Outcome("lost"))
 
 
-__all__ = ["Busy", "CheckPool", "Outcome", "PoolLimits", "Stop", "default_workers"]
+__all__ = ["Busy", "CheckPool", "Outcome", "PoolLimits", "Stop", "admission", "default_workers"]
