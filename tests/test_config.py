@@ -7,7 +7,7 @@ from privleak.core.errors import UserError
 
 def test_defaults_and_arm_names():
     cfg = build_config()
-    assert arm_names(cfg) == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
+    assert arm_names(cfg) == ["baseline", "best", "dp-1", "dp-8", "dp-user-10", "scrub", "dp-8+scrub", "guard"]
     assert cfg.profile == "quick"
 
 
@@ -88,7 +88,7 @@ def test_unparseable_config_file(tmp_path):
 
 def test_full_profile_adds_dedup_lora_and_federated_arms():
     assert arm_names(build_config(overrides={"profile": "full"})) == [
-        "baseline", "best", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
+        "baseline", "best", "dp-0.5", "dp-1", "dp-2", "dp-4", "dp-8", "dp-user-10", "scrub", "dp-8+scrub", "dedup", "dp-8+lora",
         *[f"dpw-{s:g}" for s in build_config(overrides={"profile": "full"}).dp_weights.sigmas], "fedavg", "fed-dp-8",
         "guard"]
 

@@ -96,7 +96,7 @@ def test_gpu_profile_is_chosen_on_cuda_only_and_cpu_default_is_unchanged():
     assert PROFILES["quick"] == {"dp": {"epsilons": [1.0, 8.0]}}
     e = cfg.model.embedded
     assert (e.n_layer, e.n_embd, e.n_head, e.vocab_size, cfg.model.max_length) == (2, 128, 4, 2048, 160)
-    assert arm_names(cfg) == ["baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"]
+    assert arm_names(cfg) == ["baseline", "best", "dp-1", "dp-8", "dp-user-10", "scrub", "dp-8+scrub", "guard"]
     assert not cfg.shadows.enabled
     assert build_config({}, {"device": "cpu", "profile": "full"}).profile == "full"
 
@@ -117,7 +117,7 @@ def test_gpu_profile_is_gpt2_small_sized_with_every_arm_and_8_shadows():
     assert cfg.data.synthetic.n_public >= 10 * build_config({}, {"device": "cpu"}).data.synthetic.n_public
     assert cfg.shadows.enabled and cfg.shadows.n_shadows == 8 and cfg.shadows.arms is None
     names = arm_names(cfg)
-    for kind in ("baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "dedup", "dp-8+lora", "guard"):
+    for kind in ("baseline", "best", "dp-1", "dp-8", "dp-user-10", "scrub", "dp-8+scrub", "dedup", "dp-8+lora", "guard"):
         assert kind in names
     assert any(a.startswith("dpw-") for a in names)
 

@@ -27,7 +27,7 @@ SHAPE = {"top_share": 0.15, "regular_share": 0.45}
 # The corpus seed whose split (the audit's seed 7) puts the 60-post member among the members and a 37-post
 # one among the non-members: the membership design then evaluates units of up to 64 records (stratum 33-64).
 CORPUS_SEED = 2
-DEFAULT_ARMS = {"baseline", "best", "dp-1", "dp-8", "scrub", "dp-8+scrub", "guard"}
+DEFAULT_ARMS = {"baseline", "best", "dp-1", "dp-8", "dp-user-10", "scrub", "dp-8+scrub", "guard"}
 
 
 def forum_config(path) -> dict:

@@ -82,12 +82,14 @@ def test_a_signal_leaves_no_temporary_file(tmp_path, monkeypatch, sig, code):
             yield dets
 
     monkeypatch.setattr(PiiAnalyzer, "iter_analyze", signalled)
+    # What was installed before (SIG_DFL, or Ray's handler when a Ray test ran first in this worker).
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     proc = run_cli(["scrub", str(src), str(out), "--no-ner"])
     assert proc.returncode == code, proc.stderr
     assert any(name.startswith(".out.txt.") for name in seen[0])  # the temporary file was there …
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]  # … and is gone, OUT never written
     assert "was not written" in proc.stderr and "Traceback" not in proc.stderr
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handlers are put back
+    assert {s: signal.getsignal(s) for s in before} == before  # the handlers are put back
 
 
 def test_the_pseudonym_key_is_128_bits(tmp_path, analyzer):
