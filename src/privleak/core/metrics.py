@@ -57,8 +57,10 @@ def _average_ranks(x: np.ndarray) -> np.ndarray:
     sorted_x = x[order]
     ranks = np.empty(x.size, dtype=np.float64)
     boundaries = np.r_[0, np.flatnonzero(np.diff(sorted_x)) + 1, x.size]
-    for a, b in zip(boundaries[:-1], boundaries[1:]):
-        ranks[order[a:b]] = (a + b + 1) / 2.0  # mean of 1-based ranks a+1..b
+    a, b = boundaries[:-1], boundaries[1:]
+    # Each run of ties a..b-1 (0-based, sorted) gets the mean of the 1-based ranks a+1..b; one array operation
+    # (a Python loop over the runs made DeLong's test the cost of judging: 11 ms per call at 650 a side).
+    ranks[order] = np.repeat((a + b + 1) / 2.0, b - a)
     return ranks
 
 
