@@ -19,32 +19,40 @@ def token_stats_by_hand(handle, text):
 
 
 def make_context(members, non_members, population=(), public=(), canaries=(), settings=None, reference=None,
-                 seed=0, shared=None, masker=None, max_mia_records=2000, target=None):
-    """An AttackContext over hand-made splits, scoring ``target`` (and ``reference``) directly (no run directory)."""
-    import numpy as np
-
-    from privleak.attacks.base import AttackContext, ScoringPasses
+                 seed=0, given=None, masker=None, max_mia_records=2000, target=None):
+    """An AttackContext over hand-made splits (:class:`~privleak.core.inputs.FakeInputs`), scoring ``target`` (and
+    ``reference``) directly (no run directory). ``given``: more inputs by key (a prebuilt analyser or guard)."""
+    from privleak.attacks.base import AttackContext
+    from privleak.attacks.inputs import (
+        ATTACK_SPECS, BASE, CANARIES, MASKER, REFERENCE, SCORES, SEED, SELECTION, SETTINGS, SPLITS, USER_SPLIT,
+        ModelScores,
+    )
+    from privleak.attacks.membership.selection import mia_selection
+    from privleak.attacks.registry import ATTACKS
     from privleak.attacks.scoring import score_texts
     from privleak.attacks.settings import AttackSettings
-    from privleak.attacks.membership.selection import mia_subsets
-    from privleak.core.masking import PiiMasker
-    from privleak.data.canaries import known_pii
+    from privleak.core.inputs import FakeInputs
 
     members, non_members, population = list(members), list(non_members), list(population)
     texts = {"members": [r.text for r in members if r.kind != "canary"], "non_members": [r.text for r in non_members],
              "population": [r.text for r in population]}
-    def target_pass(split):
-        return score_texts(target, texts[split])
+    values = {SPLITS: {"members": members, "non_members": non_members, "population": population, "public": list(public),
+                       "public_heldout": []},
+              CANARIES: list(canaries), SETTINGS: settings or AttackSettings(), SEED: seed, USER_SPLIT: False,
+              SELECTION: mia_selection([r for r in members if r.kind != "canary"], non_members, max_mia_records, seed),
+              SCORES: {"target": ModelScores(lambda split: score_texts(target, texts[split]))},
+              ATTACK_SPECS: dict(ATTACKS), **(given or {})}
+    models = {"target": _Info({})}
+    if masker is not None:
+        values[MASKER] = masker
+    if reference is not None:
+        values[SCORES]["base"] = ModelScores(lambda split: score_texts(reference, texts[split]))
+        values[REFERENCE] = {"target": reference}
+        values[BASE] = reference
+        models = {"target": _Info({"reference": "base"}), "base": _Info({})}
+    return AttackContext(FakeInputs(values, models=models, model="target"), "target")
 
-    def reference_pass(split):
-        return score_texts(reference, texts[split])
 
-    mi, ni = mia_subsets([r for r in members if r.kind != "canary"], non_members, max_mia_records, seed)
-    ctx = AttackContext(
-        members=members, non_members=non_members, population=population, public=list(public), canaries=list(canaries),
-        settings=settings or AttackSettings(), seed=seed,
-        masker=masker or PiiMasker(known_pii([members, non_members, population, list(public)], canaries)),
-        scoring=ScoringPasses(texts=texts, target_pass=target_pass,
-                              reference_pass=reference_pass if reference is not None else None),
-        mia_members=np.asarray(mi), mia_non_members=np.asarray(ni), reference=reference, shared=dict(shared or {}))
-    return ctx
+class _Info:
+    def __init__(self, roles):
+        self.roles = roles

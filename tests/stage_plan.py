@@ -25,6 +25,11 @@ PLANS: dict[str, dict[str, Any]] = {
               "dp": {**SMALL["dp"], "lora_base": "fp32"},  # auto would read the machine's bf16 support
               "recommendation": {"seeds": 1}, "release": {"summary_epsilon": 2.0, "ldp_terms_epsilon": 4.0},
               "unlearning": {"forget_fraction": 0.3, "sisa": {"shards": 2}}},
+    "options": {**SMALL, "arms": ["baseline", "dp-4", "dp-4+lora", "dp-user-4", "dp-user-4+lora", "fed-dp-8", "best"],
+                "dp": {**SMALL["dp"], "public_weight": 0.5, "public_batch_size": 8, "lora_base": "bf16",
+                       "debug_break": {"dp-4": "no_noise"}},
+                "arm_options": {"dp-user": {"method": "els", "records_per_person": 2, "epochs": 2}},
+                "best": {"replay": 0.0}, "data": {**SMALL["data"], "client_field": None}},
     "selected": {**SMALL, "arms": ["baseline", "guard", "scrub"], "one_run": {"canaries": 0},
                  "attacks": {**SMALL["attacks"], "select": ["membership", "exposure", "sampling_extraction"]},
                  "shadows": {"enabled": True, "n_shadows": 2, "arms": ["scrub"]}},

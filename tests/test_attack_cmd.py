@@ -146,8 +146,9 @@ def test_same_loss_auc_and_exposure_as_the_pipeline(world, full_run, tmp_path):
     from privleak.data.clinical import read_corpus
     from privleak.data.records import write_jsonl
     from privleak.data.canaries import save_canaries
-    from privleak.pipeline.audit import SPLITS, Audit
-    from privleak.pipeline.evaluate import Target, attack_stage, read_stage
+    from privleak.attacks.inputs import MODEL
+    from privleak.pipeline.audit import SPLITS, Audit, ModelInfo
+    from privleak.pipeline.evaluate import family_input, read_stage
     from privleak.pipeline.rundir import RunDir
 
     cfg = build_config({"canaries": {"candidates": 200}, "attacks": {"bootstrap": 10}},
@@ -159,9 +160,10 @@ def test_same_loss_auc_and_exposure_as_the_pipeline(world, full_run, tmp_path):
         write_jsonl(run.path("splits", f"{name}.jsonl"), corpus.splits.get(name, []) if name not in ("public", "public_heldout") else [])
     save_canaries(run.path("splits", "canaries.json"), load_canaries(world / "data" / "canaries.json"))
     audit = Audit(cfg=cfg, run=run, notify=lambda s: None)
-    t = Target("baseline", "k", str(world / "model"), reference=False)
-    attack_stage(audit, "membership", t, "b")
-    attack_stage(audit, "canaries", t, "b")
+    audit.inputs.models["baseline"] = ModelInfo("baseline", "provided", model_dir=str(world / "model"))
+    audit.inputs.fix(MODEL, "baseline", value="k")
+    audit.inputs.produce(family_input("membership"), "baseline")
+    audit.inputs.produce(family_input("canaries"), "baseline")
     pipe = {**read_stage(audit, "baseline", "membership").results, **read_stage(audit, "baseline", "canaries").results}
 
     ours = load_results(full_run).arms["target"].attacks
@@ -413,35 +415,35 @@ def test_bad_input_is_one_line_exit_2(world, tmp_path, capsys, monkeypatch, case
 # --------------------------------------------------------------------------- resume and shift
 
 def test_resume_after_interruption_does_not_redo_finished_attacks(world, tmp_path, monkeypatch, capsys):
-    import privleak.pipeline.graph as ext  # the attack graph's stages are the run graph's (one orchestrator)
+    import privleak.pipeline.evaluate as ext  # the attack graph's stages are the run graph's (one orchestrator)
 
-    real = ext.attack_stage
+    real = ext.run_stage
     calls: list[tuple[str, str]] = []
 
-    def interrupted(audit, family, target, base_key, shadows=False):
+    def interrupted(view, family):
         if family == "extraction":
             raise KeyboardInterrupt
-        calls.append((family, target.name))
-        return real(audit, family, target, base_key, shadows)
+        calls.append((family, view.model))
+        return real(view, family)
 
     (tmp_path / "cfg.yaml").write_text("attacks: {bootstrap: 10, select: [membership, prefix_extraction], "
                                        "prefix_records: 5}\n")
     d = world / "data"
     argv = ["attack", "--target", str(world / "model"), "--members", str(d / "members.jsonl"), "--non-members",
             str(d / "non_members.jsonl"), "--out", str(tmp_path / "run"), "-c", str(tmp_path / "cfg.yaml")]
-    monkeypatch.setattr(ext, "attack_stage", interrupted)
+    monkeypatch.setattr(ext, "run_stage", interrupted)
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 130
     assert calls == [("membership", "target")]
     assert not (tmp_path / "run" / "results.json").exists()
 
-    def counting(audit, family, target, base_key, shadows=False):
-        calls.append((family, target.name))
-        return real(audit, family, target, base_key, shadows)
+    def counting(view, family):
+        calls.append((family, view.model))
+        return real(view, family)
 
     calls.clear()
-    monkeypatch.setattr(ext, "attack_stage", counting)
+    monkeypatch.setattr(ext, "run_stage", counting)
     _attack(argv)
     assert calls == [("extraction", "target")]  # membership was finished: not redone
     assert "membership/target (cached)" in capsys.readouterr().err

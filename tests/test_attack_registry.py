@@ -83,7 +83,11 @@ def test_attacks_whose_inputs_are_missing_are_skipped(tiny_handle):
     out = run_family(registry.family("membership"), tiny_handle, ctx)
     # no reference model, no shadows, no clients (no partition is made up for a corpus without them)
     assert set(out.results) == {"loss", "loss_group", "zlib", "min_k", "min_k_pp"}
-    ctx.clients = True  # with clients, the client-level attack runs (on LOSS scores: there is no reference)
+    from privleak.attacks.inputs import CLIENTS
+
+    # with clients, the client-level attack runs (on LOSS scores: there is no reference)
+    ctx = make_context(RECORDS[:6], RECORDS[6:], settings=AttackSettings(bootstrap=0), target=tiny_handle,
+                       given={CLIENTS: True})
     with_clients = run_family(registry.family("membership"), tiny_handle, ctx)
     assert with_clients.results["client_membership"].score == "loss"
     assert run_family(registry.family("canaries"), tiny_handle, ctx).results == {}  # no canaries (of either kind)

@@ -24,19 +24,20 @@ from conftest import SMALL
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Replaces the base-model stage (which runs after the data stage has written the splits) with one that holds the
+# Replaces the base-model stage's body (which runs after the data stage has written the splits) with one that holds the
 # members in locals and fails quoting them.
 RUN_WITH_A_BUG = """
 import sys
-import privleak.pipeline.graph as graph
+import privleak.pipeline.data as data
 
-def _base_model(audit):
-    members = audit.splits()["members"]
+def resolve_base(cfg, run, public):
+    from privleak.pipeline.data import read_splits
+    members = read_splits(run)["members"]
     texts = [r.text for r in members]
     secrets = {r.text: r.pii for r in members}
     raise ValueError("could not process: " + " | ".join(texts))
 
-graph._base_model = _base_model
+data.resolve_base = resolve_base
 from privleak.cli import main
 main(sys.argv[1:])
 """
@@ -109,7 +110,7 @@ def test_a_failing_stage_leaks_no_pii(tmp_path, debug):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     proc = _run(RUN_WITH_A_BUG, ["run", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "run")],
                 tmp_path, PRIVLEAK_DEBUG=debug)
-    _check_one_line_and_report(proc, tmp_path, "ValueError", "in _base_model", debug=bool(debug))
+    _check_one_line_and_report(proc, tmp_path, "ValueError", "in resolve_base", debug=bool(debug))
     if debug:
         assert "\n      body()\n" in proc.stderr  # a frame's code line (audit.py's stage runner), never the message
     splits = tmp_path / "run" / "splits"

@@ -138,13 +138,13 @@ def test_bf16_precision_is_part_of_the_arm_key_and_fp32_keys_are_unchanged():
     from privleak.pipeline.training import arm_settings
 
     cfg = build_config({}, {"device": "cpu"})
-    plain = arm_settings(cfg, parse_arm("dp-8"), 1000)
+    plain = arm_settings(cfg, parse_arm("dp-8"), 1000).key()
     assert "precision" not in plain and "qlora" not in plain and "lora_targets" not in plain
     with use_policy(ComputePolicy(train_precision="bf16")):
-        assert arm_settings(cfg, parse_arm("dp-8"), 1000)["precision"] == "bf16"
+        assert arm_settings(cfg, parse_arm("dp-8"), 1000).key()["precision"] == "bf16"
     # Evaluating in bf16 changes no trained weights: the arm's key stays.
     with use_policy(ComputePolicy(precision="bf16")):
-        assert "precision" not in arm_settings(cfg, parse_arm("dp-8"), 1000)
+        assert "precision" not in arm_settings(cfg, parse_arm("dp-8"), 1000).key()
 
 
 # ---------------------------------------------------------------- bf16 autocast, fp32 DP arithmetic

@@ -42,17 +42,17 @@ def test_settings_key_follows_the_options_and_keeps_dp_keys_without_public():
 
     kind = get("dp-user")
     cfg = build_config({**SMALL, "arms": ["dp-user-8"]})
-    s = kind.settings(cfg, parse_arm("dp-user-8"), 120)
+    s = kind.settings(cfg, parse_arm("dp-user-8"), 120).key()
     assert s["method"] == "uls" and s["records_per_person"] == 4 and s["target_epsilon"] == 8
     assert "public_weight" not in s
     cfg2 = build_config({**SMALL, "arms": ["dp-user-8"], "arm_options": {"dp-user": {"records_per_person": 2}},
                          "dp": {**SMALL["dp"], "public_weight": 0.5}})
-    s2 = kind.settings(cfg2, parse_arm("dp-user-8"), 120)
+    s2 = kind.settings(cfg2, parse_arm("dp-user-8"), 120).key()
     assert s2["records_per_person"] == 2 and s2["public_weight"] == 0.5
     # The record-level arm's key only carries the public fields when they are used.
     dp = get("dp")
-    assert "public_weight" not in dp.settings(cfg, parse_arm("dp-8"), 120)
-    assert dp.settings(cfg2, parse_arm("dp-8"), 120)["public_weight"] == 0.5
+    assert "public_weight" not in dp.settings(cfg, parse_arm("dp-8"), 120).key()
+    assert dp.settings(cfg2, parse_arm("dp-8"), 120).public_weight == 0.5
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +127,12 @@ def _fit(tiny_handle, options: dict, dp: dict | None = None):
     def enc(texts):
         return encode(tiny_handle.tokenizer, texts, tiny_handle.max_length)
 
-    ctx = FitContext(cfg=cfg, data=enc([r.text for r in records]), records=records, pad=tiny_handle.pad_id,
-                     label="dp-user-8", public=lambda: public, population=lambda: [], validation=lambda n: None,
-                     encode=enc)
+    from privleak.arms.inputs import ENCODE
+    from privleak.attacks.inputs import PUBLIC
+    from privleak.core.inputs import FakeInputs
+
+    ctx = FitContext(cfg=cfg, label="dp-user-8", inputs=FakeInputs({PUBLIC: public, ENCODE: enc}).view(),
+                     data=enc([r.text for r in records]), records=records, pad=tiny_handle.pad_id)
     return kind.fit(clone_model(tiny_handle.model), settings, ctx)[1]
 
 

@@ -147,10 +147,12 @@ def test_run_base_model_from_a_gguf_records_it(files, tmp_path):
 
     cfg = build_config({}, {"model": {"base": str(files["q8"])}})
     audit = Audit(cfg=cfg, run=RunDir.open(tmp_path / "run"), notify=lambda s: None)
-    resolve_base(audit, [])
+    resolve_base(cfg, audit.run, [])
     src = BaseModelSource.model_validate(read_json(audit.run.path("base_model.json")))
     assert src.kind == "user" and src.ref == str(files["q8"]) and src.gguf.quantization == "Q8_0"
     assert Path(src.path, "model.safetensors").is_file()
-    assert audit.base().model.config.model_type == "llama"
+    from privleak.attacks.inputs import BASE
+
+    assert audit.inputs.get(BASE).model.config.model_type == "llama"
     other = build_config({}, {"model": {"base": str(files["f32"])}})
     assert base_key(cfg, "d") != base_key(other, "d")

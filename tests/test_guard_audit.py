@@ -51,6 +51,7 @@ def memorised(tiny_handle, corpus):
 
 @pytest.fixture(scope="module")
 def runs(memorised, tiny_handle, corpus):
+    from privleak.arms.inputs import GUARD
     from privleak.attacks.settings import AttackSettings
 
     splits, canaries = corpus
@@ -62,7 +63,7 @@ def runs(memorised, tiny_handle, corpus):
 
     def ctx():
         return make_context(splits["members"], splits["non_members"], splits["population"], splits["public"], canaries,
-                            settings=settings, reference=tiny_handle, shared={"guard": guard}, target=memorised)
+                            settings=settings, reference=tiny_handle, given={GUARD: guard}, target=memorised)
 
     plain = run_family(TEXT_ONLY, memorised, ctx())
     c, tally = ctx(), Tally()

@@ -34,8 +34,10 @@ from privleak.pipeline.training import arm_settings
 
 def fit_dp(model, data, settings, cfg, label):
     """The DP kind's fit on ``data`` (no public or population split: DP-LoRA reads neither)."""
-    ctx = FitContext(cfg=cfg, data=data, records=[], pad=0, label=label, public=list, population=list,
-                     validation=lambda n: None)
+    from privleak.attacks.inputs import PUBLIC
+    from privleak.core.inputs import FakeInputs
+
+    ctx = FitContext(cfg=cfg, label=label, inputs=FakeInputs({PUBLIC: []}).view(), data=data, records=[], pad=0)
     return DP_KIND.fit(model, settings, ctx)
 
 V, D, L, H = 64, 32, 2, 4
@@ -98,7 +100,7 @@ def test_dp_lora_arm_trains_and_is_accounted(arch):
                         "seed": 3, "model": {"max_length": 32}}, {"device": "cpu"})
     data = _data()
     settings = arm_settings(cfg, parse_arm("dp-8+lora"), len(data))
-    assert settings["lora"] and settings["lora_targets"] == "auto" and settings["clipping"] == "bk"
+    assert settings.lora and settings.lora_targets == "auto" and settings.clipping == "bk"
     model = _model(arch)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trained, record = fit_dp(model, data, settings, cfg, label=f"{arch} dp-8+lora")

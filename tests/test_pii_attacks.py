@@ -291,8 +291,10 @@ def _pii_context(members, non_members, population, analyzer, base=None, referenc
 
     sizes = PiiSizes(extraction_samples=8, extraction_max_new_tokens=24, reconstruction_slots=2,
                      reconstruction_candidates=4, reconstruction_max_new_tokens=12, inference_slots=2, inference_sizes=(2, 5))
-    shared = {"pii_analyzer": analyzer, "base_pii_emissions": base}
-    return make_context(members, non_members, population, settings=AttackSettings(pii_sizes=sizes), seed=3, shared=shared,
+    from privleak.attacks.pii_extraction import ANALYZER, BASE_EMISSIONS
+
+    given = {ANALYZER: analyzer, BASE_EMISSIONS: base}
+    return make_context(members, non_members, population, settings=AttackSettings(pii_sizes=sizes), seed=3, given=given,
                         reference=reference)
 
 

@@ -18,6 +18,7 @@ from privleak.arms import ArmInputs, ArmKind, FitContext, register
 from privleak.arms.common import fit_plain
 from privleak.attacks import registry as attack_registry
 from privleak.attacks.base import AttackContext, AttackResult, AttackSpec, Finding, Policy
+from privleak.attacks.inputs import SCORES
 from privleak.core.present import Figure, Note
 from privleak.results import ArmDetails, ArmResult, json_schema
 
@@ -90,7 +91,7 @@ def toy_attack(target: Any, ctx: AttackContext) -> ToyResult:
     return ToyResult(members_seen=len(members), mean_loss_gap=float(non.mean() - members.mean()))
 
 
-TOY_SPEC = AttackSpec("toy_attack", "extraction", toy_attack, ToyResult, "toy attack", "this test")
+TOY_SPEC = AttackSpec("toy_attack", "extraction", toy_attack, ToyResult, "toy attack", "this test", needs=(SCORES,))
 
 # --------------------------------------------------------------------------- one tiny audit with both
 

@@ -47,9 +47,9 @@ def test_the_old_rule_moved_with_them():
 def test_a_dp_arm_takes_its_size_from_the_config():
     cfg = build_config({"one_run": {"canaries": 1000}})
     s = arm_settings(cfg, parse_arm("dp-8"), 1293)
-    assert s["data_size"] == 1293 + 500
-    assert public_sample_rate(s["batch_size"], s["data_size"]) == pytest.approx(s["batch_size"] / 1793)
-    assert arm_settings(build_config({"one_run": {"canaries": 0}}), parse_arm("dp-8"), 1293)["data_size"] == 1293
+    assert s.data_size == 1293 + 500
+    assert public_sample_rate(s.batch_size, s.data_size) == pytest.approx(s.batch_size / 1793)
+    assert arm_settings(build_config({"one_run": {"canaries": 0}}), parse_arm("dp-8"), 1293).data_size == 1293
 
 
 # ---------------------------------------------------------------- user-level DP: the same rule per person
@@ -82,4 +82,4 @@ def test_a_dp_user_arm_counts_its_units_without_the_canaries_drawn():
     from privleak.arms.dp_user import DPUser  # noqa: F401  (the registered kind)
 
     cfg = build_config({"one_run": {"canaries": 64}})
-    assert arm_settings(cfg, parse_arm("dp-user-8"), 500)["expected_audit_canaries"] == 32
+    assert arm_settings(cfg, parse_arm("dp-user-8"), 500).expected_audit_canaries == 32

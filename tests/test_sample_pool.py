@@ -32,10 +32,12 @@ def test_a_guarded_handle_reads_its_model_s_draws_through_its_filter(tiny_handle
 
 def test_requests_union_of_sampling_and_pii_extraction():
     s = AttackSettings(extraction_samples=400).model_copy(update={"pii_sizes": PiiSizes()})
-    want = requests(s, ["sampling_extraction", "pii_extraction"])
+    from privleak.attacks.registry import ATTACKS
+
+    want = requests(s, [ATTACKS["sampling_extraction"], ATTACKS["pii_extraction"]])
     # Both draw top-k 40 continuations of 64 tokens from the empty prompt: one stream, the larger count.
     assert want == {SampleSpec("", 64, 40): 200, SampleSpec("Patient", 64, 40): 200}
-    assert requests(s, ["prefix_extraction"]) == {}
+    assert requests(s, [ATTACKS["prefix_extraction"]]) == {}
     assert split_evenly(5, ["a", "b"]) == [("a", 3), ("b", 2)]
 
 

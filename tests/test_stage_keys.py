@@ -1,9 +1,13 @@
 """The stage keys are pinned: a run directory written before a change of the pipeline's code resumes after it.
 
 ``golden/stage_plans.json`` holds, for the configurations of ``stage_plan.PLANS`` and for ``privleak attack``
-with and without a reference model, every task's name, key, outputs, kind, cost and inputs as the pipeline
-planned them at 3d4b8c7 (before the plan was derived from the declared inputs). A key that moves makes every
-existing run directory redo that stage and all after it: change one only on purpose, and say so.
+with and without a reference model, every task's name, key, outputs, kind and cost as the pipeline planned them
+at 3d4b8c7, before the plan was derived from the declared inputs (the ``options`` entry was recorded with that
+commit's code too), and each task's inputs as the declarations give them since: a stage no longer waits for
+tasks it does not read (the audit canaries, the forget set, the base model, the base model's samples and
+scoring pass where they are not read; in ``privleak attack``, the blind baseline before the stages that do not
+read the evaluation sets), and the unlearn-ga arm waits for the training records it reads. A key that moves
+makes every existing run directory redo that stage and all after it: change one only on purpose, and say so.
 
 Regenerate (only when a key is meant to change): run
 ``stage_plan.stage_plan`` (and ``attack_plan``) for each entry and write the rows, sorted keys, one space indent.

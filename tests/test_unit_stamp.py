@@ -90,13 +90,12 @@ def test_the_data_stage_writes_the_stamp(tmp_path):
 
     from privleak.config import build_config
     from privleak.data.records import read_jsonl
-    from privleak.pipeline.audit import Audit
     from privleak.pipeline.data import make_data
     from privleak.pipeline.rundir import RunDir
 
     cfg = build_config({**SMALL, "arms": ["baseline"]})
     with RunDir.locked(tmp_path / "run"):
-        make_data(Audit(cfg, RunDir.open(tmp_path / "run"), notify=lambda line: None))
+        make_data(cfg, RunDir.open(tmp_path / "run"))
     members = read_jsonl(tmp_path / "run" / "splits" / "members.jsonl")
     assert all(isinstance(r.meta.get("unit"), str) for r in members)
     assert {r.meta["unit"] for r in members if r.kind == "canary"} == {

@@ -18,10 +18,10 @@ from ..core.errors import UserError
 from ..policy import default_arms
 from . import plain, dp, dp_user, dpw, federated, guard, external  # noqa: F401, I001  (the built-in kinds register themselves, in this order)
 from . import retrain, unlearn_ga, unlearn_sisa  # noqa: F401, I001  (unlearning: forget on request, judged by the audit)
-from .base import ArmInputs, ArmKind, DeriveContext, ExtraStage, FitContext, Served
+from .base import ArmInputs, ArmKind, BuildContext, DeriveContext, ExtraStage, FitContext, Served
 from .registry import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmSpec, get, parse_arm, register, unregister
 
-__all__ = ["DATA_DEFENCES", "DATA_ONLY_KIND", "KINDS", "ArmInputs", "ArmKind", "ArmSpec", "DeriveContext",
+__all__ = ["DATA_DEFENCES", "DATA_ONLY_KIND", "KINDS", "ArmInputs", "ArmKind", "ArmSpec", "BuildContext", "DeriveContext",
            "ExtraStage", "FitContext", "Served", "arm_names", "get", "parse_arm", "register", "resolve", "specs",
            "unregister"]
 

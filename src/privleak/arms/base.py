@@ -28,8 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, model_serializer
 
+from ..core.inputs import Needed, View
 from ..core.present import Block, Cell, Section, Table
 from ..core.typed import ArmDetails
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from ..attacks.base import AttackContext
     from ..config import AuditConfig
     from ..data.records import Record
-    from ..data.unlearning import ForgetSet
     from ..models.batching import Encoded
     from ..models.handle import ModelHandle
     from ..results import ArmResult, AuditResults, Verdict
@@ -45,26 +45,68 @@ if TYPE_CHECKING:
 ModelSource = Literal["trained", "derived", "served", "provided"]
 
 
-@dataclass
-class FitContext:
-    """What fitting one model reads besides its settings: the encoded records, the run's config and seed, and
-    the splits a recipe may use (public text to rehearse, population records to validate on). ``records`` are
-    what the model trains on, in the order of ``data``."""
+class KindSettings(BaseModel):
+    """Everything that determines an arm's model, typed — what its kind's ``fit`` / ``derive`` read and, dumped,
+    its stage's cache key and the ``settings`` of its train.json. A kind subclasses it with its fields; the
+    fields of :attr:`omitted` are left out of the dump while None (they came after runs were keyed without
+    them, and those runs keep their keys)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    omitted: ClassVar[frozenset[str]] = frozenset()
+
+    kind: str
+    #: bf16 autocast changes the trained weights, so it is part of the key (the pipeline sets it); fp32 adds
+    #: nothing, and those keys are what they always were.
+    precision: Literal["bf16"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: Any) -> Any:
+        out = handler(self)
+        if not isinstance(out, dict):
+            return out
+        for name in self.omitted:
+            if out.get(name, 0) is None:
+                del out[name]
+        precision = out.pop("precision", None)  # last, where the pipeline has always added it
+        if precision is not None:
+            out["precision"] = precision
+        return out
+
+    def key(self) -> dict[str, Any]:
+        """The settings as JSON (the cache key's and train.json's)."""
+        return self.model_dump(mode="json")
+
+
+#: A kind's settings: its :class:`KindSettings` (a plug-in kind may still return a JSON-able dict).
+Settings = KindSettings | dict[str, Any]
+
+
+def settings_key(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON: a typed kind's dump, a plug-in's dict as it is."""
+    return settings.key() if isinstance(settings, KindSettings) else dict(settings)
+
+
+def with_settings(settings: Settings, **update: Any) -> Settings:
+    """The settings with some fields set (the pipeline's training precision, an extra training seed)."""
+    return settings.model_copy(update=update) if isinstance(settings, KindSettings) else {**settings, **update}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What building one model reads besides its settings: the run's config (and seed), a label for progress,
+    and the inputs the kind declares in :attr:`ArmKind.needs` (``ctx[PUBLIC]``, ``ctx[FORGET_SET]``,
+    ``ctx[MODEL.of("source")]`` …; keys in :mod:`privleak.attacks.inputs` and :mod:`privleak.arms.inputs`).
+    :meth:`ArmKind.prepare` and :meth:`ArmKind.derive` get one; :meth:`ArmKind.fit` gets a :class:`FitContext`."""
 
     cfg: AuditConfig
-    data: Encoded
-    records: list[Record]
-    pad: int
     label: str
-    public: Callable[[], list[Record]]
-    population: Callable[[], list[Record]]
-    #: Mean token NLL of a model on the first n population records (early stopping; never members).
-    validation: Callable[[int], Callable[[Any], float]]
-    #: The audit's forget set (kinds that :attr:`ArmKind.forgets`; the forget-set stage's artefact).
-    forget: Callable[[], ForgetSet] | None = None
-    #: Texts → token ids as ``data`` was encoded (the base model's tokenizer, ``max_length``): for records a kind
-    #: reads beside its training data, e.g. the public split's gradient of public-data-assisted DP.
-    encode: Callable[[list[str]], Encoded] | None = None
+    inputs: View
+
+    def __getitem__(self, need: Needed) -> Any:
+        return self.inputs[need]
+
+    def has(self, need: Needed) -> bool:
+        return self.inputs.has(need)
 
     @property
     def seed(self) -> int:
@@ -75,20 +117,19 @@ class FitContext:
         return self.cfg.model.max_length
 
 
-@dataclass
-class DeriveContext:
-    """What deriving a model from another arm's reads: that arm's model and training record, the base model."""
+@dataclass(frozen=True)
+class FitContext(BuildContext):
+    """What fitting one model reads: a :class:`BuildContext` and the records it trains on (after
+    :meth:`ArmKind.prepare`), encoded (``data``, in the order of ``records``) with the tokenizer's ``pad``."""
 
-    cfg: AuditConfig
-    base: ModelHandle
-    load: Callable[[str], ModelHandle]  # arm name → its trained model (a fresh copy)
-    train_record: Callable[[str], dict[str, Any]]  # arm name → its train.json
-    #: arm name → the records its model was trained on (data defences and audit canaries applied)
-    records: Callable[[str], list[Record]] | None = None
-    #: as :attr:`FitContext.validation`: mean token NLL on the first n population records
-    validation: Callable[[int], Callable[[Any], float]] | None = None
-    #: as :attr:`FitContext.forget`
-    forget: Callable[[], ForgetSet] | None = None
+    data: Encoded
+    records: list[Record]
+    pad: int
+
+
+#: A derived kind's context is a build context: its source arm's model is ``ctx[MODEL.of("source")]`` (a fresh
+#: copy), its train.json ``ctx[TRAINING.of("source")]``, its records ``ctx[TRAINING_RECORDS.of("source")]``.
+DeriveContext = BuildContext
 
 
 @dataclass
@@ -104,11 +145,13 @@ class Served:
 @dataclass(frozen=True)
 class ExtraStage:
     """An evaluation stage a kind adds for its arms (e.g. the guard's cost on benign output): ``run(handle, ctx)``
-    returns a JSON-able dict written to ``arms/<arm>/<file>`` and handed back to :meth:`ArmKind.result`."""
+    returns a JSON-able dict written to ``arms/<arm>/<file>`` and handed back to :meth:`ArmKind.result`.
+    ``needs``: the inputs ``ctx`` holds besides every attack's (``attacks.base.COMMON``)."""
 
     name: str
     file: str
     run: Callable[[Any, AttackContext], dict[str, Any]]
+    needs: tuple[Needed, ...] = ()
 
 
 @dataclass
@@ -167,16 +210,18 @@ class ArmKind:
     Details: ClassVar[type[ArmDetails] | None] = None
     #: Settings a plug-in kind reads from the config's ``arm_options.<name>`` (built-in kinds read their own section).
     Options: ClassVar[type[BaseModel] | None] = None
-    #: Its arms read the audit's forget set (the unlearning kinds): the audit then draws one, and the forget-set
-    #: attacks run on every model.
-    forgets: ClassVar[bool] = False
+    #: The inputs its ``prepare``, ``fit``, ``derive`` and ``serve`` read (keys of :mod:`privleak.attacks.inputs`,
+    #: :mod:`privleak.arms.inputs` or a plug-in's own): the audit's plan makes them first. ``FORGET_SET`` among
+    #: them: the audit draws a forget set, and the forget-set attacks run on every model.
+    needs: ClassVar[tuple[Needed, ...]] = ()
     #: Arms (by name) whose results its :meth:`result` reads besides its source: they are assembled first.
     after: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ building the model
 
-    def settings(self, cfg: AuditConfig, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-        """Everything that determines this arm's model: its stage-cache key and the ``settings`` its fit reads."""
+    def settings(self, cfg: AuditConfig, spec: ArmSpec, n_members: int) -> Settings:
+        """Everything that determines this arm's model (a :class:`KindSettings` of the kind's own): its stage's
+        cache key and what its fit reads."""
         raise NotImplementedError(f"arm kind {self.name!r} does not say its settings")
 
     def check(self, cfg: AuditConfig, spec: ArmSpec, names: list[str]) -> None:
@@ -186,17 +231,17 @@ class ArmKind:
         """Refuse config settings of this kind that name arms the audit does not have (called for every
         registered kind, whether or not the audit has one of its arms)."""
 
-    def prepare(self, records: list[Record], settings: dict[str, Any], ctx: FitContext) -> list[Record]:
+    def prepare(self, records: list[Record], settings: Any, ctx: BuildContext) -> list[Record]:
         """The records to train on, from the (defended) members: e.g. public text rehearsed beside them."""
         return records
 
-    def fit(self, model: Any, settings: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, settings: Any, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """Fit ``model`` (a fresh copy of the base) on ``ctx.data``: (model, training record). The record holds
         ``kind``, ``steps``, ``epoch_losses``, ``privacy`` (None or the Privacy fields), ``epochs_run`` (data passes,
         for the token count) and anything :meth:`details` reads."""
         raise NotImplementedError(f"arm kind {self.name!r} does not fit models")
 
-    def derive(self, settings: dict[str, Any], ctx: DeriveContext) -> tuple[Any, dict[str, Any]]:
+    def derive(self, settings: Any, ctx: BuildContext) -> tuple[Any, dict[str, Any]]:
         """A derived kind's model from its source arm's: (model, training record)."""
         raise NotImplementedError(f"arm kind {self.name!r} does not derive models")
 

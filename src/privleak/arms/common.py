@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..data.splits import is_canary_unit, unit_of
+from .base import KindSettings
 
 if TYPE_CHECKING:
     from ..config import AuditConfig
@@ -26,28 +27,57 @@ def batches_per_epoch(n: int, batch_size: int) -> int:
     return max(1, -(-n // batch_size))
 
 
-def fit_plain(model: Any, s: dict[str, Any], ctx: FitContext,
+class PlainSettings(KindSettings):
+    """Plain fine-tuning (``baseline`` and the kinds that share its recipe): ``train``'s settings."""
+
+    kind: str = "baseline"
+    epochs: float
+    batch_size: int
+    lr: float
+    weight_decay: float
+    seed: int
+    data_defences: dict[str, Any]
+
+
+def plain_settings(cfg: AuditConfig, spec: ArmSpec, kind: str, **more: Any) -> dict[str, Any]:
+    """The fields of :class:`PlainSettings` from the config's ``train`` section (and ``more``)."""
+    return {"kind": kind, **cfg.train.model_dump(mode="json"), "seed": cfg.seed, "data_defences": data_settings(cfg, spec),
+            **more}
+
+
+def fit_plain(model: Any, s: Any, ctx: FitContext,
               validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
-    """Plain fine-tuning (AdamW, :func:`privleak.models.train.train`); early-stopped on ``validate`` when the
-    settings ask for it (``validate_every_epochs``, ``patience``)."""
+    """Plain fine-tuning (AdamW, :func:`privleak.models.train.train`) with ``s``'s epochs, batch size, learning
+    rate and weight decay (typed settings, or a plug-in's dict); early-stopped on ``validate`` when the settings
+    ask for it (``validate_every_epochs``, ``patience``)."""
     from ..models.train import EarlyStopping, TrainSettings, train
 
+    s = _typed(s)
     stopping = None
-    per_epoch = batches_per_epoch(len(ctx.data), s["batch_size"])
-    if "validate_every_epochs" in s:
+    per_epoch = batches_per_epoch(len(ctx.data), s.batch_size)
+    every = getattr(s, "validate_every_epochs", None)
+    if every is not None:
         if validate is None:
             raise ValueError("early stopping needs a validation function")
-        stopping = EarlyStopping(validate=validate, every=max(1, round(s["validate_every_epochs"] * per_epoch)),
-                                 patience=s["patience"])
-    tlog = train(model, ctx.data, TrainSettings(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
-                                                weight_decay=s["weight_decay"], seed=ctx.seed), ctx.pad,
+        stopping = EarlyStopping(validate=validate, every=max(1, round(every * per_epoch)), patience=s.patience)
+    tlog = train(model, ctx.data, TrainSettings(epochs=s.epochs, batch_size=s.batch_size, lr=s.lr,
+                                                weight_decay=s.weight_decay, seed=ctx.seed), ctx.pad,
                  desc=f"train {ctx.label}", early_stopping=stopping)
-    record = {"kind": s["kind"], "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None,
+    record = {"kind": s.kind, "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None,
               "epochs_run": tlog.steps / per_epoch}
     if stopping is not None:
         record["stopped_epoch"] = round(tlog.best_step / per_epoch, 3)
         record["val_losses"] = tlog.val_losses
     return model, record
+
+
+def _typed(s: Any) -> Any:
+    """A plug-in's dict settings read as attributes."""
+    if isinstance(s, dict):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(**s)
+    return s
 
 
 def _bucket(k: int) -> str:

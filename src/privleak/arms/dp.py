@@ -13,16 +13,51 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..attacks.inputs import PUBLIC
 from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..policy import dp_recipe
-from .base import ArmKind, FitContext
+from .base import ArmKind, FitContext, KindSettings
 from .common import data_settings, person_privacy
+from .inputs import ENCODE
 from .registry import ArmSpec, register
 
 _LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora", "lora_base"}
 # Only a run that uses the public gradient has them in its key: the arms without keep the keys they had.
 _PUBLIC_FIELDS = {"public_weight", "public_batch_size"}
+
+
+class DPArmSettings(KindSettings):
+    """A DP-SGD arm's settings: its target (ε, δ), the ``dp`` section (C, the recipe's batch and epochs, the
+    step, the accountant, clipping), LoRA's where it has ``+lora``, the public gradient's where it is on."""
+
+    omitted = frozenset({"lora_rank", "lora_alpha", "lora_targets", "qlora", "public_weight", "public_batch_size",
+                         "debug_break", "lora_base"})
+
+    kind: str = "dp"
+    target_epsilon: float
+    delta: float
+    lora: bool
+    max_grad_norm: float
+    epochs: int
+    batch_size: int
+    lr: float
+    train_embeddings: bool
+    train_output: bool
+    micro_batch_tokens: int
+    accountant: str
+    clipping: str
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
+    lora_targets: str | tuple[str, ...] | None = None
+    qlora: bool | None = None
+    public_weight: float | None = None
+    public_batch_size: int | None = None
+    seed: int
+    data_defences: dict[str, Any]
+    debug_break: str | None = None
+    data_size: int
+    lora_base: str | None = None
 
 
 class DP(ArmKind):
@@ -34,8 +69,9 @@ class DP(ArmKind):
     alone = False
     private = True
     modifiers = ("lora",)
+    needs = (PUBLIC, ENCODE)  # the public gradient (dp.public_weight)
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> DPArmSettings:
         lora = "lora" in spec.modifiers
         delta, _ = resolve_delta(cfg, n_members)
         settings = {"kind": "dp", "target_epsilon": spec.param, "delta": delta, "lora": lora,
@@ -53,7 +89,7 @@ class DP(ArmKind):
             settings["lr"] = settings.pop("lora_lr")
             if lora_base_bf16(cfg.dp.lora_base) and not cfg.dp.qlora:
                 settings["lora_base"] = "bf16"  # only then in the key: fp32 arms keep the keys they had
-        return settings
+        return DPArmSettings(**settings)
 
     def check(self, cfg, spec: ArmSpec, names: list[str]) -> None:
         if cfg.dp.qlora and "lora" in spec.modifiers:
@@ -68,24 +104,22 @@ class DP(ArmKind):
             if a not in dp_arms:
                 raise ValueError(f"dp.debug_break: '{a}' is not a DP arm of this audit")
 
-    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, s: DPArmSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """DP-SGD fine-tuning (no early stopping: looking at held-out loss to stop would need accounting too)."""
         from ..accountants import epsilons as accountant_epsilons
         from ..models.dp_train import DPSettings, train_dp
 
         dps = DPSettings(
-            target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"], epochs=s["epochs"],
-            expected_batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, accountant=s["accountant"],
-            train_embeddings=s["train_embeddings"], train_output=s.get("train_output", False),
-            micro_batch_tokens=s["micro_batch_tokens"], grad_sample_mode=s["clipping"], data_size=s.get("data_size"),
-            lora_rank=s["lora_rank"] if s["lora"] else None, debug_break=s.get("debug_break"),
-            **({"lora_alpha": s["lora_alpha"], "qlora": s.get("qlora", False),
-                "lora_base_bf16": s.get("lora_base") == "bf16",
-                "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
-               if s["lora"] else {}),
-            public_weight=s.get("public_weight", 0.0), public_batch_size=s.get("public_batch_size", 64),
+            target_epsilon=s.target_epsilon, delta=s.delta, max_grad_norm=s.max_grad_norm, epochs=s.epochs,
+            expected_batch_size=s.batch_size, lr=s.lr, seed=ctx.seed, accountant=s.accountant,
+            train_embeddings=s.train_embeddings, train_output=s.train_output, micro_batch_tokens=s.micro_batch_tokens,
+            grad_sample_mode=s.clipping, data_size=s.data_size, lora_rank=s.lora_rank if s.lora else None,
+            debug_break=s.debug_break,
+            **({"lora_alpha": s.lora_alpha, "qlora": bool(s.qlora), "lora_base_bf16": s.lora_base == "bf16",
+                "lora_targets": s.lora_targets} if s.lora else {}),
+            public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64,
         )
-        public = ctx.encode([r.text for r in ctx.public()]) if dps.public_weight > 0 and ctx.encode else None
+        public = ctx[ENCODE]([r.text for r in ctx[PUBLIC]]) if dps.public_weight > 0 else None
         model, tlog = train_dp(model, ctx.data, dps, ctx.pad, ctx.max_length, desc=f"train {ctx.label}", public=public)
         cross = accountant_epsilons(sample_rate=tlog.sample_rate, noise_multiplier=tlog.sigma, steps=tlog.steps,
                                     delta=dps.delta)

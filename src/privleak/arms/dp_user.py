@@ -46,12 +46,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..attacks.inputs import PUBLIC
 from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.typed import ArmDetails
 from ..data.audit_canaries import KIND as AUDIT_CANARY
-from .base import ArmInputs, ArmKind, FitContext
+from .base import ArmInputs, ArmKind, FitContext, KindSettings
 from .common import data_settings, person_sizes, unit_counts
+from .inputs import ENCODE
 from .registry import ArmSpec, register
 
 _LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_targets")
@@ -86,6 +88,36 @@ class UserSampling(ArmDetails):
     public_weight: float = 0.0
 
 
+class DPUserSettings(KindSettings):
+    """A user-level DP arm's settings: its target (ε, δ) per person, ``arm_options.dp-user``, the ``dp``
+    section's C, step, accountant and LoRA, and the audit canaries a training is expected to hold."""
+
+    omitted = frozenset({"lora_rank", "lora_alpha", "lora_targets", "public_weight", "public_batch_size"})
+
+    kind: str = "dp-user"
+    target_epsilon: float
+    delta: float
+    lora: bool
+    method: Literal["uls", "els"]
+    records_per_person: int
+    batch_size: int | None
+    epochs: int | None
+    reduction: Literal["mean", "sum"]
+    max_grad_norm: float
+    lr: float
+    accountant: str
+    train_output: bool
+    micro_batch_tokens: int
+    seed: int
+    data_defences: dict[str, Any]
+    expected_audit_canaries: int
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
+    lora_targets: str | tuple[str, ...] | None = None
+    public_weight: float | None = None
+    public_batch_size: int | None = None
+
+
 class DPUser(ArmKind):
     name = "dp-user"
     param = "ε"
@@ -97,11 +129,12 @@ class DPUser(ArmKind):
     modifiers = ("lora",)
     Options = DPUserOptions
     Details = UserSampling
+    needs = (PUBLIC, ENCODE)  # the public gradient (dp.public_weight)
 
     def options(self, cfg) -> DPUserOptions:
         return DPUserOptions.model_validate(cfg.arm_options.get(self.name, {}))
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> DPUserSettings:
         lora = "lora" in spec.modifiers
         delta, _ = resolve_delta(cfg, n_members)
         dp = cfg.dp
@@ -117,14 +150,14 @@ class DPUser(ArmKind):
             settings.update({f: getattr(dp, f) for f in _LORA_FIELDS})
         if dp.public_weight > 0:
             settings.update(public_weight=dp.public_weight, public_batch_size=dp.public_batch_size)
-        return settings
+        return DPUserSettings(**settings)
 
     def check(self, cfg, spec: ArmSpec, names: list[str]) -> None:
         if "lora" in spec.modifiers and cfg.dp.qlora:
             raise ValueError(f"{spec.name} trains LoRA adapters on a full-precision base; QLoRA (dp.qlora) is for "
                              "the dp-ε+lora arms: set dp.qlora false or drop +lora")
 
-    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, s: DPUserSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """User-level DP fine-tuning over the people of ``ctx.records`` (no early stopping, as ``dp``)."""
         from ..accountants import epsilons as accountant_epsilons
         from ..models.user_dp import UserDPSettings, person_labels, train_user_dp, user_dp_recipe
@@ -132,34 +165,28 @@ class DPUser(ArmKind):
 
         persons = person_labels(ctx.records)
         people, planted = unit_counts(ctx.records)
-        k = s["records_per_person"]
+        k = s.records_per_person
         # The public unit count (q = B / N, the recipe's batch): the members' own units, which the split fixes,
         # and the audit canaries a training is expected to include — each one record, one unit — not the
         # realised count, which moves with the canaries' coin flips (issue 37 item 6).
         own = Counter(person_labels([r for r in ctx.records if r.kind != AUDIT_CANARY]))
-        expected = s.get("expected_audit_canaries", 0)
-        uls = s["method"] == "uls"
+        expected = s.expected_audit_canaries
+        uls = s.method == "uls"
         public_units = (len(own) if uls else sum(min(k, n) for n in own.values())) + expected
         if uls:
-            batch, epochs = user_dp_recipe(public_units, s["target_epsilon"])
+            batch, epochs = user_dp_recipe(public_units, s.target_epsilon)
         else:
-            batch, epochs = dp_recipe(public_units, s["target_epsilon"])
+            batch, epochs = dp_recipe(public_units, s.target_epsilon)
         uds = UserDPSettings(
-            target_epsilon=s["target_epsilon"], delta=s["delta"], max_grad_norm=s["max_grad_norm"],
-            epochs=s["epochs"] or epochs, expected_batch_size=min(s["batch_size"] or batch, len(people) + len(planted))
-            if uls else (s["batch_size"] or batch), public_units=public_units, lr=s["lr"], records_per_person=k,
-            method=s["method"], reduction=s["reduction"], seed=ctx.seed, accountant=s["accountant"],
-            micro_batch_tokens=s["micro_batch_tokens"], train_output=s["train_output"],
-            lora_rank=s["lora_rank"] if s["lora"] else None,
-            **({"lora_alpha": s["lora_alpha"],
-                "lora_targets": s["lora_targets"] if isinstance(s["lora_targets"], str) else tuple(s["lora_targets"])}
-               if s["lora"] else {}),
-            public_weight=s.get("public_weight", 0.0), public_batch_size=s.get("public_batch_size", 64))
-        public = None
-        if uds.public_weight > 0:
-            if ctx.encode is None:
-                raise ValueError("the public gradient needs the pipeline's encoder (FitContext.encode)")
-            public = ctx.encode([r.text for r in ctx.public()])
+            target_epsilon=s.target_epsilon, delta=s.delta, max_grad_norm=s.max_grad_norm,
+            epochs=s.epochs or epochs, expected_batch_size=min(s.batch_size or batch, len(people) + len(planted))
+            if uls else (s.batch_size or batch), public_units=public_units, lr=s.lr, records_per_person=k,
+            method=s.method, reduction=s.reduction, seed=ctx.seed, accountant=s.accountant,
+            micro_batch_tokens=s.micro_batch_tokens, train_output=s.train_output,
+            lora_rank=s.lora_rank if s.lora else None,
+            **({"lora_alpha": s.lora_alpha, "lora_targets": s.lora_targets} if s.lora else {}),
+            public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64)
+        public = ctx[ENCODE]([r.text for r in ctx[PUBLIC]]) if uds.public_weight > 0 else None
         model, log = train_user_dp(model, ctx.data, uds, ctx.pad, ctx.max_length, persons, desc=f"train {ctx.label}",
                                    public=public)
         if uls:

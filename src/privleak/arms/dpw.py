@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..attacks.inputs import BASE, MODEL
 from ..config.sections import MAX_WEIGHT_SIGMA
 from ..core.present import Cell, t
 from ..core.typed import ArmDetails
-from .base import ArmInputs, ArmKind, DeriveContext, FitContext
-from .common import fit_plain
+from .base import ArmInputs, ArmKind, BuildContext, FitContext, KindSettings
+from .common import PlainSettings, fit_plain
+from .inputs import TRAINING
 from .plain import BASELINE
 from .registry import ArmSpec, register
 
@@ -40,6 +42,15 @@ def _scale(w: WeightNoise) -> str:
     return f"weight RMS {w.weight_rms:.3g}{upd}; {w.n_parameters:,} parameters noised"
 
 
+class WeightNoiseSettings(KindSettings):
+    """σ, the noise's seed, and the baseline's training that the weights come from (its shadows are trained so)."""
+
+    kind: str = "dpw"
+    sigma: float
+    noise_seed: int
+    trained_as: PlainSettings
+
+
 class DPWeights(ArmKind):
     name = "dpw"
     param = "σ"
@@ -49,29 +60,30 @@ class DPWeights(ArmKind):
     model = "derived"
     source = "baseline"
     Details = WeightNoise
+    needs = (MODEL.of("source"), TRAINING.of("source"), BASE)  # derive: the baseline's model and record
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> WeightNoiseSettings:
         # The baseline's training, then noise on the weights: the shadows of a DP-Weights arm are made the same way.
         from ..data.canaries import derive_seed
 
-        return {"kind": "dpw", "sigma": spec.param, "noise_seed": derive_seed(cfg.seed, spec.name),
-                "trained_as": BASELINE.settings(cfg, ArmSpec("baseline"), n_members)}
+        return WeightNoiseSettings(sigma=spec.param, noise_seed=derive_seed(cfg.seed, spec.name),
+                                   trained_as=BASELINE.settings(cfg, ArmSpec("baseline"), n_members))
 
-    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, s: WeightNoiseSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """From scratch (the shadows): plain training as the baseline, then θ + N(0, σ²I)."""
         from ..defenses.weight_noise import add_weight_noise
 
-        model, record = fit_plain(model, s["trained_as"], ctx)
-        noise = add_weight_noise(model, s["sigma"], s["noise_seed"])
+        model, record = fit_plain(model, s.trained_as, ctx)
+        noise = add_weight_noise(model, s.sigma, s.noise_seed)
         return model, {**record, "kind": "dpw", "weight_noise": noise.to_dict()}
 
-    def derive(self, s: dict[str, Any], ctx: DeriveContext) -> tuple[Any, dict[str, Any]]:
+    def derive(self, s: WeightNoiseSettings, ctx: BuildContext) -> tuple[Any, dict[str, Any]]:
         """The baseline's trained model (not retrained) plus N(0, σ²I) on every weight."""
         from ..defenses.weight_noise import add_weight_noise
 
-        handle = ctx.load("baseline")
-        noise = add_weight_noise(handle.model, s["sigma"], s["noise_seed"], start=ctx.base.model)
-        return handle.model, {**ctx.train_record("baseline"), "kind": "dpw", "settings": s, "privacy": None,
+        handle = ctx[MODEL.of("source")]
+        noise = add_weight_noise(handle.model, s.sigma, s.noise_seed, start=ctx[BASE].model)
+        return handle.model, {**ctx[TRAINING.of("source")], "kind": "dpw", "settings": s.key(), "privacy": None,
                               "weight_noise": noise.to_dict()}
 
     def details(self, inputs: ArmInputs) -> WeightNoise | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..core.typed import ArmDetails, GgufSource
-from .base import ArmInputs, ArmKind
+from .base import ArmInputs, ArmKind, KindSettings
 from .registry import ArmSpec, register
 
 
@@ -40,8 +40,8 @@ class External(ArmKind):
     shadows = False
     Details = ExternalModel
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-        return {"kind": "external"}
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> KindSettings:
+        return KindSettings(kind="external")
 
     def details(self, inputs: ArmInputs) -> ExternalModel | None:
         target = inputs.extra.get("target")

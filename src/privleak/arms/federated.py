@@ -20,7 +20,7 @@ from ..core.present import Block, Cell, Note, num, t
 from ..data.clients import client_labels, partition, roster
 from ..data.splits import unit_of
 from ..core.typed import ArmDetails
-from .base import ArmInputs, ArmKind, FitContext
+from .base import ArmInputs, ArmKind, FitContext, KindSettings
 from .common import unit_histogram, data_settings, unit_counts
 from .registry import ArmSpec, register
 
@@ -87,6 +87,32 @@ _PROTECTS = (
     "the ε without trusting the server.")
 
 
+class FedSettings(KindSettings):
+    """A federated arm's settings: the ``federated`` section, the client field, and for DP-FedAvg the target
+    client-level (ε, δ) and the accountant."""
+
+    omitted = frozenset({"target_epsilon", "delta", "accountant"})
+
+    kind: str = "fedavg"
+    clients: int
+    rounds: int
+    sample_rate: float
+    local_steps: int
+    batch_size: int
+    lr: float
+    clip: float
+    parallel_clients: int
+    round_timeout_s: float
+    drop: tuple[tuple[int, int], ...]
+    client_field: str | None
+    seed: int
+    data_defences: dict[str, Any]
+    train_embeddings: bool
+    target_epsilon: float | None = None
+    delta: float | None = None
+    accountant: str | None = None
+
+
 class FedAvg(ArmKind):
     name = "fedavg"
     summary = "federated averaging over the clients (clinics) on Flower: no DP"
@@ -95,7 +121,7 @@ class FedAvg(ArmKind):
     marker_note = "Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε."
     Details = Federation
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> FedSettings:
         """``federated`` config, the client field, and for DP-FedAvg the target client-level ε, δ (the central
         arms' δ, already below 1/K) and the central arms' accountant."""
         settings = {"kind": self.name, **cfg.federated.model_dump(mode="json"), "client_field": cfg.data.client_field,
@@ -104,24 +130,24 @@ class FedAvg(ArmKind):
             delta, _ = resolve_delta(cfg, n_members)
             settings.update(target_epsilon=spec.param, delta=delta, accountant=cfg.dp.accountant,
                             train_embeddings=cfg.dp.train_embeddings)
-        return settings
+        return FedSettings(**settings)
 
-    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, s: FedSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         """FedAvg / DP-FedAvg on Flower over the records' clients."""
-        from ..models.federated import FedSettings, train_federated, trainable_names
+        from ..models.federated import FedSettings as FedTrainSettings
+        from ..models.federated import train_federated, trainable_names
 
         cfg = ctx.cfg
         labels = client_labels(ctx.records, cfg.federated.clients, cfg.seed, cfg.data.client_field)
         # DP-FedAvg's K is the configured roster (data.clients.roster): the noise scale σC/(qK) must not depend on
         # who is in the data. FedAvg makes no DP claim and averages over the clients that exist.
         names, index = partition(labels, roster(labels, cfg.federated.clients, cfg.data.client_field)
-                                 if s["kind"] == "fed-dp" else None)
-        fs = FedSettings(rounds=s["rounds"], sample_rate=s["sample_rate"], local_steps=s["local_steps"],
-                         batch_size=s["batch_size"], lr=s["lr"], seed=ctx.seed, dp=s["kind"] == "fed-dp",
-                         target_epsilon=s.get("target_epsilon"), delta=s.get("delta"), clip=s["clip"],
-                         train_embeddings=s["train_embeddings"], accountant=s.get("accountant", "prv"),
-                         parallel_clients=s["parallel_clients"], round_timeout_s=s["round_timeout_s"],
-                         drop=tuple(tuple(d) for d in s["drop"]))
+                                 if s.kind == "fed-dp" else None)
+        fs = FedTrainSettings(rounds=s.rounds, sample_rate=s.sample_rate, local_steps=s.local_steps,
+                              batch_size=s.batch_size, lr=s.lr, seed=ctx.seed, dp=s.kind == "fed-dp",
+                              target_epsilon=s.target_epsilon, delta=s.delta, clip=s.clip,
+                              train_embeddings=s.train_embeddings, accountant=s.accountant or "prv",
+                              parallel_clients=s.parallel_clients, round_timeout_s=s.round_timeout_s, drop=s.drop)
         params = dict(model.named_parameters())
         d = int(sum(params[n].numel() for n in trainable_names(model, fs.train_embeddings) if n in params))
         model, log = train_federated(model, ctx.data, index, len(names), fs, ctx.pad, ctx.max_length,
@@ -139,7 +165,7 @@ class FedAvg(ArmKind):
                       "sample_rate": fs.sample_rate, "sampling": "poisson" if fs.dp else "fixed-size without replacement",
                       "local_steps": fs.local_steps, "sampled": log.sampled, "replied": log.replied,
                       "failures": log.failures, "client_steps": log.client_steps, "trained_parameters": d}
-        return model, {"kind": s["kind"], "steps": log.rounds, "privacy": privacy, "federation": federation,
+        return model, {"kind": s.kind, "steps": log.rounds, "privacy": privacy, "federation": federation,
                        "epoch_losses": [x for x in log.losses if x == x],  # rounds nobody answered have no loss
                        "epochs_run": log.client_records / max(1, len(ctx.data))}
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..attacks.inputs import CANARIES, SPLITS
+from ..core.inputs import provides
 from ..core.present import Cell, Note, Section, Table, n, pct, t
-from .base import ArmInputs, ArmKind, ExtraStage, Served
+from .base import ArmInputs, ArmKind, ExtraStage, KindSettings, Served
 from .guard_report import GuardReport, Interventions
+from .inputs import GUARD as GUARD_INPUT
 from .registry import ArmSpec, register
 
 if TYPE_CHECKING:
@@ -45,6 +48,19 @@ def _rate_row(label: str, r: Any) -> list[Cell | str]:
     return [label, t(f"{r.k}/{r.n}"), t(pct(r.rate)), t(ci)]
 
 
+@provides(GUARD_INPUT, needs=(SPLITS, CANARIES), pure=True)
+def _guard(view: Any) -> Any:
+    """The audit's guard: verbatim member windows, canaries and the members' PII inventory, public text allowed."""
+    from ..defenses.guard.guard import Guard, inventory_from_records
+
+    s = view[SPLITS]
+    guard = Guard.build([r.text for r in s["members"]], canaries=view[CANARIES],
+                        inventory=inventory_from_records(s["members"]), threshold=50,
+                        allow_texts=[r.text for r in s["public"]])
+    guard.warm_up()
+    return guard
+
+
 def _benign_cost(handle: Any, ctx: Any) -> dict[str, Any]:
     """The guard-cost stage: its interventions on benign output (:func:`.guard_costs.benign_false_positives`)."""
     from .guard_costs import benign_false_positives
@@ -61,9 +77,10 @@ class Guarded(ArmKind):
     compared = False
     shadows = False
     Details = GuardReport
+    needs = (GUARD_INPUT,)  # serve: the guard every text-only attack goes through
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-        return {"kind": "guard"}
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> KindSettings:
+        return KindSettings(kind="guard")
 
     def serve(self, handle: Any, ctx: Any) -> Served:
         from .guard_costs import Tally, guard_target
@@ -74,7 +91,10 @@ class Guarded(ArmKind):
                       on_start=tally.start)
 
     def extra_stages(self) -> list[ExtraStage]:
-        return [ExtraStage("guard-cost", "guard.json", _benign_cost)]
+        from ..attacks.extraction import VERBATIM_INDEXES
+        from ..attacks.inputs import REFERENCE
+
+        return [ExtraStage("guard-cost", "guard.json", _benign_cost, needs=(GUARD_INPUT, VERBATIM_INDEXES, REFERENCE))]
 
     def details(self, inputs: ArmInputs) -> GuardReport | None:
         report = GuardReport.model_validate(inputs.extra["guard-cost"])

@@ -32,11 +32,12 @@ from ..core.verbatim_index import VerbatimIndex, normalise_ws
 from ..data.canaries import derive_seed
 from ..data.records import Record
 from ..defenses.guard.generate import GuardedHandle, guarded_handle
-from ..defenses.guard.guard import Guard, inventory_from_records
+from ..defenses.guard.guard import Guard
 from ..defenses.guard.verdict import REASONS, Verdict
 from ..models.generation import GenerationSettings, generate
 from ..models.handle import ModelHandle
 from .guard_report import FalsePositives, GuardExample, GuardReport, Interventions
+from .inputs import GUARD
 
 
 class Tally:
@@ -56,15 +57,9 @@ class Tally:
         c.outputs_blocked += sum(not v.allowed for v in verdicts)
 
 
-def build_guard(ctx: AttackContext, threshold: int = 50) -> Guard:
-    """The audit's guard: verbatim member windows, canaries and the members' PII inventory, public text allowed."""
-    def build() -> Guard:
-        guard = Guard.build([r.text for r in ctx.members], canaries=ctx.canaries,
-                            inventory=inventory_from_records(ctx.members), threshold=threshold,
-                            allow_texts=[r.text for r in ctx.public])
-        guard.warm_up()
-        return guard
-    return ctx.shared_memo("guard", build)
+def build_guard(ctx: AttackContext) -> Guard:
+    """The audit's guard (built once per process)."""
+    return ctx[GUARD]
 
 
 def guard_target(served: ModelHandle, ctx: AttackContext, tally: Tally) -> GuardedHandle:

@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .base import ArmKind, FitContext
-from .common import data_settings, fit_plain
+from ..attacks.inputs import PUBLIC
+from .base import ArmKind, BuildContext, FitContext
+from .common import PlainSettings, fit_plain, plain_settings
+from .inputs import VALIDATION
 from .registry import ArmSpec, register
 
 
@@ -29,11 +31,10 @@ class Baseline(ArmKind):
         return (" It is the memorisation stress test — trained to the end on a memorising recipe, not a deployable "
                 "choice; defences are compared with best, the deployable recipe.")
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-        return {"kind": "baseline", **cfg.train.model_dump(mode="json"), "seed": cfg.seed,
-                "data_defences": data_settings(cfg, spec)}
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> PlainSettings:
+        return PlainSettings(**plain_settings(cfg, spec, "baseline"))
 
-    def fit(self, model: Any, settings: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, settings: PlainSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         return fit_plain(model, settings, ctx)
 
 
@@ -48,30 +49,40 @@ def rehearsal_records(public: list, n: int, replay: float, seed: int) -> list:
     return [public[i] for i in sorted(order)]
 
 
+class BestSettings(PlainSettings):
+    """The deployable recipe: ``best``'s epochs and step, public rehearsal, early stopping on the population."""
+
+    kind: str = "best"
+    replay: float
+    validate_records: int
+    validate_every_epochs: float
+    patience: int
+
+
 class Best(ArmKind):
     name = "best"
     summary = ("the best non-private reference: fine-tuning with public rehearsal, early-stopped on population "
                "records (BestConfig); with data defences (scrub, dedup) the deployable recipe on the defended members")
     alone = False
     utility_reference = True
+    needs = (PUBLIC, VALIDATION)
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> BestSettings:
         b = cfg.best
-        return {"kind": "best", "epochs": b.epochs, "batch_size": cfg.train.batch_size, "lr": b.lr,
-                "weight_decay": cfg.train.weight_decay, "seed": cfg.seed, "data_defences": data_settings(cfg, spec),
-                "replay": b.replay, "validate_records": b.validate_records,
-                "validate_every_epochs": 0.5, "patience": b.patience}
+        return BestSettings(**plain_settings(cfg, spec, "best", epochs=b.epochs, lr=b.lr, replay=b.replay,
+                                             validate_records=b.validate_records, validate_every_epochs=0.5,
+                                             patience=b.patience))
 
-    def prepare(self, records: list, settings: dict[str, Any], ctx: FitContext) -> list:
-        if not settings.get("replay"):
+    def prepare(self, records: list, settings: BestSettings, ctx: BuildContext) -> list:
+        if not settings.replay:
             return records
-        return records + rehearsal_records(ctx.public(), len(records), settings["replay"], ctx.seed)
+        return records + rehearsal_records(ctx[PUBLIC], len(records), settings.replay, ctx.seed)
 
-    def fit(self, model: Any, settings: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
-        return fit_plain(model, settings, ctx, validate=ctx.validation(settings["validate_records"]))
+    def fit(self, model: Any, settings: BestSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+        return fit_plain(model, settings, ctx, validate=ctx[VALIDATION](settings.validate_records))
 
 
 BASELINE = register(Baseline())
 BEST = register(Best())
 
-__all__ = ["BASELINE", "BEST", "Baseline", "Best", "rehearsal_records"]
+__all__ = ["BASELINE", "BEST", "Baseline", "Best", "BestSettings", "rehearsal_records"]

@@ -16,8 +16,9 @@ import time
 from typing import Any, Literal
 
 from ..data.records import Record
-from .base import ArmInputs, FitContext
-from .common import data_settings, fit_plain
+from ..attacks.inputs import FORGET_SET
+from .base import ArmInputs, BuildContext, FitContext
+from .common import PlainSettings, fit_plain, plain_settings
 from .registry import ArmSpec, register
 from .unlearning import UnlearningDetails, UnlearningKind, forget_settings
 
@@ -27,6 +28,13 @@ class RetrainDetails(UnlearningDetails):
     n_forgotten_records: int  # member records left out
 
 
+class RetrainSettings(PlainSettings):
+    """The baseline's recipe, and who is left out (the forget set's settings)."""
+
+    kind: str = "retrain"
+    forget: dict[str, Any]
+
+
 class Retrain(UnlearningKind):
     name = "retrain"
     summary = "the baseline's recipe from the base model on the members minus the forget set: the gold standard"
@@ -34,17 +42,16 @@ class Retrain(UnlearningKind):
     versus = "control"
     Details = RetrainDetails
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-        return {"kind": "retrain", **cfg.train.model_dump(mode="json"), "seed": cfg.seed,
-                "data_defences": data_settings(cfg, ArmSpec("baseline")), "forget": forget_settings(cfg)}
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> RetrainSettings:
+        return RetrainSettings(**plain_settings(cfg, ArmSpec("baseline"), "retrain", forget=forget_settings(cfg)))
 
-    def prepare(self, records: list[Record], settings: dict[str, Any], ctx: FitContext) -> list[Record]:
-        return ctx.forget().retain(records)  # type: ignore[misc]
+    def prepare(self, records: list[Record], settings: RetrainSettings, ctx: BuildContext) -> list[Record]:
+        return ctx[FORGET_SET].retain(records)
 
-    def fit(self, model: Any, settings: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, settings: RetrainSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         start = time.perf_counter()
         model, record = fit_plain(model, settings, ctx)
-        forget = ctx.forget()  # type: ignore[misc]
+        forget = ctx[FORGET_SET]
         return model, {**record, "kind": "retrain", "forget": forget.to_json(),
                        "phases_s": {"fit": round(time.perf_counter() - start, 2)}}
 

@@ -30,9 +30,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..attacks.inputs import BASE, FORGET_SET, MODEL
 from ..data.canaries import derive_seed
 from ..policy import unlearn_recipe
-from .base import ArmInputs, DeriveContext
+from .base import ArmInputs, BuildContext, KindSettings
+from .inputs import TRAINING_RECORDS, VALIDATION
 from .registry import ArmSpec, register
 from .unlearning import UnlearningDetails, UnlearningKind, forget_settings
 
@@ -58,32 +60,49 @@ def _mean_nll(model: Any, tokenizer: Any, max_length: int, texts: list[str]) -> 
     return float(-np.mean(scores.logprob.astype(np.float64))) if scores.logprob.size else math.inf
 
 
+class UnlearnGASettings(KindSettings):
+    """NPO (or gradient difference) on the forget set with a retain term: its step, its passes at most, β, λ,
+    the batch, the population records of its stopping rule, its seed, and who is forgotten."""
+
+    kind: str = "unlearn-ga"
+    method: str
+    lr: float
+    max_epochs: float
+    beta: float
+    retain_weight: float
+    batch_size: int
+    validate_records: int
+    seed: int
+    forget: dict[str, Any]
+
+
 class UnlearnGA(UnlearningKind):
     name = "unlearn-ga"
     summary = "the baseline's model with the forget set unlearned by NPO and a retain term (Zhang et al. 2024)"
     model = "derived"
     source = "baseline"
     Details = UnlearnGADetails
+    needs = (FORGET_SET, VALIDATION, MODEL.of("source"), TRAINING_RECORDS.of("source"), BASE)
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> UnlearnGASettings:
         g = cfg.unlearning.ga
         lr, epochs = unlearn_recipe(g.method, g.lr, g.max_epochs)
-        return {"kind": "unlearn-ga", "method": g.method, "lr": lr, "max_epochs": epochs, "beta": g.beta,
-                "retain_weight": g.retain_weight, "batch_size": g.batch_size,
-                "validate_records": cfg.best.validate_records, "seed": derive_seed(cfg.seed, "unlearn-ga") % 2**32,
-                "forget": forget_settings(cfg)}
+        return UnlearnGASettings(method=g.method, lr=lr, max_epochs=epochs, beta=g.beta, retain_weight=g.retain_weight,
+                                 batch_size=g.batch_size, validate_records=cfg.best.validate_records,
+                                 seed=derive_seed(cfg.seed, "unlearn-ga") % 2**32, forget=forget_settings(cfg))
 
-    def derive(self, s: dict[str, Any], ctx: DeriveContext) -> tuple[Any, dict[str, Any]]:
+    def derive(self, s: UnlearnGASettings, ctx: BuildContext) -> tuple[Any, dict[str, Any]]:
         from ..models.batching import encode
         from ..models.unlearn import UnlearnSettings, unlearn
 
         start = time.perf_counter()
-        handle = ctx.load(self.source)
-        forget = ctx.forget()  # type: ignore[misc]
-        f_recs, r_recs = forget.split(ctx.records(self.source))  # type: ignore[misc]
-        tok, length = ctx.base.tokenizer, ctx.cfg.model.max_length
+        handle = ctx[MODEL.of("source")]
+        forget = ctx[FORGET_SET]
+        f_recs, r_recs = forget.split(ctx[TRAINING_RECORDS.of("source")])
+        base = ctx[BASE]
+        tok, length = base.tokenizer, ctx.cfg.model.max_length
         f_texts = [r.text for r in f_recs]
-        population = ctx.validation(s["validate_records"])  # type: ignore[misc]
+        population = ctx[VALIDATION](s.validate_records)
         last: dict[str, float] = {}
 
         def forgotten(model: Any) -> bool:
@@ -91,19 +110,19 @@ class UnlearnGA(UnlearningKind):
             return last["forget"] >= last["population"]
 
         nll_start = _mean_nll(handle.model, tok, length, f_texts)
-        u = UnlearnSettings(method=s["method"], epochs=s["max_epochs"], lr=s["lr"], beta=s["beta"],
-                            retain_weight=s["retain_weight"], batch_size=s["batch_size"],
-                            check_every=max(1, math.ceil(len(f_recs) / s["batch_size"] / 2)), seed=s["seed"])
+        u = UnlearnSettings(method=s.method, epochs=s.max_epochs, lr=s.lr, beta=s.beta, retain_weight=s.retain_weight,
+                            batch_size=s.batch_size, check_every=max(1, math.ceil(len(f_recs) / s.batch_size / 2)),
+                            seed=s.seed)
         log = unlearn(handle.model, encode(tok, f_texts, length), encode(tok, [r.text for r in r_recs], length), u,
-                      ctx.base.pad_id, stop=forgotten, desc="unlearn-ga")
-        info = {"method": s["method"], "steps": log.steps, "stopped_by_rule": log.stopped,
+                      base.pad_id, stop=forgotten, desc="unlearn-ga")
+        info = {"method": s.method, "steps": log.steps, "stopped_by_rule": log.stopped,
                 "n_forget_records": len(f_recs), "n_retain_records": len(r_recs), "nll_forget_start": nll_start,
                 "nll_forget_end": last.get("forget", nll_start), "nll_population_end": last.get("population", math.nan)}
         if log.checks and not log.checks[-1][0] == log.steps:  # the rule last looked before the final step
             forgotten(handle.model)
             info["nll_forget_end"], info["nll_population_end"] = last["forget"], last["population"]
         return handle.model, {"kind": "unlearn-ga", "steps": log.steps, "epoch_losses": log.losses, "privacy": None,
-                              "settings": s, "n_train_records": len(r_recs), "forget": forget.to_json(),
+                              "settings": s.key(), "n_train_records": len(r_recs), "forget": forget.to_json(),
                               "unlearning": info, "phases_s": {"unlearn": round(time.perf_counter() - start, 2)}}
 
     def own_details(self, inputs: ArmInputs) -> dict[str, Any]:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..attacks.inputs import FORGET_SET
 from ..data.canaries import derive_seed
 from ..data.unlearning import shard_by_person
 from ..policy import sisa_shards
-from .base import ArmInputs, FitContext
+from .base import ArmInputs, FitContext, KindSettings
 from .common import data_settings
+from .inputs import VALIDATION
 from .registry import ArmSpec, register
 from .unlearning import UnlearningDetails, UnlearningKind, forget_settings
 
@@ -47,40 +49,57 @@ def shard_seed(seed: int, shard: int) -> int:
     return derive_seed(seed, f"sisa-shard-{shard}") % 2**32
 
 
+class SisaSettings(KindSettings):
+    """The baseline's recipe on each shard, the shard count, the population records the averaged model is
+    validated on, and who is forgotten."""
+
+    kind: str = "unlearn-sisa"
+    epochs: float
+    batch_size: int
+    lr: float
+    weight_decay: float
+    seed: int
+    shards: int
+    validate_records: int
+    data_defences: dict[str, Any]
+    forget: dict[str, Any]
+
+
 class UnlearnSisa(UnlearningKind):
     name = "unlearn-sisa"
     summary = "SISA: members sharded by person, one baseline-recipe model per shard, weights averaged; the shards " \
               "holding the forget set retrained"
     Details = SisaDetails
+    needs = (FORGET_SET, VALIDATION)
 
-    def settings(self, cfg, spec: ArmSpec, n_members: int) -> dict[str, Any]:
-        return {"kind": "unlearn-sisa", **cfg.train.model_dump(mode="json"), "seed": cfg.seed,
-                "shards": sisa_shards(cfg.unlearning.sisa.shards), "validate_records": cfg.best.validate_records,
-                "data_defences": data_settings(cfg, ArmSpec("baseline")), "forget": forget_settings(cfg)}
+    def settings(self, cfg, spec: ArmSpec, n_members: int) -> SisaSettings:
+        return SisaSettings(kind="unlearn-sisa", **cfg.train.model_dump(mode="json"), seed=cfg.seed,
+                            shards=sisa_shards(cfg.unlearning.sisa.shards), validate_records=cfg.best.validate_records,
+                            data_defences=data_settings(cfg, ArmSpec("baseline")), forget=forget_settings(cfg))
 
-    def fit(self, model: Any, s: dict[str, Any], ctx: FitContext) -> tuple[Any, dict[str, Any]]:
+    def fit(self, model: Any, s: SisaSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         from ..models.batching import Encoded  # torch: only when the arm trains, not when kinds register
         from ..models.sisa import average_weights, sisa
         from ..models.train import TrainSettings
 
-        forget = ctx.forget()  # type: ignore[misc]
-        shards = shard_by_person(ctx.records, s["shards"], s["seed"])
+        forget = ctx[FORGET_SET]
+        shards = shard_by_person(ctx.records, s.shards, s.seed)
         data = [Encoded([ctx.data.ids[i] for i in ix]) for ix in shards]
         flags = [[forget.holds(ctx.records[i]) for i in ix] for ix in shards]
 
         def recipe(k: int) -> TrainSettings:
-            return TrainSettings(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
-                                 weight_decay=s["weight_decay"], seed=shard_seed(s["seed"], k))
+            return TrainSettings(epochs=s.epochs, batch_size=s.batch_size, lr=s.lr, weight_decay=s.weight_decay,
+                                 seed=shard_seed(s.seed, k))
         run = sisa(model, data, flags, recipe, ctx.pad, desc=f"train {ctx.label}")
         averaged = average_weights(run.models)
-        validate = ctx.validation(s["validate_records"])
+        validate = ctx[VALIDATION](s.validate_records)
         shard_nll = sum(validate(m) for m in run.models) / len(run.models)
-        info = {"shards": s["shards"], "shard_sizes": run.shard_sizes, "affected": [k + 1 for k in run.affected],
+        info = {"shards": s.shards, "shard_sizes": run.shard_sizes, "affected": [k + 1 for k in run.affected],
                 "forgotten_per_shard": run.forgotten_per_shard, "steps_unlearn": sum(run.steps_unlearn.values()),
                 "nll_population_average": validate(averaged), "nll_population_shards": shard_nll}
         return averaged, {"kind": "unlearn-sisa", "steps": sum(run.steps_fit),
                           "epoch_losses": [sum(x) / len(x) for x in zip(*run.losses)] if run.losses else [],
-                          "privacy": None, "epochs_run": s["epochs"], "forget": forget.to_json(), "sisa": info,
+                          "privacy": None, "epochs_run": s.epochs, "forget": forget.to_json(), "sisa": info,
                           "phases_s": {"fit": round(run.seconds_fit, 2), "unlearn": round(run.seconds_unlearn, 2)}}
 
     def own_details(self, inputs: ArmInputs) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..attacks.inputs import FORGET_SET
 from ..core.present import Cell, Note, Section, Table, interval, n, t
 from ..core.typed import ArmDetails
 from ..policy import forget_plan
@@ -47,7 +48,7 @@ class UnlearningKind(ArmKind):
     """The shared behaviour of the unlearning kinds; a subclass sets ``name``, its model and its ``Details``."""
 
     alone = True
-    forgets = True
+    needs: tuple = (FORGET_SET,)
     recommendable = False
     shadows = False
     after: tuple[str, ...] = (RETRAIN,)

@@ -24,15 +24,34 @@ the inputs it needs. Adding an attack is its module and one registry line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import PrivateAttr
 
+from ..core.inputs import Inputs, Needed, View, as_need
 from ..core.present import Block, Example, Figure, Heading, Table, headline_table
 from ..core.stats import Equivalence, fisher_exact_test, rate_excess_within, rate_within
 from ..core.typed import Typed
+from .inputs import (
+    ATTACK_SPECS,
+    AUDIT_CANARIES,
+    CANARIES,
+    CLIENTS,
+    FORGET_SET,
+    MASKER,
+    REFERENCE,
+    SAMPLES,
+    SCORED_TEXTS,
+    SCORES,
+    SEED,
+    SELECTION,
+    SETTINGS,
+    SHADOWS,
+    SPLITS,
+    ShadowData,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -340,109 +359,150 @@ class ScoringPasses:
         return self._memo[("reference", split)]
 
 
-@dataclass
-class ShadowData:
-    """Shadow models' NLLs for LiRA / RMIA (trained by the pipeline; only numbers here).
+#: What every attack reads without declaring it: the splits, the canaries, the settings and seed, the masker,
+#: the membership evaluation sets and the texts of the scoring pass.
+COMMON: tuple[Needed, ...] = (SPLITS, CANARIES, SETTINGS, SEED, MASKER, SELECTION, SCORED_TEXTS)
 
-    ``nll_x`` (S, n): every shadow on the evaluated candidates (members then
-    non-members of the membership subsets); ``nll_z`` (S, m): on the
-    population; ``in_x`` (S, n): True where shadow s trained on candidate x.
+
+class AttackContext(View):
+    """Everything an attack reads besides the target model, for one model: the inputs it declares
+    (``ctx[INPUT]``, ``ctx.has(INPUT)``; ``AttackSpec.needs`` and ``reads``) and, as attributes, those every
+    attack reads (:data:`COMMON`) and the usual declared ones. The pipeline makes one per stage from the
+    process's resolver (:class:`~privleak.core.inputs.Inputs`) and narrows it to each attack's declaration
+    (:meth:`for_attack`); a test makes one over :class:`~privleak.core.inputs.FakeInputs`.
+
+    ``members`` holds every member record (canary copies included); ``mia_members`` / ``mia_non_members``
+    index the non-canary members and the non-members that the membership attacks compare (equal sizes).
+    :meth:`memo` keeps what an attack derives from the attacked target (its samples as a guard filters them)
+    for the other attacks of the same stage.
     """
 
-    nll_x: np.ndarray
-    nll_z: np.ndarray
-    in_x: np.ndarray
+    def __init__(self, resolver: Inputs, model: str | None, needs: Iterable[Needed] | None = None, reader: str = "",
+                 *, local: dict[str, Any] | None = None, override: dict[str, Any] | None = None) -> None:
+        super().__init__(resolver, model, None if needs is None else (*COMMON, *needs), reader)
+        self.local: dict[str, Any] = {} if local is None else local
+        self._override = dict(override or {})
 
+    def for_attack(self, spec: AttackSpec) -> AttackContext:
+        """This context as ``spec`` may read it (what it declares and :data:`COMMON`), sharing :meth:`memo`."""
+        return AttackContext(self.resolver, self.model, (*spec.needs, *spec.reads), spec.name, local=self.local,
+                             override=self._override)
 
-@dataclass
-class AttackContext:
-    """Everything an attack may read besides the target model.
+    def replace(self, **override: Any) -> AttackContext:
+        """A copy whose named attributes read ``override`` (the forget-set MIA's own evaluation sets), with a
+        memo of its own."""
+        return AttackContext(self.resolver, self.model, self._needs, self._reader, override={**self._override,
+                                                                                              **override})
 
-    ``members`` holds every member record (canary copies included);
-    ``mia_members`` / ``mia_non_members`` index the non-canary members and
-    the non-members that the membership attacks compare (equal sizes).
-    Inputs several attacks use are built on first use and memoised: per
-    context (:meth:`memo`, e.g. the shadow scores of this target) or in
-    ``shared`` (:meth:`shared_memo`; pass the same dict to every arm of an
-    audit for inputs that do not depend on the target: verbatim indexes, the
-    PII analyser, the base model's emissions).
-    """
+    def _attr(self, name: str, read: Callable[[], Any]) -> Any:
+        return self._override[name] if name in self._override else read()
 
-    members: list[Record]
-    non_members: list[Record]
-    population: list[Record]
-    public: list[Record]
-    canaries: list[Canary]
-    settings: AttackSettings
-    seed: int
-    masker: PiiMasker
-    scoring: ScoringPasses
-    mia_members: np.ndarray
-    mia_non_members: np.ndarray
-    reference: ModelHandle | None = None
-    shadows: ShadowData | None = None
-    audit_canaries: list[AuditCanary] = field(default_factory=list)  # the one-run audit's, all m (in and out)
-    clients: bool = False  # the data has clients (the synthetic clinics, a --client-field, federated arms)
-    forget: ForgetSet | None = None  # the unlearning arms' forget set (None: the audit forgets no one)
-    # The audit's attacks by name, for an attack that runs others (the forget set's MIA runs the score-only
-    # membership attacks): handed in by the caller, as the registry imports every attack module.
-    attacks: dict[str, AttackSpec] = field(default_factory=dict)
-    shared: dict[str, Any] = field(default_factory=dict)
-    local: dict[str, Any] = field(default_factory=dict)
-    # The target's and the reference model's unprompted samples (attacks.samples.SamplePool), drawn once per
-    # model by the pipeline; None: the attacks draw the same seeded streams themselves.
-    samples: Any = None
-    reference_samples: Any = None
+    @property
+    def members(self) -> list[Record]:
+        return self._attr("members", lambda: self[SPLITS]["members"])
+
+    @property
+    def non_members(self) -> list[Record]:
+        return self._attr("non_members", lambda: self[SPLITS]["non_members"])
+
+    @property
+    def population(self) -> list[Record]:
+        return self._attr("population", lambda: self[SPLITS]["population"])
+
+    @property
+    def public(self) -> list[Record]:
+        return self._attr("public", lambda: self[SPLITS]["public"])
+
+    @property
+    def canaries(self) -> list[Canary]:
+        return self._attr("canaries", lambda: self[CANARIES])
+
+    @property
+    def settings(self) -> AttackSettings:
+        return self._attr("settings", lambda: self[SETTINGS])
+
+    @property
+    def seed(self) -> int:
+        return self._attr("seed", lambda: self[SEED])
+
+    @property
+    def masker(self) -> PiiMasker:
+        return self._attr("masker", lambda: self[MASKER])
+
+    @property
+    def mia_members(self) -> np.ndarray:
+        return self._attr("mia_members", lambda: self[SELECTION].members)
+
+    @property
+    def mia_non_members(self) -> np.ndarray:
+        return self._attr("mia_non_members", lambda: self[SELECTION].non_members)
+
+    @property
+    def scoring(self) -> ScoringPasses:
+        """The target's scoring pass (and the reference model's, where the attack reads it)."""
+        def build() -> ScoringPasses:
+            ref = SCORES.of("reference")
+            reference = self[ref] if self._declares(ref) and self.has(ref) else None
+            return ScoringPasses(texts=self[SCORED_TEXTS], target_pass=self[SCORES], reference_pass=reference)
+        return self._attr("scoring", lambda: self.memo("scoring", build))
+
+    @property
+    def reference(self) -> ModelHandle | None:
+        return self._attr("reference", lambda: self.get(REFERENCE))
+
+    @property
+    def shadows(self) -> ShadowData | None:
+        return self._attr("shadows", lambda: self.get(SHADOWS))
+
+    @property
+    def audit_canaries(self) -> list[AuditCanary]:
+        return self._attr("audit_canaries", lambda: self.get(AUDIT_CANARIES) or [])
+
+    @property
+    def clients(self) -> bool:
+        return self._attr("clients", lambda: self.has(CLIENTS))
+
+    @property
+    def forget(self) -> ForgetSet | None:
+        return self._attr("forget", lambda: self.get(FORGET_SET))
+
+    @property
+    def attacks(self) -> dict[str, AttackSpec]:
+        return self._attr("attacks", lambda: self[ATTACK_SPECS])
+
+    def _declares(self, need: Needed) -> bool:
+        try:
+            self._check(as_need(need))
+        except KeyError:
+            return False
+        return True
 
     def sample_pool(self, reference: bool = False) -> Any:
-        """The pool of the target's (or the reference model's) samples: the stored one, else a fresh one
-        memoised for this context (one per audit for the reference)."""
+        """The pool of the target's (or the reference model's) unprompted samples: the pipeline's stored one,
+        else a fresh one for this stage (the same seeded streams: :mod:`privleak.attacks.samples`)."""
         from .samples import SamplePool
 
-        if reference:
-            return self.reference_samples if self.reference_samples is not None else self.shared_memo(
-                "reference_sample_pool", lambda: SamplePool(self.seed))
-        return self.samples if self.samples is not None else self.memo("sample_pool", lambda: SamplePool(self.seed))
+        need = SAMPLES.of("reference") if reference else SAMPLES
+        if self.has(need):
+            return self[need]
+        return self.memo("reference sample pool" if reference else "sample pool", lambda: SamplePool(self.seed))
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
-        """``build()`` once per context (inputs that depend on the target)."""
+        """``build()`` once per stage: what is derived from the attacked target, for the stage's other attacks."""
         if key not in self.local:
             self.local[key] = build()
         return self.local[key]
 
-    def shared_memo(self, key: str, build: Callable[[], Any]) -> Any:
-        """``build()`` once per ``shared`` dict (inputs that do not depend on the target)."""
-        if key not in self.shared:
-            self.shared[key] = build()
-        return self.shared[key]
-
-    def has(self, need: str) -> bool:
-        """Whether the input an attack ``needs`` is there."""
-        if need == "reference":
-            return self.reference is not None
-        if need == "canaries":
-            return bool(self.canaries)
-        if need == "shadows":
-            return self.shadows is not None
-        if need == "population":
-            return bool(self.population)
-        if need == "pii":
-            return any(r.has_pii for r in self.members)
-        if need == "audit_canaries":
-            return bool(self.audit_canaries)
-        if need == "clients":
-            return self.clients
-        if need == "forget":
-            return self.forget is not None
-        raise ValueError(f"unknown attack input {need!r}")
-
-
-Needs = Literal["reference", "canaries", "shadows", "population", "pii", "audit_canaries", "clients", "forget"]
-
 
 @dataclass(frozen=True)
 class AttackSpec:
-    """A registry entry: what the attack is and what it takes."""
+    """A registry entry: what the attack is and what it takes.
+
+    ``needs``: the inputs without which it does not run (each there — available and present — or the runner
+    skips it: the reference model, the shadows, the canaries …); ``reads``: inputs it reads where they are
+    (the reference model, for a comparison it adds). Both are :mod:`privleak.attacks.inputs` keys (or a
+    plug-in's own): the audit's plan runs their providers first. ``draws``: how many of the target's
+    unprompted samples of each kind it reads (:mod:`privleak.attacks.samples`), from the settings."""
 
     name: str
     family: Family
@@ -451,8 +511,10 @@ class AttackSpec:
     title: str
     cite: str = ""
     uses: tuple[str, ...] = ()  # AttackSettings fields it reads: its cache key
-    needs: tuple[Needs, ...] = ()
+    needs: tuple[Needed, ...] = ()
     text_only: bool = False  # reads generated text only: can be run behind the output guard
+    reads: tuple[Needed, ...] = ()
+    draws: Callable[[AttackSettings], dict[Any, int]] | None = None
 
     def applicable(self, ctx: AttackContext) -> bool:
         return all(ctx.has(n) for n in self.needs)
@@ -467,6 +529,6 @@ def fmt_pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-__all__: Sequence[str] = ["AttackContext", "AttackResult", "AttackSpec", "FAMILIES", "Family", "Figure",
+__all__: Sequence[str] = ["COMMON", "AttackContext", "AttackResult", "AttackSpec", "FAMILIES", "Family", "Figure",
                           "Finding", "PresentContext", "Runs",
                           "LeakCount", "Policy", "ScoringPasses", "ShadowData", "by_label", "count_finding", "results_of"]

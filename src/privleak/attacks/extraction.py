@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import numpy as np
 from pydantic import PrivateAttr, computed_field
 
+from ..core.inputs import Input, provides
 from ..core.present import Block, Cell, Example, Plot, Table, pct, t
 from ..core.stats import rate_excess_within, rate_within
 from ..core.typed import Typed, minus, ratio
@@ -42,6 +43,7 @@ from .base import (
     PresentContext,
     count_finding,
 )
+from .inputs import SPLITS
 
 
 def _unique_texts(records: Sequence[Record]) -> list[Record]:
@@ -537,12 +539,26 @@ def canaries(target: ModelHandle, ctx: AttackContext) -> CanaryExtractionResult:
     return canary_extraction(target, ctx.canaries, seed=ctx.seed, controls=control_canaries(ctx))
 
 
+VERBATIM_INDEXES: Input[tuple[VerbatimIndex, VerbatimIndex, VerbatimIndex | None]] = Input(
+    "verbatim-indexes", "hashed 50-character indexes of the members, non-members and public text")
+
+
+@provides(VERBATIM_INDEXES, needs=(SPLITS,), pure=True)
+def _verbatim_indexes(view: Any) -> tuple[VerbatimIndex, VerbatimIndex, VerbatimIndex | None]:
+    s = view[SPLITS]
+    return (VerbatimIndex.build([r.text for r in s["members"]]), VerbatimIndex.build([r.text for r in s["non_members"]]),
+            VerbatimIndex.build([r.text for r in s["public"]]) if s["public"] else None)
+
+
 def verbatim_indexes(ctx: AttackContext) -> tuple[VerbatimIndex, VerbatimIndex, VerbatimIndex | None]:
-    """Hashed 50-character indexes of the members, non-members and public text (built once per audit)."""
-    def build() -> tuple[VerbatimIndex, VerbatimIndex, VerbatimIndex | None]:
-        return (VerbatimIndex.build([r.text for r in ctx.members]), VerbatimIndex.build([r.text for r in ctx.non_members]),
-                VerbatimIndex.build([r.text for r in ctx.public]) if ctx.public else None)
-    return ctx.shared_memo("verbatim_indexes", build)
+    """Hashed 50-character indexes of the members, non-members and public text (built once per process)."""
+    return ctx[VERBATIM_INDEXES]
+
+
+def sampling_draws(settings: Any) -> dict[SampleSpec, int]:
+    """What sampling extraction reads of the target's pool: ``extraction_samples`` over its prompts."""
+    return {SampleSpec(p, SAMPLING_MAX_NEW_TOKENS, SAMPLING_TOP_K): n
+            for p, n in split_evenly(settings.extraction_samples, SAMPLING_PROMPTS)}
 
 
 def sampling(target: ModelHandle, ctx: AttackContext) -> SamplingExtractionResult:

@@ -30,18 +30,19 @@ leakage (:meth:`assess` finds nothing): the unlearning kinds judge them.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import ClassVar, Literal
 
 import numpy as np
 
+from ..core.inputs import as_need
 from ..core.present import Block, Cell, Heading, Note, Table, interval, n, t
 from ..core.typed import Typed
 from ..data.canaries import derive_seed
 from ..data.unlearning import person_of
 from ..models.handle import ModelHandle
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
+from .inputs import ATTACK_SPECS, POPULATION, REFERENCE, SCORES
 from .membership.attacks import MembershipResult
 from .membership.selection import mia_selection
 from .pii_extraction import base_emissions, count_extraction, pii_analyzer, target_emissions, usable_labels
@@ -132,13 +133,18 @@ def _f(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
+#: What the forget-set MIA reads besides its needs: what the membership attacks it runs read.
+MEMBERSHIP_READS = (REFERENCE, SCORES.of("reference"), POPULATION, ATTACK_SPECS)
+
+
 def _membership_specs(ctx: AttackContext) -> list:
     """The audit's membership attacks (``ctx.attacks``, registry order) that score records from the target's
-    passes alone (no shadows, no clients)."""
+    passes alone (no shadows, no clients) and read nothing the forget-set MIA does not."""
     if not ctx.attacks:
-        raise ValueError("the forget-set MIA runs the audit's membership attacks: pass them as AttackContext.attacks")
+        raise ValueError("the forget-set MIA runs the audit's membership attacks: pass them as the ATTACK_SPECS input")
+    mine = {as_need(n) for n in (SCORES, *MEMBERSHIP_READS)}
     return [s for s in ctx.attacks.values() if s.family == "membership" and s.result is MembershipResult
-            and not {"shadows", "clients", "forget"} & set(s.needs) and s.applicable(ctx)]
+            and {as_need(n) for n in (*s.needs, *s.reads)} <= mine and s.applicable(ctx)]
 
 
 def _token_mean(scores, rows: list[int]) -> float | None:
@@ -161,7 +167,7 @@ def forget_membership(target: ModelHandle, ctx: AttackContext) -> ForgetMembersh
     fx, hx = pos[sel.members], sel.non_members
     out: dict[str, ForgetAttack] = {}
     if len(fx) and len(hx):
-        sub = dataclasses.replace(ctx, mia_members=fx, mia_non_members=hx, shadows=None, local={})
+        sub = ctx.replace(mia_members=fx, mia_non_members=hx, shadows=None)
         for spec in _membership_specs(sub):
             r = spec.run(target, sub)
             f_scores, h_scores = r.scores

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import PrivateAttr, computed_field
 
+from ..core.inputs import Input, provides
 from ..core.present import Block, Example, Table, t
 from ..core.masking import mask_pii
 from ..core.stats import diff_ci, rate_ci
@@ -55,6 +56,7 @@ from .base import (
     Policy,
     count_finding,
 )
+from .inputs import BASE, SAMPLES, SEED, SETTINGS
 from .phi_extraction import find_leaks
 from .pii_inventory import (
     IDENTIFYING,
@@ -374,24 +376,44 @@ def pii_extraction(
 # the registered attack
 
 
-def pii_analyzer(ctx: AttackContext) -> Any:
-    """The scrubber's Presidio analyser, loaded once per audit (it takes seconds)."""
+ANALYZER: Input[Any] = Input("pii-analyzer", "the scrubber's Presidio analyser (it takes seconds to load)")
+BASE_EMISSIONS: Input[TaggedSamples] = Input("base-pii-emissions", "what the base (reference) model emits when "
+                                                                   "sampled exactly like the target, tagged")
+
+
+@provides(ANALYZER, pure=True)
+def _analyzer(view: Any) -> Any:
     from ..defenses.pii import get_analyzer
 
-    return ctx.shared_memo("pii_analyzer", get_analyzer)
+    return get_analyzer()
+
+
+@provides(BASE_EMISSIONS, needs=(BASE, SAMPLES.of("base"), ANALYZER, SETTINGS, SEED), pure=True)
+def _base_emissions(view: Any) -> TaggedSamples:
+    s, seed = view[SETTINGS].pii_sizes, view[SEED]
+    pool = view[SAMPLES.of("base")] if view.has(SAMPLES.of("base")) else SamplePool(seed)
+    return sample_and_tag(view[BASE], view[ANALYZER], s.extraction_samples, s.extraction_prompts,
+                          s.extraction_max_new_tokens, s.top_k, seed, IDENTIFYING, pool=pool)
+
+
+def draws(settings: Any) -> dict[SampleSpec, int]:
+    """What Lukas et al.'s PII extraction reads of the target's pool: ``extraction_samples`` over its prompts."""
+    s = settings.pii_sizes
+    want: dict[SampleSpec, int] = {}
+    for p, n in split_evenly(s.extraction_samples, s.extraction_prompts):
+        spec = SampleSpec(p, s.extraction_max_new_tokens, s.top_k)
+        want[spec] = max(want.get(spec, 0), n)
+    return want
+
+
+def pii_analyzer(ctx: AttackContext) -> Any:
+    """The scrubber's Presidio analyser, loaded once per process (it takes seconds)."""
+    return ctx[ANALYZER]
 
 
 def base_emissions(ctx: AttackContext) -> TaggedSamples | None:
-    """What the reference (base) model emits when sampled exactly like the target; once per audit."""
-    if ctx.reference is None:
-        return None
-    s = ctx.settings.pii_sizes
-
-    def build() -> TaggedSamples:
-        return sample_and_tag(ctx.reference, pii_analyzer(ctx), s.extraction_samples, s.extraction_prompts,
-                              s.extraction_max_new_tokens, s.top_k, ctx.seed, IDENTIFYING,
-                              pool=ctx.sample_pool(reference=True))
-    return ctx.shared_memo("base_pii_emissions", build)
+    """What the reference (base) model emits when sampled exactly like the target; once per process."""
+    return ctx[BASE_EMISSIONS] if ctx.reference is not None else None
 
 
 def target_emissions(target: ModelHandle, ctx: AttackContext) -> TaggedSamples:

@@ -6,8 +6,8 @@ length from fixed prompts and then look for different things in them (verbatim t
 one set of draws serves both, as it would an attacker who sampled once. A pool is a seeded stream per
 :class:`SampleSpec` — batch b of :data:`BATCH` continuations is drawn with a seed derived from (seed, spec,
 b) — so the first n samples are the same whoever asks and however many a larger request drew: the pipeline
-draws each model's pool once (``samples/<model>``, :func:`requests` says how many of each spec its selected
-attacks read) and the stages read it from ``arms/<model>/samples.json``; a caller without a stored pool
+draws each model's pool once (``samples/<model>``; each attack says how many of each spec it reads,
+``AttackSpec.draws``, and :func:`requests` merges them) and the stages read it from ``arms/<model>/samples.json``; a caller without a stored pool
 (tests, ``privleak attack`` without one) draws the same stream itself.
 
 Not pooled, because their designs prompt with the data: prefix and canary extraction (a member's or a
@@ -99,21 +99,13 @@ class SamplePool:
         return texts if out_filter is None else list(out_filter(list(texts), [spec.prompt] * len(texts)))
 
 
-def requests(settings: Any, attacks: Iterable[str]) -> dict[SampleSpec, int]:
-    """How many samples of each spec the selected ``attacks`` read (the most any one reads)."""
+def requests(settings: Any, attacks: Iterable[Any]) -> dict[SampleSpec, int]:
+    """How many samples of each spec the ``attacks`` (registry entries) read, as each says (``AttackSpec.draws``):
+    the most any one reads."""
     want: dict[SampleSpec, int] = {}
-
-    def need(spec: SampleSpec, n: int) -> None:
-        want[spec] = max(want.get(spec, 0), n)
-
-    names = set(attacks)
-    if "sampling_extraction" in names:
-        for p, n in split_evenly(settings.extraction_samples, SAMPLING_PROMPTS):
-            need(SampleSpec(p, SAMPLING_MAX_NEW_TOKENS, SAMPLING_TOP_K), n)
-    if names & {"pii_extraction", "forget_pii_extraction"}:
-        s = settings.pii_sizes
-        for p, n in split_evenly(s.extraction_samples, s.extraction_prompts):
-            need(SampleSpec(p, s.extraction_max_new_tokens, s.top_k), n)
+    for a in attacks:
+        for spec, n in (a.draws(settings) if a.draws is not None else {}).items():
+            want[spec] = max(want.get(spec, 0), n)
     return want
 
 

@@ -61,7 +61,8 @@ def masked(result: AttackResult, masker: PiiMasker) -> AttackResult:
 def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackContext, *,
                delta: float | None = None, alpha: float = 0.05, unit_claim: tuple[float, float, int] | None = None,
                fdp: bool = True, on_start: Callable[[str], None] | None = None) -> AttackStage:
-    """Run ``specs`` (one family) on ``target``; attacks whose inputs ``ctx`` lacks are skipped.
+    """Run ``specs`` (one family) on ``target``, each with the inputs it declares (``ctx.for_attack``); attacks
+    whose ``needs`` are not there are skipped.
 
     ``delta`` / ``alpha``: for the membership family's empirical-ε bound and the one-run bounds of the
     audit canaries (``fdp``: also the μ-GDP bound); ``unit_claim``: a DP arm's (ε, δ) for the units the
@@ -71,12 +72,13 @@ def run_family(specs: Sequence[AttackSpec], target: ModelHandle, ctx: AttackCont
     results: dict[str, AttackResult] = {}
     seconds: dict[str, float] = {}
     for spec in specs:
-        if not spec.applicable(ctx):
+        mine = ctx.for_attack(spec)  # what it declares, and what every attack reads
+        if not spec.applicable(mine):
             continue
         if on_start is not None:
             on_start(spec.name)
         t0 = time.perf_counter()
-        results[spec.name] = spec.run(target, ctx)
+        results[spec.name] = spec.run(target, mine)
         seconds[spec.name] = round(time.perf_counter() - t0, 2)
     summary = None
     mia = {k: v for k, v in results.items() if isinstance(v, MembershipResult)}

@@ -3,7 +3,9 @@
 One path for ``privleak run`` and ``privleak attack``: the control (the base
 model, or the user's reference model), every arm through its kind
 (:meth:`privleak.arms.ArmKind.result`), the data summary, the blind
-baseline with one distribution-shift rule, the verdicts.
+baseline with one distribution-shift rule, the verdicts. Everything it reads
+is an input of the process's resolver (:func:`roots`: what the plan makes
+first), so assembling reads the artefacts as every stage does.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import numpy as np
 
 from .. import __version__
 from ..arms import ArmInputs, ArmSpec
+from ..arms.inputs import TRAINING, TRAINING_RECORDS
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
+from ..attacks.inputs import AUDIT_CANARIES, BASE, CANARIES, FORGET_SET, SELECTION, SHADOWS, SPLITS, USER_SPLIT
 from ..audit.blind import RULE, shifted
 from ..audit.runner import AttackStage
 from ..audit.utility import MIN_GAIN_NATS, gain_interval, gain_recovered
 from ..audit.verdicts import judge
+from ..core.inputs import Input, Inputs
 from ..core.io import read_json
 from ..results import (
     ArmResult,
@@ -38,9 +43,23 @@ from ..results import (
     package_versions,
 )
 from .audit import Audit
-from .evaluate import read_stage, selection
-from .forget import forgets
+from .data import BASE_INFO
+from .data_release import RELEASE
+from .defences import DEFENCES
+from .evaluate import BLIND, EVALUATION, UTILITY, UtilityFigures, extra_input, family_input
 from .ledger import members_hash, privacy_budget
+from .training import ledger_people, seed_info, seed_name
+
+
+def roots(inputs: Inputs) -> list[tuple[Input[Any], str | None]]:
+    """What assembling the results reads, in the order the plan should make it: the audit-wide inputs, every
+    model's training (and its shadows) before any evaluation, then each model's evaluation — the control
+    first, then the arms, then the extra training seeds."""
+    models = inputs.models
+    out: list[tuple[Input[Any], str | None]] = [(i, None) for i in (RELEASE, BASE, AUDIT_CANARIES, FORGET_SET, BLIND)]
+    out += [(TRAINING, m) for m, info in models.items() if info.evaluated]
+    out += [(SHADOWS, m) for m in models]
+    return out + [(EVALUATION, m) for m in models]
 
 
 @dataclass
@@ -59,10 +78,11 @@ class ModelStages:
                 "one_run_epsilon": self.one_run_epsilon, "exposed_people": self.exposed_people}
 
 
-def model_stages(audit: Audit, model: str, durations: dict[str, float]) -> ModelStages:
+def model_stages(inputs: Inputs, model: str, durations: dict[str, float]) -> ModelStages:
     out = ModelStages()
     for family in FAMILIES:
-        stage: AttackStage | None = read_stage(audit, model, family)
+        key = family_input(family)
+        stage: AttackStage | None = inputs.get(key, model) if inputs.available(key, model) else None
         if stage is None:
             continue
         out.attacks.update(stage.results)
@@ -75,8 +95,12 @@ def model_stages(audit: Audit, model: str, durations: dict[str, float]) -> Model
     return out
 
 
-def _utility(audit: Audit, model: str) -> Utility:
-    return Utility.model_validate(read_json(audit.run.path("arms", model, "utility.json")))
+def _utility(inputs: Inputs, model: str) -> Utility:
+    return _figures(inputs, model).utility
+
+
+def _figures(inputs: Inputs, model: str) -> UtilityFigures:
+    return inputs.get(UTILITY, model)
 
 
 def _alarm_warnings(audit: Audit, results: AuditResults) -> None:
@@ -99,13 +123,8 @@ BASE_MISFIT_RATIO = 20.0
 
 
 def _text_losses(audit: Audit, model: str, outside_pii: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-    path = audit.run.path("arms", model, "utility_texts.npz")
-    if not path.exists():
-        return None
-    with np.load(path, allow_pickle=False) as z:
-        if outside_pii:
-            return (z["nll_sum_outside_pii"], z["tokens_outside_pii"]) if "tokens_outside_pii" in z else None
-        return z["nll_sum"], z["tokens"]
+    f = _figures(audit.inputs, model)
+    return f.outside_pii if outside_pii else f.texts
 
 
 def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, ArmResult], reference: str | None) -> None:
@@ -133,12 +152,10 @@ def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, Arm
         if arm.utility.gain_recovered_outside_pii is not None and outside is not None and o_base is not None and o_best:
             arm.utility.gain_recovered_outside_pii_ci95 = gain_interval(o_base, outside, o_best, seed=audit.cfg.seed)
     for name, arm in arms.items():  # the recommendation's training noise: G of each extra training seed
-        for k in range(1, audit.cfg.recommendation.seeds + 1):
-            path = audit.run.path("arms", name, "seeds", str(k), "utility.json")
-            if path.exists():
-                g = gain_recovered(l_base, Utility.model_validate(read_json(path)).nll_non_members, l_best)
-                if g is not None:
-                    arm.utility.gain_recovered_seeds.append(g)
+        for m in _seeds(audit, name, "utility.json"):
+            g = gain_recovered(l_base, _utility(audit.inputs, m).nll_non_members, l_best)
+            if g is not None:
+                arm.utility.gain_recovered_seeds.append(g)
     if best is None or l_base is None or l_best is None:
         return
     if l_base - l_best < MIN_GAIN_NATS:
@@ -158,27 +175,27 @@ def arm_result(audit: Audit, spec: ArmSpec, assembled: dict[str, ArmResult], dur
     The seconds of the phases a kind times itself (``phases_s`` in its train.json: e.g. SISA's fit and its
     unlearning) join the durations as ``train/<arm>/<phase>`` (``derive/…`` for a derived kind), inside the
     stage's own figure."""
-    kind, name, run = spec.kind_obj, spec.name, audit.run
-    stages = model_stages(audit, name, durations)
-    record = read_json(run.path("arms", name, "train.json")) if kind.model in ("trained", "derived") else None
+    kind, name, resolver = spec.kind_obj, spec.name, audit.inputs
+    stages = model_stages(resolver, name, durations)
+    record = resolver.get(TRAINING, name) if resolver.available(TRAINING, name) else None
     for phase, secs in ((record or {}).get("phases_s") or {}).items():
         durations[f"{'derive' if kind.model == 'derived' else 'train'}/{name}/{phase}"] = secs
     inputs = ArmInputs(record=record, extra={**(extra or {}), **stages.wrapper}, assembled=assembled, control=control)
     for x in kind.extra_stages():
-        if run.path("arms", name, x.file).exists():
-            inputs.extra[x.name] = read_json(run.path("arms", name, x.file))
+        key = extra_input(f"extra/{x.name}")
+        if resolver.available(key, name):
+            inputs.extra[x.name] = resolver.get(key, name)
     common = stages.common()
     if spec.data:
-        common["defences"] = Defences.model_validate({d: read_json(run.path("defences", d, "report.json"))
-                                                     for d in spec.data})
+        common["defences"] = Defences.model_validate({d: DEFENCES[d].report(audit.run) for d in spec.data})
     if kind.model != "served":
-        common["utility"] = _utility(audit, name)
+        common["utility"] = _utility(resolver, name)
     return kind.result(name, inputs, common)
 
 
 def _blind(audit: Audit, arms: dict[str, ArmResult], user_split: bool) -> BlindBaseline:
     """The blind baseline, judged by :func:`privleak.audit.blind.shifted` (one rule; stricter for sets the user drew)."""
-    blind = BlindBaseline.model_validate({**read_json(audit.run.path("blind_baseline.json")), "rule": RULE})
+    blind = BlindBaseline.model_validate({**audit.inputs.get(BLIND), "rule": RULE})
     best = {n: a.best_membership()[1] for n, a in arms.items()}
     blind.shifted, blind.rivalled = shifted(blind.auc, blind.auc_ci95,
                                             {n: b.auc for n, b in best.items() if b is not None}, user_split)
@@ -200,25 +217,34 @@ def _blind(audit: Audit, arms: dict[str, ArmResult], user_split: bool) -> BlindB
     return blind
 
 
+def _seeds(audit: Audit, arm: str, artefact: str) -> list[str]:
+    """The arm's extra training seeds (``arms/<arm>/seeds/<k>``) whose ``artefact`` is there — this run's, or a
+    run's before it that asked for them — as models the resolver knows."""
+    from ..arms import parse_arm
+
+    out = []
+    for k in range(1, audit.cfg.recommendation.seeds + 1):
+        model = seed_name(arm, k)
+        if audit.run.path("arms", model, artefact).exists():
+            audit.inputs.models.setdefault(model, seed_info(audit.cfg, parse_arm(arm), k))
+            out.append(model)
+    return out
+
+
 def _seed_results(audit: Audit, arms: dict[str, ArmResult], durations: dict[str, float]) -> None:
     """Under an empirical requirement, each extra training seed that was attacked (``arms/<arm>/seeds/<k>``), as
     a result of its own: the requirement must hold on every measured seed."""
-    from .training import seed_name
-
     for name, arm in arms.items():
-        for k in range(1, audit.cfg.recommendation.seeds + 1):
-            model = seed_name(name, k)
-            if not audit.run.path("arms", model, "attacks").exists():
-                continue
-            stages = model_stages(audit, model, durations)
-            arm.seed_results.append(ArmResult(kind=arm.kind, utility=_utility(audit, model), privacy=arm.privacy,
+        for model in _seeds(audit, name, "attacks"):
+            stages = model_stages(audit.inputs, model, durations)
+            arm.seed_results.append(ArmResult(kind=arm.kind, utility=_utility(audit.inputs, model), privacy=arm.privacy,
                                               **stages.common()))
 
 
 def _forget_summary(audit: Audit) -> ForgetSummary | None:
-    if not forgets(audit.cfg):
+    if not audit.inputs.available(FORGET_SET):
         return None
-    f = audit.forget_set()
+    f = audit.inputs.get(FORGET_SET)
     return ForgetSummary(n_persons=f.n_persons, n_member_persons=f.n_member_persons, canary_ids=list(f.canary_ids),
                          n_canaries=f.n_canaries, n_forget_records=f.n_forget_records,
                          n_retain_records=f.n_retain_records, settings=f.settings)
@@ -249,13 +275,12 @@ def assembly_order(arm_specs: list[ArmSpec]) -> list[ArmSpec]:
 
 def _budget_people(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, ArmResult]) -> dict[str, Any]:
     """Each DP arm's training people (the ledger's key), so the results' budget composes per person too."""
-    from .training import ledger_people
-
     out = {}
+    r = audit.inputs
     for spec in arm_specs:
         a = arms[spec.name]
         if a.privacy is not None and a.serves is None and a.privacy.sigma > 0:
-            out[spec.name] = ledger_people(audit, spec, read_json(audit.run.path("arms", spec.name, "train.json")))[0]
+            out[spec.name] = ledger_people(r.get(TRAINING_RECORDS, spec.name), audit.cfg, r.get(TRAINING, spec.name))[0]
     return out
 
 def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, source: str | None = None,
@@ -263,14 +288,14 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     """The typed, judged results of a run. ``control``: the base (or reference) model was evaluated as the
     control; ``source``: how the data is named (default: the config's corpus); ``extra``: per arm, inputs a
     caller adds to its kind's :class:`ArmInputs` (e.g. what the external target is)."""
-    cfg, run = audit.cfg, audit.run
-    splits, canaries = audit.splits(), audit.canaries()
+    cfg, run, r = audit.cfg, audit.run, audit.inputs
+    splits, canaries = r.get(SPLITS), r.get(CANARIES)
     durations: dict[str, float] = {}
     base = None
     if control:
-        stages = model_stages(audit, "base", durations)
-        base = ArmResult(kind="control", utility=_utility(audit, "base"), **stages.common(),
-                         source=BaseModelSource.model_validate(read_json(run.path("base_model.json"))))
+        stages = model_stages(r, "base", durations)
+        base = ArmResult(kind="control", utility=_utility(r, "base"), **stages.common(),
+                         source=BaseModelSource.model_validate(r.get(BASE_INFO)))
     arms: dict[str, ArmResult] = {}
     for spec in assembly_order(arm_specs):
         arms[spec.name] = arm_result(audit, spec, arms, durations, (extra or {}).get(spec.name), base)
@@ -283,7 +308,7 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     # The reference is the recipe on the members as they are (``best``), not one of its defended variants.
     reference = next((s.name for s in arm_specs if s.kind_obj.utility_reference and not s.data), None)
     _utility_recovered(audit, base, arms, reference)
-    sel = selection(audit)
+    sel = r.get(SELECTION)
     if not sel.design.available:
         audit.warn(f"empirical ε unavailable: {sel.design.reason}")
     members = splits["members"]
@@ -294,12 +319,9 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
         membership_design=sel.design, n_canaries=len(canaries),
         canary_chance_exposure=chance_exposure(cfg.canaries.candidates) if canaries else None,
         forget=_forget_summary(audit))
-    release = None
-    if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
-        release = DataRelease.model_validate(read_json(run.path("release.json")))
-    blind = _blind(audit, arms, audit.user_split())
-    budget = privacy_budget(audit.memo("members_hash", lambda: members_hash(members)), arms,
-                            _budget_people(audit, arm_specs, arms))
+    release = DataRelease.model_validate(r.get(RELEASE)) if r.available(RELEASE) else None
+    blind = _blind(audit, arms, r.get(USER_SPLIT))
+    budget = privacy_budget(members_hash(members), arms, _budget_people(audit, arm_specs, arms))
     results = AuditResults(
         blind_baseline=blind, tool=ToolInfo(name="privleak", version=__version__),
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..arms import ArmSpec
+from ..attacks.inputs import AUDIT_CANARIES, BASE, MODEL, SPLITS
 from ..config import AuditConfig
 from ..core.io import stable_hash, staging_dir, write_json
 from ..data.canaries import save_canaries
@@ -37,9 +38,10 @@ from ..models.external import ModelRef
 from ..results import AuditResults
 from .assemble import assemble
 from .attack_inputs import AttackInputs, model_fingerprint, records_digest
-from .audit import SPLITS, Audit
-from .evaluate import Target, blind_stage
-from .graph import DATA, Executor, Graph, Sequential, Task, add_evaluation
+from .audit import SPLITS as SPLIT_NAMES
+from .audit import Audit, ModelInfo
+from .data_release import RELEASE
+from .graph import DATA, Executor, Graph, Sequential, Task, planned_graph
 from .rundir import RunDir
 
 #: The external arm: the model the user trained.
@@ -51,7 +53,7 @@ def _write_data(audit: Audit, inputs: AttackInputs) -> None:
     """The data stage: the user's files as the run's splits, and that the user drew them (``origin.json``)."""
     splits = {"members": inputs.members, "non_members": inputs.non_members, "population": inputs.population}
     with staging_dir(audit.run.path("splits")) as tmp:
-        for name in SPLITS:
+        for name in SPLIT_NAMES:
             write_jsonl(tmp / f"{name}.jsonl", splits.get(name, []))
         save_canaries(tmp / "canaries.json", inputs.canaries)
         write_json(tmp / "origin.json", {"drawn_by": "user", "files": inputs.files})
@@ -69,31 +71,31 @@ def _data_key(cfg: AuditConfig, inputs: AttackInputs) -> str:
 
 
 def attack_graph(audit: Audit, inputs: AttackInputs, dkey: str) -> Graph:
-    """The blind baseline first (whether the user's sets support an ε bound decides what the attacks report),
-    the reference model as the control, then the target's evaluation — the same tasks as ``run``'s."""
-    cfg = audit.cfg
-    g = Graph(external=frozenset({DATA}))
-    g.add(Task("blind-baseline", stable_hash("blind", dkey, cfg.attacks.max_mia_records, cfg.attacks.bootstrap, cfg.seed),
-               blind_stage, (DATA,), ("blind_baseline.json",)))
-    reads: tuple[str, ...] = (DATA, "blind-baseline")
-    targets: list[Target] = []
-    producer: dict[str, str] = {}
-    rkey = "none"
+    """The same tasks as ``run``'s, planned from the same declarations: the user's files are the splits (the
+    data stage, done first, keyed by their content), the reference model is the control (its stage here
+    writes ``base_model.json``), the target is a provided model keyed by its files; the blind baseline runs
+    before every stage that reads the evaluation sets (whether the user's sets support an ε bound decides
+    what the attacks report). Nothing is trained: no audit canaries, no release."""
+    cfg, r = audit.cfg, audit.inputs
+    r.fix(SPLITS, value=dkey)
+    r.fix(AUDIT_CANARIES, absent=True)
+    r.fix(RELEASE, absent=True)
+    first: list[Task] = []
     if inputs.reference is not None:
         ref = inputs.reference
         rkey = stable_hash("external-model", model_fingerprint(ref.path), cfg.model.max_length, audit.text_format())
-        g.add(Task("base-model", rkey, partial(_reference_stage, ref=ref), (DATA,), ("base_model.json",)))
-        reads += ("base-model",)
-        targets.append(Target("base", rkey, ref.path, reference=False))
-        producer["base"] = "base-model"
+        r.fix(BASE, value=rkey)
+        r.models["base"] = ModelInfo("base", "base", model_dir=ref.path)
+        first.append(Task("base-model", rkey, partial(_reference_stage, ref=ref), (DATA,), ("base_model.json",)))
+    else:
+        r.fix(BASE, absent=True)
     t = inputs.target
-    tkey = stable_hash("external-model", model_fingerprint(t.path), t.base and model_fingerprint(t.base.path),
-                       cfg.model.max_length, audit.text_format())
-    targets.append(Target(TARGET, tkey, t.path, reference=inputs.reference is not None,
-                          adapter_base=t.base.path if t.base else None, kind=TARGET_SPEC.kind))
-    producer[TARGET] = "blind-baseline"
-    add_evaluation(g, audit, targets, producer, reads, rkey)
-    return g
+    r.fix(MODEL, TARGET, value=stable_hash("external-model", model_fingerprint(t.path),
+                                           t.base and model_fingerprint(t.base.path), cfg.model.max_length,
+                                           audit.text_format()))
+    r.models[TARGET] = ModelInfo(TARGET, "provided", TARGET_SPEC, {"reference": "base"} if inputs.reference else {},
+                                 model_dir=t.path, adapter_base=t.base.path if t.base else None)
+    return planned_graph(audit, first=tuple(first))
 
 
 def resolve_format(cfg: AuditConfig) -> AuditConfig:

@@ -1,77 +1,84 @@
-"""What the stages of one run share: the config, the run directory, loaded splits and models."""
+"""What the stages of one run share: the config, the run directory, the models and the process's resolver.
+
+:class:`ModelInfo` is what the audit knows about each model it builds or evaluates — the base model, every
+arm, each arm's extra training seeds and shadow models, ``privleak attack``'s target — and the roles that
+name the other models an input of it reads (``reference``, ``source``, ``serves``). :class:`Audit` holds
+the process's one :class:`~privleak.core.inputs.Inputs` resolver over them: every value a stage reads is
+an input, made or loaded once per process (a worker process that rebuilds the Audit makes the same).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from ..config import AuditConfig
-from ..core.io import read_json
-from ..data.audit_canaries import AuditCanary, load_audit_canaries
-from ..data.canaries import Canary, load_canaries
-from ..data.records import Record, read_jsonl
-from ..data.unlearning import ForgetSet, load_forget_set
-from ..models.handle import ModelHandle, load_handle
+from ..core.inputs import Inputs
 from .rundir import RunDir, Timer
 
+if TYPE_CHECKING:
+    from ..arms import ArmSpec
+    from ..config import AuditConfig
+
 SPLITS = ("public", "public_heldout", "members", "non_members", "population")
+
+#: How a model of the audit comes about: the base model; an arm's kind's ``trained`` / ``derived`` /
+#: ``served`` / ``provided`` model; an arm's recipe on an extra training ``seed``; a ``shadow`` trained like it.
+Origin = Literal["base", "trained", "derived", "served", "provided", "seed", "shadow"]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model of the audit. ``roles``: the models its inputs may read by role — ``reference`` (the base
+    model, for every model but the base itself), ``source`` (the arm a derived or served kind starts from),
+    ``serves`` (a served arm's source: the model behind its wrapper), ``arm`` (a seed's or shadow's arm)."""
+
+    name: str
+    origin: Origin
+    spec: ArmSpec | None = None  # the arm (of a seed or a shadow: its arm's)
+    roles: dict[str, str] = field(default_factory=dict)
+    #: Attacked and measured (False: an extra seed, measured for utility only; a shadow).
+    evaluated: bool = True
+    k: int | None = None  # an extra seed's number (1, 2, …) or a shadow's index (0, 1, …)
+    model_dir: str | None = None  # a provided model: where it is (None: where this run put it)
+    adapter_base: str | None = None  # a provided PEFT adapter: its base model
+
+    @property
+    def kind(self) -> str | None:
+        return self.spec.kind if self.spec is not None else None
+
+    @property
+    def reference(self) -> bool:
+        return "reference" in self.roles
+
+    @property
+    def serves(self) -> str | None:
+        return self.roles.get("serves")
 
 
 @dataclass
 class Audit:
-    """One run in progress. ``shared`` memoises what stages of this process reuse (never persisted): every
-    value in it is a pure function of the config and the run directory, so a worker process that rebuilds the
-    Audit computes the same."""
+    """One run in progress: the config, the run directory, the progress callback, the warnings and the
+    process's resolver (``inputs``; :meth:`adopt` gives it the plan's models and keys)."""
 
     cfg: AuditConfig
     run: RunDir
     notify: Callable[[str], None]
     warnings: list[str] = field(default_factory=list)
-    shared: dict[str, Any] = field(default_factory=dict)
+    inputs: Inputs = field(init=False)
 
-    def memo(self, key: str, build: Callable[[], Any]) -> Any:
-        if key not in self.shared:
-            self.shared[key] = build()
-        return self.shared[key]
+    def __post_init__(self) -> None:
+        self.inputs = Inputs(self.cfg, self.run)
 
-    def splits(self) -> dict[str, list[Record]]:
-        return self.memo("splits", lambda: {n: read_jsonl(self.run.path("splits", f"{n}.jsonl")) for n in SPLITS})
-
-    def canaries(self) -> list[Canary]:
-        return self.memo("canaries", lambda: load_canaries(self.run.path("splits", "canaries.json")))
-
-    def audit_canaries(self) -> list[AuditCanary]:
-        """The one-run audit's canaries (all m, with their inclusion bits); [] when off."""
-        if not self.cfg.one_run.canaries:
-            return []
-        return self.memo("audit_canaries", lambda: load_audit_canaries(self.run.path("audit_canaries.json")))
-
-    def forget_set(self) -> ForgetSet:
-        """The unlearning arms' forget set (``splits/forget.json``, the forget-set stage's)."""
-        return self.memo("forget_set", lambda: load_forget_set(self.run.path("splits", "forget.json")))
-
-    def user_split(self) -> bool:
-        """Whether the user drew the members and non-members (``privleak attack``: ``splits/origin.json``) rather
-        than PrivLeak splitting one corpus at random."""
-        return self.memo("user_split", lambda: self.run.path("splits", "origin.json").exists()
-                         and read_json(self.run.path("splits", "origin.json")).get("drawn_by") == "user")
-
-    def base_dir(self) -> str:
-        return read_json(self.run.path("base_model.json"))["path"]
+    def adopt(self, scope: Scope) -> Inputs:
+        """The resolver, with ``scope``'s models, fixed keys and absent inputs (a worker gets the driver's)."""
+        self.inputs.adopt(scope.models, scope.keys, scope.absent)
+        return self.inputs
 
     def text_format(self) -> str:
         """How every model of this run is scored and prompted (models.batching): the run's own arms in PrivLeak's
         format; ``privleak attack`` resolves ``auto`` before the run starts."""
         fmt = self.cfg.model.text_format
         return "privleak" if fmt == "auto" else fmt
-
-    def base(self) -> ModelHandle:
-        """The base model (loaded once per process)."""
-        def build() -> ModelHandle:
-            handle = load_handle(self.base_dir(), self.cfg.model.max_length)
-            handle.text_format = self.text_format()
-            return handle
-        return self.memo("base_handle", build)
 
     def stage(self, name: str, key: str, body: Callable[[], None]) -> None:
         """Run ``body`` unless the stage is done with the same key; mark it done after."""
@@ -88,3 +95,22 @@ class Audit:
         if message not in self.warnings:
             self.warnings.append(message)
         self.notify(f"[yellow]warning:[/yellow] {message}")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a task hands the process that runs it besides the config: the models, the keys of the driver's
+    plan and the inputs it said do not exist (so a worker resolves exactly as the driver planned)."""
+
+    models: dict[str, ModelInfo] = field(default_factory=dict)
+    keys: dict[tuple[str, str | None], str] = field(default_factory=dict)
+    absent: frozenset[tuple[str, str | None]] = frozenset()
+
+    @classmethod
+    def of(cls, inputs: Inputs) -> Scope:
+        return cls(dict(inputs.models), inputs.fixed_keys(), frozenset(inputs.absent()))
+
+
+def produce(audit: Audit, input: Any, model: str | None, scope: Scope) -> None:
+    """A planned task's body (module level: it pickles): make the input in this process's resolver."""
+    audit.adopt(scope).produce(input, model)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..attacks.inputs import SPLITS
 from ..config import AuditConfig, resolve_delta
-from ..core.io import stable_hash, write_json
+from ..core.inputs import Input, Persist, View, provides
+from ..core.io import read_json, stable_hash, write_json
 from ..data.canaries import derive_seed
 from ..defenses.ldp_terms import discover, document_frequency, record_terms
 from ..defenses.release import release_summary, released_mean
-from .audit import Audit
+
+#: What the audit publishes about the members (``release.json``), where the config asks for a release.
+RELEASE: Input[dict[str, Any]] = Input("release", "the members' data summary under central DP and their frequent "
+                                                  "terms under local DP (release.json)")
 
 _IDENTIFIERS = ("NAME", "EMAIL", "ADDRESS", "MRN", "SSN", "PHONE", "DOB")
 
@@ -16,9 +23,18 @@ def release_key(cfg: AuditConfig, data_key: str) -> str:
     return stable_hash("release", data_key, cfg.release.model_dump(mode="json"), cfg.dp.delta, cfg.seed)
 
 
-def release_stage(audit: Audit) -> None:
+def released(cfg: AuditConfig) -> bool:
+    return cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None
+
+
+@provides(RELEASE, needs=(SPLITS,), when=lambda w: released(w.cfg), key_formula=lambda k: release_key(k.cfg, k.key(SPLITS)),
+          persist=Persist("release", ("release.json",), load=lambda view: read_json(view.path("release.json"))))
+def _release(view: View) -> None:
+    release_stage(view.cfg, view.resolver.store, view[SPLITS])
+
+
+def release_stage(cfg: AuditConfig, run: Any, splits: dict[str, list]) -> None:
     """``release.json``: what the audit publishes about the members, each part with the ε it spent."""
-    cfg, splits = audit.cfg, audit.splits()
     members = splits["members"]
     rel = cfg.release
     out: dict = {"summary": None, "ldp_terms": None}
@@ -40,4 +56,4 @@ def release_stage(audit: Audit) -> None:
                          seed=derive_seed(cfg.seed, "ldp-terms"))
         out["ldp_terms"] = found.to_dict()
     out["epsilon_total"] = (rel.summary_epsilon or 0.0) + (rel.ldp_terms_epsilon or 0.0)
-    write_json(audit.run.path("release.json"), out)
+    write_json(run.path("release.json"), out)

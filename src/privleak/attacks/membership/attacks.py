@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy.stats import norm
 
+from ...core.inputs import Input, provides
 from ...core.metrics import delong_paired, mia_metrics, roc_points
 from ...core.stats import auc_null_se, tost_normal
 from ...core.tails import TailCounts, tail_counts, tail_leak_p, tail_within
@@ -27,6 +28,7 @@ from ...data.splits import unit_of
 from ...models.handle import ModelHandle
 from ...core.present import Block, Cell, Plot, Table, interval, n, t
 from ..base import AttackContext, AttackResult, Figure, Finding, KeepsScores, Policy, PresentContext, Runs
+from ..inputs import SCORES, SELECTION, SETTINGS, SHADOWS
 from .scores import (
     loss_scores,
     min_k_pp_scores,
@@ -331,14 +333,21 @@ def rmia(target: ModelHandle, ctx: AttackContext) -> MembershipResult:
     return membership_result(ctx, pos, neg, a=a)
 
 
+SHADOW_SCORES: Input[Any] = Input("shadow-scores", "LiRA's and RMIA-with-shadows' scores of the evaluated "
+                                                  "candidates", per_model=True)
+
+
+@provides(SHADOW_SCORES, needs=(SHADOWS, SCORES, SELECTION, SETTINGS), pure=True)
+def _shadow_scores_of(view: Any) -> Any:
+    sh, scores, sel, settings = view[SHADOWS], view[SCORES], view[SELECTION], view[SETTINGS]
+    tx = np.concatenate([scores("members").nll()[sel.members], scores("non_members").nll()[sel.non_members]])
+    return shadow_scores(tx, scores("population").nll(), sh.nll_x, sh.nll_z, sh.in_x,
+                         global_variance=settings.global_variance, default_a=settings.rmia_a)
+
+
 def _shadow_scores(ctx: AttackContext) -> Any:
-    """LiRA and RMIA-with-shadows scores of the evaluated candidates, computed once per target."""
-    def build() -> Any:
-        sh, s = ctx.shadows, ctx.scoring
-        tx = np.concatenate([s.target("members").nll()[ctx.mia_members], s.target("non_members").nll()[ctx.mia_non_members]])
-        return shadow_scores(tx, s.target("population").nll(), sh.nll_x, sh.nll_z, sh.in_x,
-                             global_variance=ctx.settings.global_variance, default_a=ctx.settings.rmia_a)
-    return ctx.memo("shadow_scores", build)
+    """LiRA and RMIA-with-shadows scores of the evaluated candidates, computed once per model."""
+    return ctx[SHADOW_SCORES]
 
 
 def _on_subsets(ctx: AttackContext, attack: str, **parameters: Any) -> MembershipResult:
