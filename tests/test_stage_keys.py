@@ -2,8 +2,8 @@
 
 ``golden/stage_plans.json`` holds, for the configurations of ``stage_plan.PLANS`` and for ``privleak attack``
 with and without a reference model, every task's name, key, outputs, kind and cost as the pipeline planned them
-at 3d4b8c7, before the plan was derived from the declared inputs (the ``options`` entry was recorded with that
-commit's code too), and each task's inputs as the declarations give them since: a stage no longer waits for
+at 248c0ec, before the plan was derived from the declared inputs, and each task's inputs as the declarations
+give them since: a stage no longer waits for
 tasks it does not read (the audit canaries, the forget set, the base model, the base model's samples and
 scoring pass where they are not read; in ``privleak attack``, the blind baseline before the stages that do not
 read the evaluation sets), and the unlearn-ga arm waits for the training records it reads. A key that moves
