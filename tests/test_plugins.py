@@ -14,7 +14,7 @@ from conftest import SMALL
 from pydantic import BaseModel
 
 from privleak import arms as arm_registry
-from privleak.arms import ArmInputs, ArmKind, FitContext, register
+from privleak.arms import ArmInputs, ArmKind, ArmPresentation, FitContext, register
 from privleak.arms.common import fit_plain
 from privleak.attacks import registry as attack_registry
 from privleak.attacks.base import AttackContext, AttackResult, AttackSpec, Finding, Policy
@@ -62,6 +62,10 @@ class Toy(ArmKind):
     def details(self, inputs: ArmInputs) -> ToyDetails:
         return ToyDetails(**inputs.record["toy"])
 
+
+class ToyPresentation(ArmPresentation):
+    """How the toy kind's arms are shown: a figure line in their verdict, a note under the trade-off plot."""
+
     def figures(self, arm: ArmResult) -> list[str]:
         return [f"toy shrink {arm.details.shrink:g}"]
 
@@ -101,7 +105,7 @@ def toy_run(tmp_path_factory):
     from privleak.cli import main
     from privleak.report.schema import load_results
 
-    register(Toy())
+    register(Toy(), presentation=ToyPresentation())
     attack_registry.register(TOY_SPEC)
     try:
         import yaml

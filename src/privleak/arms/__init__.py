@@ -18,12 +18,34 @@ from ..core.errors import UserError
 from ..policy import default_arms
 from . import plain, dp, dp_user, dpw, federated, guard, external  # noqa: F401, I001  (the built-in kinds register themselves, in this order)
 from . import retrain, unlearn_ga, unlearn_sisa  # noqa: F401, I001  (unlearning: forget on request, judged by the audit)
-from .base import ArmInputs, ArmKind, BuildContext, DeriveContext, ExtraStage, FitContext, Served
-from .registry import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmSpec, get, parse_arm, register, unregister
+from .base import (
+    ArmInputs,
+    ArmJudging,
+    ArmKind,
+    ArmPresentation,
+    BuildContext,
+    DeriveContext,
+    ExtraStage,
+    FitContext,
+    KindSettings,
+    Served,
+    judging,
+    presentation,
+)
+from .registry import (
+    DATA_DEFENCES,
+    DATA_ONLY_KIND,
+    KINDS,
+    ArmSpec,
+    get,
+    parse_arm,
+    register,
+    unregister,
+)
 
-__all__ = ["DATA_DEFENCES", "DATA_ONLY_KIND", "KINDS", "ArmInputs", "ArmKind", "ArmSpec", "BuildContext", "DeriveContext",
-           "ExtraStage", "FitContext", "Served", "arm_names", "get", "parse_arm", "register", "resolve", "specs",
-           "unregister"]
+__all__ = ["DATA_DEFENCES", "DATA_ONLY_KIND", "KINDS", "ArmInputs", "ArmJudging", "ArmKind", "ArmPresentation",
+           "ArmSpec", "BuildContext", "DeriveContext", "ExtraStage", "FitContext", "KindSettings", "Served", "arm_names",
+           "get", "judging", "parse_arm", "presentation", "register", "resolve", "specs", "unregister"]
 
 
 def specs(cfg: AuditConfig) -> list[ArmSpec]:

@@ -1,4 +1,4 @@
-"""What an arm kind is: one class that says how its arms are named, trained, reported and judged.
+"""What an arm kind is: how its arms are named and built (:class:`ArmKind`), judged and shown.
 
 An *arm* is one model the audit builds and attacks (``dp-8+scrub``); its
 *kind* (``dp``) is the recipe. A kind is a subclass of :class:`ArmKind`
@@ -7,8 +7,9 @@ line. Everything else learns about it through the registry: the pipeline
 asks it for its settings (the cache key), how to fit or derive its model and
 whether attacks run on it directly or through a wrapper; ``results.json``
 carries its :attr:`ArmKind.Details` block (validated by the generated
-schema); the verdicts and the report call its hooks. None of them names a
-kind.
+schema); the verdicts read its :class:`ArmJudging` and the report its
+:class:`ArmPresentation` (registered beside it: :func:`judging`,
+:func:`presentation`). None of them names a kind.
 
 How a kind gets its model (:attr:`ArmKind.model`):
 
@@ -189,21 +190,10 @@ class ArmKind:
     private: ClassVar[bool] = False
     #: derived / served kinds: the arm whose model they start from (it must be in the audit).
     source: ClassVar[str | None] = None
-    #: Can be recommended for release (a guard is judged by what it stops; an external model is not a choice).
-    recommendable: ClassVar[bool] = True
-    #: Compared with the baseline in the between-arm tests and drawn in the trade-off plot.
-    compared: ClassVar[bool] = True
     #: It trains over the records' clients (federated): the data then has clients for client-level figures.
     uses_clients: ClassVar[bool] = False
     #: Whether LiRA/RMIA shadows can be trained like it.
     shadows: ClassVar[bool] = True
-    #: Marker in the trade-off plot, and what a marker other than "o" means (the plot's caption).
-    marker: ClassVar[str] = "o"
-    marker_note: ClassVar[str] = ""
-    #: The memorisation stress test every other arm is compared with (one kind: ``baseline``).
-    stress_test: ClassVar[bool] = False
-    #: Its held-out loss is the L_best of every arm's utility gain recovered G (one kind: ``best``).
-    utility_reference: ClassVar[bool] = False
     #: Arms of this kind are always named this (the one external model of ``privleak attack``: "target").
     fixed_name: ClassVar[str | None] = None
     #: Its block in ``results.json`` (``ArmResult.details``), or None.
@@ -275,11 +265,41 @@ class ArmKind:
         return ArmResult(kind=self.name, training=training, n_train_records=tr.get("n_train_records"), privacy=privacy,
                          details=self.details(inputs), **common)
 
-    # ------------------------------------------------------------------ verdicts and the report
+
+class ArmJudging:
+    """How a kind's arms are judged: what the verdicts and the recommendation (:mod:`privleak.audit`) read
+    about a kind. A kind registers one (``register(kind, judging=...)``); this default judges its arms by the
+    attacks like every arm's."""
+
+    #: Can be recommended for release (a guard is judged by what it stops; an external model is not a choice).
+    recommendable: bool = True
+    #: Compared with the stress test in the between-arm tests and drawn in the trade-off plot.
+    compared: bool = True
+    #: The memorisation stress test every other arm is compared with (one kind: ``baseline``).
+    stress_test: bool = False
+    #: Its held-out loss is the L_best of every arm's utility gain recovered G (one kind: ``best``).
+    utility_reference: bool = False
 
     def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict | None:
         """Its own verdict (None: judged by the attacks like every arm)."""
         return None
+
+    def warnings(self, name: str, arm: ArmResult) -> list[str]:
+        """Warnings about this arm the audit prints (e.g. a setting under which it cannot learn)."""
+        return []
+
+
+class ArmPresentation:
+    """How a kind's arms are shown: what the wording of a verdict, the console and the report (:mod:`privleak.report`)
+    read about a kind. A kind registers one (``register(kind, presentation=...)``); this default shows nothing
+    of its own."""
+
+    #: Marker in the trade-off plot, and what a marker other than "o" means (the plot's caption).
+    marker: str = "o"
+    marker_note: str = ""
+    #: The unit its ε is stated per when it is not the record (federated arms: "client"): such an arm is drawn
+    #: apart from the central DP arms' sweep.
+    epsilon_unit: str | None = None
 
     def guarantee(self, arm: ArmResult) -> str | None:
         """What it guarantees when it has no accountant ε, in words (None: nothing to say)."""
@@ -287,10 +307,6 @@ class ArmKind:
 
     def figures(self, arm: ArmResult) -> list[str]:
         """Extra figure lines for its verdict."""
-        return []
-
-    def warnings(self, name: str, arm: ArmResult) -> list[str]:
-        """Warnings about this arm the audit prints (e.g. a setting under which it cannot learn)."""
         return []
 
     def remark(self, arm: ArmResult) -> str:
@@ -334,6 +350,20 @@ DATA_DEFENCES: tuple[str, ...] = ("dedup", "scrub")
 DATA_ONLY_KIND = "best"
 
 KINDS: dict[str, ArmKind] = {}
+#: Each registered kind's judging and presentation, by kind name (:func:`judging`, :func:`presentation`).
+JUDGING: dict[str, ArmJudging] = {}
+PRESENTATION: dict[str, ArmPresentation] = {}
+_NEUTRAL_JUDGING, _NEUTRAL_PRESENTATION = ArmJudging(), ArmPresentation()
+
+
+def judging(kind: str | None) -> ArmJudging:
+    """How arms of ``kind`` are judged (the default for a kind with no judging of its own, or none)."""
+    return JUDGING.get(kind or "", _NEUTRAL_JUDGING)
+
+
+def presentation(kind: str | None) -> ArmPresentation:
+    """How arms of ``kind`` are shown (the default for a kind with no presentation of its own, or none)."""
+    return PRESENTATION.get(kind or "", _NEUTRAL_PRESENTATION)
 
 
 def get(name: str) -> ArmKind:

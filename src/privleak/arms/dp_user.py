@@ -51,7 +51,7 @@ from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.typed import ArmDetails
 from ..data.audit_canaries import KIND as AUDIT_CANARY
-from .base import ArmInputs, ArmKind, FitContext, KindSettings
+from .base import ArmInputs, ArmKind, ArmPresentation, FitContext, KindSettings
 from .common import data_settings, person_sizes, unit_counts
 from .inputs import ENCODE
 from .registry import ArmSpec, register
@@ -224,6 +224,9 @@ class DPUser(ArmKind):
         rec = (inputs.record or {}).get("user_dp")
         return UserSampling(**rec) if rec else None
 
+
+
+class DPUserPresentation(ArmPresentation):
     def figures(self, arm) -> list[str]:
         p = arm.privacy
         if p is None or p.epsilon_person is None:
@@ -232,4 +235,4 @@ class DPUser(ArmKind):
         return [f"ε per person {p.epsilon_person:.2f} (the person with the most records has {p.person_records}){rec}"]
 
 
-DP_USER_KIND = register(DPUser())
+DP_USER_KIND = register(DPUser(), presentation=DPUserPresentation())

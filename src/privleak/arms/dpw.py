@@ -14,7 +14,7 @@ from ..attacks.inputs import BASE, MODEL
 from ..config.sections import MAX_WEIGHT_SIGMA
 from ..core.present import Cell, t
 from ..core.typed import ArmDetails
-from .base import ArmInputs, ArmKind, BuildContext, FitContext, KindSettings
+from .base import ArmInputs, ArmKind, ArmPresentation, BuildContext, FitContext, KindSettings
 from .common import PlainSettings, fit_plain
 from .inputs import TRAINING
 from .plain import BASELINE
@@ -90,6 +90,10 @@ class DPWeights(ArmKind):
         wn = (inputs.record or {}).get("weight_noise")
         return WeightNoise.model_validate(wn) if wn else None
 
+
+class WeightNoisePresentation(ArmPresentation):
+    """No formal ε: its cells and figure lines say so, in words."""
+
     def guarantee(self, arm: ArmResult) -> str | None:
         return arm.details.guarantee if isinstance(arm.details, WeightNoise) else None
 
@@ -113,4 +117,4 @@ class DPWeights(ArmKind):
         return w.sigma if isinstance(w, WeightNoise) else None
 
 
-DPW = register(DPWeights())
+DPW = register(DPWeights(), presentation=WeightNoisePresentation())

@@ -7,10 +7,10 @@ quantization, and the text format the model was scored in.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from ..core.typed import ArmDetails, GgufSource
-from .base import ArmInputs, ArmKind, KindSettings
+from .base import ArmInputs, ArmJudging, ArmKind, KindSettings
 from .registry import ArmSpec, register
 
 
@@ -36,7 +36,6 @@ class External(ArmKind):
     summary = "a model you trained, audited as it is (privleak attack)"
     model = "provided"
     fixed_name = "target"
-    recommendable = False
     shadows = False
     Details = ExternalModel
 
@@ -48,4 +47,8 @@ class External(ArmKind):
         return ExternalModel.model_validate({"kind": "external", **target}) if target else None
 
 
-EXTERNAL = register(External())
+class ExternalJudging(ArmJudging):
+    recommendable = False  # the model under audit is not a choice
+
+
+EXTERNAL = register(External(), judging=ExternalJudging())

@@ -20,7 +20,7 @@ from ..core.present import Block, Cell, Note, num, t
 from ..data.clients import client_labels, partition, roster
 from ..data.splits import unit_of
 from ..core.typed import ArmDetails
-from .base import ArmInputs, ArmKind, FitContext, KindSettings
+from .base import ArmInputs, ArmJudging, ArmKind, ArmPresentation, FitContext, KindSettings
 from .common import unit_histogram, data_settings, unit_counts
 from .registry import ArmSpec, register
 
@@ -116,9 +116,7 @@ class FedSettings(KindSettings):
 class FedAvg(ArmKind):
     name = "fedavg"
     summary = "federated averaging over the clients (clinics) on Flower: no DP"
-    marker = "s"
     uses_clients = True
-    marker_note = "Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε."
     Details = Federation
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> FedSettings:
@@ -173,6 +171,11 @@ class FedAvg(ArmKind):
         fed = (inputs.record or {}).get("federation")
         return Federation.model_validate({"kind": self.name, **fed}) if fed else None
 
+
+
+class FederatedJudging(ArmJudging):
+    """Judged by the attacks like every arm; warned about where client-level DP cannot learn."""
+
     def warnings(self, name: str, arm: ArmResult) -> list[str]:
         """Client-level DP that cannot learn, said before anyone reads its G: over T rounds the noise on the
         averaged update has norm ≈ σ·C·√(d·T)/(qK) while the summed signal is at most C·T, so the ratio
@@ -190,6 +193,15 @@ class FedAvg(ArmKind):
                 f"{f.rounds} rounds the noise on the averaged update is ≈ {ratio:.0f}× the largest possible signal "
                 f"(σ·√d/(qK·√T), σ = {p.sigma:.3g}, d = {f.trained_parameters:,}, qK = {qk:.3g}); it needs about "
                 f"{needed:,} clients at these settings (or more rounds, or a smaller model)"]
+
+
+
+class FederatedPresentation(ArmPresentation):
+    """Squares in the trade-off plot, apart from the central DP sweep (a fed-dp arm's ε is per client)."""
+
+    marker = "s"
+    marker_note = "Squares: federated arms (Flower); a fed-dp arm sits at its client-level ε."
+    epsilon_unit = "client"
 
     def epsilon_cell(self, arm: ArmResult) -> Cell | None:
         p = arm.privacy
@@ -231,5 +243,6 @@ class FedDP(FedAvg):
     summary = "DP-FedAvg at target client-level ε: client updates clipped, Gaussian noise on the sum"
 
 
-FEDAVG = register(FedAvg())
-FED_DP = register(FedDP())
+FEDERATED_PRESENTATION = FederatedPresentation()  # one for both kinds: one note over all federated arms
+FEDAVG = register(FedAvg(), judging=FederatedJudging(), presentation=FEDERATED_PRESENTATION)
+FED_DP = register(FedDP(), judging=FederatedJudging(), presentation=FEDERATED_PRESENTATION)

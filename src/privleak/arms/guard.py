@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..attacks.inputs import CANARIES, SPLITS
 from ..core.inputs import provides
 from ..core.present import Cell, Note, Section, Table, n, pct, t
-from .base import ArmInputs, ArmKind, ExtraStage, KindSettings, Served
+from .base import ArmInputs, ArmJudging, ArmKind, ArmPresentation, ExtraStage, KindSettings, Served
 from .guard_report import GuardReport, Interventions
 from .inputs import GUARD as GUARD_INPUT
 from .registry import ArmSpec, register
@@ -73,8 +73,6 @@ class Guarded(ArmKind):
     summary = "the baseline model served behind the output guard (filters outputs, changes no training)"
     model = "served"
     source = "baseline"
-    recommendable = False
-    compared = False
     shadows = False
     Details = GuardReport
     needs = (GUARD_INPUT,)  # serve: the guard every text-only attack goes through
@@ -110,6 +108,14 @@ class Guarded(ArmKind):
         return ArmResult(kind=self.name, serves=self.source, privacy=served.privacy, details=self.details(inputs),
                          **common)
 
+
+
+class GuardJudging(ArmJudging):
+    """Judged by what it stops and what it costs, never recommended (it changes no training) nor compared."""
+
+    recommendable = False
+    compared = False
+
     def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict:
         """What the guard stopped and what it costs, in words; a guard never makes an arm "near chance"."""
         from ..results import Verdict
@@ -125,11 +131,16 @@ class Guarded(ArmKind):
                  "is not stopped, so membership inference on the served model still applies.")
         return Verdict(level="guard", label="GUARDED", text=text, findings=[], figures=rows)
 
+
+
+class GuardPresentation(ArmPresentation):
+    """Its section and console table: leaks stopped attack by attack, false positives on benign output."""
+
     def sections(self, results: AuditResults) -> list[Section]:
         out = []
         for name, arm in results.arms.items():
             g = arm.details
-            if arm.kind != self.name or not isinstance(g, GuardReport):
+            if arm.kind != Guarded.name or not isinstance(g, GuardReport):
                 continue
             rows = []
             for attack, unit, before, after, stopped in guard_rows(results, name):
@@ -163,7 +174,7 @@ class Guarded(ArmKind):
         out = []
         for name, arm in results.arms.items():
             g = arm.details
-            if arm.kind != self.name or not isinstance(g, GuardReport):
+            if arm.kind != Guarded.name or not isinstance(g, GuardReport):
                 continue
             from ..attacks.registry import ATTACKS
 
@@ -181,6 +192,6 @@ class Guarded(ArmKind):
         return out
 
 
-GUARD = register(Guarded())
+GUARD = register(Guarded(), judging=GuardJudging(), presentation=GuardPresentation())
 
 __all__ = ["GUARD", "Guarded", "guard_rows"]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..attacks.inputs import PUBLIC
-from .base import ArmKind, BuildContext, FitContext
+from .base import ArmJudging, ArmKind, ArmPresentation, BuildContext, FitContext
 from .common import PlainSettings, fit_plain, plain_settings
 from .inputs import VALIDATION
 from .registry import ArmSpec, register
@@ -23,13 +23,6 @@ class Baseline(ArmKind):
     name = "baseline"
     summary = "plain fine-tuning, no defence, trained to the end: the memorisation stress test"
     alone = True
-    stress_test = True
-    #: Its job is to show what leaks: a memorising recipe no one should deploy, so never the recommendation.
-    recommendable = False
-
-    def remark(self, arm) -> str:
-        return (" It is the memorisation stress test — trained to the end on a memorising recipe, not a deployable "
-                "choice; defences are compared with best, the deployable recipe.")
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> PlainSettings:
         return PlainSettings(**plain_settings(cfg, spec, "baseline"))
@@ -49,6 +42,26 @@ def rehearsal_records(public: list, n: int, replay: float, seed: int) -> list:
     return [public[i] for i in sorted(order)]
 
 
+class StressTest(ArmJudging):
+    """The baseline: every other arm is compared with it; its job is to show what leaks, a memorising recipe no
+    one should deploy, so never the recommendation."""
+
+    stress_test = True
+    recommendable = False
+
+
+class StressTestPresentation(ArmPresentation):
+    def remark(self, arm) -> str:
+        return (" It is the memorisation stress test — trained to the end on a memorising recipe, not a deployable "
+                "choice; defences are compared with best, the deployable recipe.")
+
+
+class UtilityReference(ArmJudging):
+    """``best``: its held-out loss is the L_best of every arm's utility gain recovered G."""
+
+    utility_reference = True
+
+
 class BestSettings(PlainSettings):
     """The deployable recipe: ``best``'s epochs and step, public rehearsal, early stopping on the population."""
 
@@ -64,7 +77,6 @@ class Best(ArmKind):
     summary = ("the best non-private reference: fine-tuning with public rehearsal, early-stopped on population "
                "records (BestConfig); with data defences (scrub, dedup) the deployable recipe on the defended members")
     alone = False
-    utility_reference = True
     needs = (PUBLIC, VALIDATION)
 
     def settings(self, cfg, spec: ArmSpec, n_members: int) -> BestSettings:
@@ -82,7 +94,7 @@ class Best(ArmKind):
         return fit_plain(model, settings, ctx, validate=ctx[VALIDATION](settings.validate_records))
 
 
-BASELINE = register(Baseline())
-BEST = register(Best())
+BASELINE = register(Baseline(), judging=StressTest(), presentation=StressTestPresentation())
+BEST = register(Best(), judging=UtilityReference())
 
 __all__ = ["BASELINE", "BEST", "Baseline", "Best", "BestSettings", "rehearsal_records"]

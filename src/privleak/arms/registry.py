@@ -14,16 +14,32 @@ from __future__ import annotations
 import math
 
 from ..core.typed import register_details
-from .base import DATA_DEFENCES, DATA_ONLY_KIND, KINDS, ArmKind, ArmSpec, get  # noqa: F401  (the registry's names)
+from .base import (  # noqa: F401  (the registry's names)
+    DATA_DEFENCES,
+    DATA_ONLY_KIND,
+    JUDGING,
+    KINDS,
+    PRESENTATION,
+    ArmJudging,
+    ArmKind,
+    ArmPresentation,
+    ArmSpec,
+    get,
+)
 
-def register(kind: ArmKind) -> ArmKind:
-    """Add ``kind`` (an instance) to the registry; its name must be new. Returns it, so a module can write
+
+def register(kind: ArmKind, judging: ArmJudging | None = None,
+             presentation: ArmPresentation | None = None) -> ArmKind:
+    """Add ``kind`` (an instance) to the registry, with how its arms are judged and shown (the defaults judge
+    them by the attacks and show nothing of their own); its name must be new. Returns it, so a module can write
     ``DP = register(DPKind())``."""
     if not getattr(kind, "name", None):
         raise ValueError("an arm kind needs a name")
     if kind.name in KINDS and type(KINDS[kind.name]) is not type(kind):
         raise ValueError(f"arm kind {kind.name!r} is registered twice")
     KINDS[kind.name] = kind
+    JUDGING[kind.name] = judging or ArmJudging()
+    PRESENTATION[kind.name] = presentation or ArmPresentation()
     if kind.Details is not None:
         register_details(kind.name, kind.Details)
     return kind
@@ -32,6 +48,8 @@ def register(kind: ArmKind) -> ArmKind:
 def unregister(name: str) -> None:
     """Remove a kind (tests that register a toy kind clean up with this)."""
     KINDS.pop(name, None)
+    JUDGING.pop(name, None)
+    PRESENTATION.pop(name, None)
     register_details(name, None)
 
 

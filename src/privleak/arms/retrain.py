@@ -20,7 +20,7 @@ from ..attacks.inputs import FORGET_SET
 from .base import ArmInputs, BuildContext, FitContext
 from .common import PlainSettings, fit_plain, plain_settings
 from .registry import ArmSpec, register
-from .unlearning import UnlearningDetails, UnlearningKind, forget_settings
+from .unlearning import UnlearningDetails, UnlearningJudging, UnlearningKind, UnlearningPresentation, forget_settings
 
 
 class RetrainDetails(UnlearningDetails):
@@ -65,4 +65,4 @@ class Retrain(UnlearningKind):
         return "the base model, on the retain set"
 
 
-RETRAIN_KIND = register(Retrain())
+RETRAIN_KIND = register(Retrain(), judging=UnlearningJudging(), presentation=UnlearningPresentation())

@@ -36,7 +36,7 @@ from ..policy import unlearn_recipe
 from .base import ArmInputs, BuildContext, KindSettings
 from .inputs import TRAINING_RECORDS, VALIDATION
 from .registry import ArmSpec, register
-from .unlearning import UnlearningDetails, UnlearningKind, forget_settings
+from .unlearning import UnlearningDetails, UnlearningJudging, UnlearningKind, UnlearningPresentation, forget_settings
 
 
 class UnlearnGADetails(UnlearningDetails):
@@ -128,6 +128,9 @@ class UnlearnGA(UnlearningKind):
     def own_details(self, inputs: ArmInputs) -> dict[str, Any]:
         return dict((inputs.record or {})["unlearning"])
 
+
+
+class UnlearnGAPresentation(UnlearningPresentation):
     def notes_for(self, name: str, arm) -> list[str]:
         d = arm.details
         if not isinstance(d, UnlearnGADetails):
@@ -139,4 +142,4 @@ class UnlearnGA(UnlearningKind):
                 f"nats (population {d.nll_population_end:.3f})."]
 
 
-UNLEARN_GA = register(UnlearnGA())
+UNLEARN_GA = register(UnlearnGA(), judging=UnlearningJudging(), presentation=UnlearnGAPresentation())

@@ -30,7 +30,7 @@ from .base import ArmInputs, FitContext, KindSettings
 from .common import data_settings
 from .inputs import VALIDATION
 from .registry import ArmSpec, register
-from .unlearning import UnlearningDetails, UnlearningKind, forget_settings
+from .unlearning import UnlearningDetails, UnlearningJudging, UnlearningKind, UnlearningPresentation, forget_settings
 
 
 class SisaDetails(UnlearningDetails):
@@ -105,6 +105,9 @@ class UnlearnSisa(UnlearningKind):
     def own_details(self, inputs: ArmInputs) -> dict[str, Any]:
         return dict((inputs.record or {})["sisa"])
 
+
+
+class SisaPresentation(UnlearningPresentation):
     def notes_for(self, name: str, arm) -> list[str]:
         d = arm.details
         if not isinstance(d, SisaDetails):
@@ -118,4 +121,4 @@ class UnlearnSisa(UnlearningKind):
                    "unlearning stays exact." if worse else ".")]
 
 
-UNLEARN_SISA = register(UnlearnSisa())
+UNLEARN_SISA = register(UnlearnSisa(), judging=UnlearningJudging(), presentation=SisaPresentation())

@@ -18,9 +18,9 @@ from ..attacks.inputs import FORGET_SET
 from ..core.present import Cell, Note, Section, Table, interval, n, t
 from ..core.typed import ArmDetails
 from ..policy import forget_plan
-from .base import ArmInputs, ArmKind
+from .base import ArmInputs, ArmJudging, ArmKind, ArmPresentation
 from .forgetting import ForgettingAssessment, assess_forgetting
-from .registry import KINDS, ArmSpec
+from .registry import PRESENTATION, ArmSpec
 
 if TYPE_CHECKING:  # results imports every attack, and torch with them: kinds load before any work
     from ..results import ArmResult, AuditResults, Verdict
@@ -49,7 +49,6 @@ class UnlearningKind(ArmKind):
 
     alone = True
     needs: tuple = (FORGET_SET,)
-    recommendable = False
     shadows = False
     after: tuple[str, ...] = (RETRAIN,)
     #: Who the arm is judged against: ``retrain`` (or "control" for retrain itself).
@@ -89,7 +88,13 @@ class UnlearningKind(ArmKind):
                                    **self.own_details(inputs))
         return arm
 
-    # ------------------------------------------------------------------ verdict and report
+
+
+class UnlearningJudging(ArmJudging):
+    """Judged on its forget set against its reference (:mod:`.forgetting`); it answers an erasure request and
+    is never the release recommendation."""
+
+    recommendable = False
 
     def verdict(self, name: str, arm: ArmResult, results: AuditResults) -> Verdict | None:
         a = arm.details.assessment if isinstance(arm.details, UnlearningDetails) else None
@@ -137,6 +142,12 @@ class UnlearningKind(ArmKind):
                                       f"reference's ({a.versus}) by two one-sided tests at α = {a.alpha:g} "
                                       "(intersection–union)."))
 
+
+
+class UnlearningPresentation(ArmPresentation):
+    """The unlearning section and console table (drawn once, by the first unlearning kind present), and the
+    sentences a kind adds about its arms under them (:meth:`notes_for`)."""
+
     def notes_for(self, name: str, arm: ArmResult) -> list[str]:
         """Sentences about one of its arms under the unlearning table (e.g. SISA's shards)."""
         return []
@@ -144,8 +155,8 @@ class UnlearningKind(ArmKind):
     def _first_present(self, results: AuditResults) -> bool:
         """Whether this kind is the first unlearning kind among the run's arms (the one that draws the shared
         section and table, so they appear once)."""
-        first = next((KINDS[a.kind] for a in results.arms.values()
-                      if isinstance(KINDS.get(a.kind), UnlearningKind)), None)
+        first = next((PRESENTATION[a.kind] for a in results.arms.values()
+                      if isinstance(PRESENTATION.get(a.kind), UnlearningPresentation)), None)
         return first is self
 
     def sections(self, results: AuditResults) -> list[Section]:
@@ -315,10 +326,11 @@ def unlearning_rows(results: AuditResults, console: bool = False) -> tuple[list[
                          t(f"{head.diff:+.3f} [{interval(head.diff_ci95)}]") if head else t("—"),
                          t(f"{head.privleak:+.3f} [{interval(head.privleak_ci95)}]") if head else t("—"),
                          telling, canaries, pii, t(nll), n(g, ".2f") if g is not None else t("—"), seconds])
-        kind = KINDS.get(arm.kind)
-        if isinstance(kind, UnlearningKind):
-            notes += kind.notes_for(name, arm)
+        shown = PRESENTATION.get(arm.kind)
+        if isinstance(shown, UnlearningPresentation):
+            notes += shown.notes_for(name, arm)
     return rows, notes
 
-__all__ = ["COLUMNS", "CONSOLE_COLUMNS", "RETRAIN", "UnlearningDetails", "UnlearningKind", "forget_count", "forget_settings",
+__all__ = ["COLUMNS", "CONSOLE_COLUMNS", "RETRAIN", "UnlearningDetails", "UnlearningJudging", "UnlearningKind",
+           "UnlearningPresentation", "forget_count", "forget_settings",
            "reading_note", "unlearning_recommendation", "unlearning_rows"]

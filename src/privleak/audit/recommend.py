@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from scipy import stats
 
-from ..arms import KINDS
+from ..arms import judging
 from ..attacks.base import Policy
 from ..config.requirement import Requirement
 from ..results import ArmResult, AuditResults, Recommendation, Standing
@@ -43,13 +43,8 @@ from . import wording
 Z95 = 1.959963984540054
 
 
-def _kind(arm: ArmResult):
-    return KINDS.get(arm.kind)
-
-
 def recommendable(arm: ArmResult) -> bool:
-    k = _kind(arm)
-    return k is None or k.recommendable
+    return judging(arm.kind).recommendable
 
 
 def person_epsilon(arm: ArmResult) -> float | None:

@@ -43,7 +43,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arms import KINDS, ArmSpec, parse_arm
+from ..arms import ArmSpec, judging, parse_arm, presentation
 from ..attacks.base import Finding, Policy
 from .alarms import (
     AlarmTest,
@@ -157,8 +157,7 @@ def _judged_by_findings(name: str, arm: ArmResult, results: AuditResults) -> boo
     """Whether the arm's verdict comes from its attack findings (not the control, not a kind's own verdict)."""
     if arm is results.base_model or name == CONTROL:
         return False
-    kind = KINDS.get(arm.kind)
-    return kind is None or kind.verdict(name, arm, results) is None
+    return judging(arm.kind).verdict(name, arm, results) is None
 
 
 def audit_leak_rejections(results: AuditResults, policy: Policy = POLICY,
@@ -297,16 +296,14 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     if arm is control or name == CONTROL:
         return Verdict(level="control", label="CONTROL", findings=[], figures=[],
                        text="The base model never saw the members: its attack figures are the floor any arm can reach.")
-    kind = KINDS.get(arm.kind)
-    own = kind.verdict(name, arm, results) if kind is not None else None
+    own = judging(arm.kind).verdict(name, arm, results)
     if own is not None:
         return own
     d = decide(name, arm, results, policy, rejections)
     figures = [f.figure for f in d.findings if f.figure]
     if arm.empirical_epsilon is not None:
         figures.append(f"empirical ε ≥ {arm.empirical_epsilon.epsilon_lb:.2f} ({arm.empirical_epsilon.attack})")
-    if kind is not None:
-        figures += kind.figures(arm)
+    figures += presentation(arm.kind).figures(arm)
     one = arm.one_run_epsilon
     if one is not None and one.available:
         figures.append(f"one-run ε ≥ {one.epsilon_steinke:.2f} (Steinke et al.; {one.m} canaries)"
@@ -323,8 +320,7 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     blind = results.blind_baseline
     if blind is not None and blind.shifted and ("membership" in d.families or d.gated):
         text += wording.blind_caution(blind.auc)
-    if kind is not None:
-        text += kind.remark(arm)
+    text += presentation(arm.kind).remark(arm)
     if arm.defences is not None and arm.defences.scrub is not None:
         text += wording.scrub_reach(arm.defences.scrub.labels, arm.defences.scrub.mode)
     label = "DP GUARANTEE VIOLATED" if d.violation else LABELS[d.level]
@@ -350,10 +346,10 @@ def between_arm_tests(arms: dict[str, ArmResult]) -> dict[str, Comparison]:
     data defence against the same recipe without it (``scrub`` against ``best``, ``dp-8+scrub`` against
     ``dp-8``) — what the defence adds on an equal recipe."""
     tests: dict[str, Comparison] = {}
-    kinds = {n: KINDS.get(a.kind) for n, a in arms.items()}
-    ref = next((n for n, k in kinds.items() if k is not None and k.stress_test), None)
+    kinds = {n: judging(a.kind) for n, a in arms.items()}
+    ref = next((n for n, k in kinds.items() if k.stress_test), None)
     for name, arm in arms.items():
-        if not (kinds[name] is None or kinds[name].compared):
+        if not kinds[name].compared:
             continue
         if ref is not None and name != ref:
             _compare(ref, arms[ref], name, arm, tests)

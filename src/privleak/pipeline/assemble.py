@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..arms import ArmInputs, ArmSpec
+from ..arms import ArmInputs, ArmSpec, judging
 from ..arms.inputs import TRAINING, TRAINING_RECORDS
 from ..attacks.base import FAMILIES
 from ..attacks.exposure import chance_exposure
@@ -303,10 +303,10 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     if not cfg.recommendation.require.formal:
         _seed_results(audit, arms, durations)
     for spec in arm_specs:
-        for w in spec.kind_obj.warnings(spec.name, arms[spec.name]):
+        for w in judging(spec.kind).warnings(spec.name, arms[spec.name]):
             audit.warn(w)
     # The reference is the recipe on the members as they are (``best``), not one of its defended variants.
-    reference = next((s.name for s in arm_specs if s.kind_obj.utility_reference and not s.data), None)
+    reference = next((s.name for s in arm_specs if judging(s.kind).utility_reference and not s.data), None)
     _utility_recovered(audit, base, arms, reference)
     sel = r.get(SELECTION)
     if not sel.design.available:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..arms import ArmSpec, specs
+from ..arms import ArmSpec, judging, specs
 from ..config import AuditConfig
 from ..core.errors import UserError
 from ..core.limits import BYTES_PER_RECORD, MAX_SCRUB_RECORD_CHARS, SCRUB_CHARS_PER_S, available_memory, check_fits
@@ -56,7 +56,7 @@ def seed_arms(cfg: AuditConfig) -> list[ArmSpec]:
     arm is refused (before any work: :func:`preflight` asks)."""
     if not cfg.recommendation.seeds or cfg.recommendation.arms is None:
         return []
-    found = [s for s in specs(cfg) if s.kind_obj.model == "trained" and s.kind_obj.recommendable]
+    found = [s for s in specs(cfg) if s.kind_obj.model == "trained" and judging(s.kind).recommendable]
     named = cfg.recommendation.arms
     if named is not None:
         unknown = sorted(set(named) - {s.name for s in found})

@@ -11,7 +11,7 @@ from ..core.present import Cell
 from ..core.present import Table as Block
 from ..results import AuditResults
 from ..core.terminal import escape_control
-from .views import context, family_runs, kind_of, kinds_present, short
+from .views import context, family_runs, kinds_present, short, shown
 
 
 def _user(text: str) -> str:
@@ -47,9 +47,8 @@ def privacy_table(results: AuditResults) -> Table:
     for name, arm in results.models():
         p, emp, one = arm.privacy, arm.empirical_epsilon, arm.one_run_epsilon
         steps = p.steps if p else (arm.training.steps if arm.training else None)
-        kind = kind_of(arm)
-        guarantee = kind.guarantee(arm) if kind is not None else None
-        sigma = p.sigma if p else (kind.sigma_value(arm) if kind is not None else None)
+        guarantee = shown(arm).guarantee(arm)
+        sigma = p.sigma if p else shown(arm).sigma_value(arm)
         control = arm is results.base_model
         if p is not None:
             unit, spent = p.unit, f"{fmt.num(p.epsilon)} ({fmt.num(p.target_epsilon, 'g')})"

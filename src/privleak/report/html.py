@@ -34,7 +34,7 @@ from ..results import ArmResult, AuditResults
 from . import plots
 from .blocks import Block, Masker, Section, block, figure, note, section, table
 from .schema import load_results
-from .views import context, family_runs, is_control, kind_of, kinds_present, short, title
+from .views import context, family_runs, is_control, judged, kinds_present, short, shown, title
 
 # --------------------------------------------------------------------------- sections
 
@@ -140,8 +140,7 @@ def section_summary(results: AuditResults) -> Section:
 
 
 def _eps_cell(name: str, m: ArmResult, results: AuditResults) -> Any:
-    kind = kind_of(m)
-    own = kind.epsilon_cell(m) if kind is not None else None
+    own = shown(m).epsilon_cell(m)
     if own is not None:
         return own
     p = m.privacy
@@ -187,13 +186,13 @@ def section_arms(results: AuditResults) -> Section:
             "AUC [95% CI]", "TPR@1%FPR", *score]
     rows = []
     for name, m in results.models():
-        p, emp, one, kind = m.privacy, m.empirical_epsilon, m.one_run_epsilon, kind_of(m)
+        p, emp, one = m.privacy, m.empirical_epsilon, m.one_run_epsilon
         att, best = m.best_membership()
         figures = {f.label: f for r in m.attacks.values() for f in r.scorecard()}
         steps = p.steps if p else (m.training.steps if m.training else None)
         one_cell = (_n(one.epsilon_steinke, ".2f", title=f"Steinke et al. 2023, {one.m} audit canaries, 95%")
                     if one is not None and one.available else _t("—"))
-        sigma = (kind.sigma_cell(m) if kind is not None else None) or _n(p.sigma if p else None)
+        sigma = shown(m).sigma_cell(m) or _n(p.sigma if p else None)
         rows.append([name, m.kind, _n(p.target_epsilon if p else None, "g"), _eps_cell(name, m, results),
                      *_per_unit(m), one_cell,
                      _n(emp.epsilon_lb if emp else None, title=f"from {emp.attack}" if emp else None), sigma,
@@ -225,7 +224,7 @@ def _leakage_bits(m: ArmResult | None) -> float | None:
 
 
 def section_tradeoff(results: AuditResults) -> Section | None:
-    arms = {n: m for n, m in results.arms.items() if kind_of(m) is None or kind_of(m).compared}
+    arms = {n: m for n, m in results.arms.items() if judged(m).compared}
     # G where the audit has a best reference (the utility measure that compares arms); perplexity otherwise.
     by_g = any(m.utility.gain_recovered is not None for m in arms.values())
 
@@ -235,11 +234,10 @@ def section_tradeoff(results: AuditResults) -> Section | None:
     pts = []
     for name, m in arms.items():
         _, best = m.best_membership()
-        kind = kind_of(m)
         pts.append({"name": name, "epsilon": m.epsilon, "auc": best.auc if best else None,
                     "auc_ci": best.auc_ci95 if best else None, "exposure": _leakage_bits(m), "utility": utility(m),
                     "one_run": m.one_run_epsilon.epsilon_steinke if m.one_run_epsilon and m.one_run_epsilon.available
-                    else None, "federated": kind is not None and kind.marker != "o"})
+                    else None, "own_unit": shown(m).epsilon_unit is not None, "marker": shown(m).marker})
     if not any(finite(p["auc"]) or finite(p["utility"]) for p in pts):
         return None
     control = results.base_model
@@ -252,12 +250,13 @@ def section_tradeoff(results: AuditResults) -> Section | None:
     marked = [k for k in kinds_present(results) if k.marker != "o" and k.marker_note]
     notes: list[Block] = []
     seen: set[Any] = set()
-    for k in kinds_present(results):
+    present = kinds_present(results)
+    for k in present:
         impl = type(k).notes  # kinds that share one notes implementation get one note over all their arms
         if impl in seen:
             continue
         seen.add(impl)
-        mine = {n: a for n, a in results.arms.items() if kind_of(a) is not None and type(kind_of(a)).notes is impl}
+        mine = {n: a for n, a in results.arms.items() if shown(a) in present and type(shown(a)).notes is impl}
         notes += [block(b) for b in k.notes(mine)]
     return {"id": "tradeoff", "title": "Privacy–utility trade-off", "blocks": [figure(
         plots.privacy_utility(pts, ctrl, utility_label=label),
@@ -332,7 +331,7 @@ def section_empirical(results: AuditResults) -> Section | None:
         if emp is None:
             continue
         acc = m.epsilon
-        guarantee = kind_of(m).guarantee(m) if kind_of(m) is not None else None
+        guarantee = shown(m).guarantee(m)
         if guarantee:
             check = f"no DP claim to check ({guarantee})"
         elif acc is None:

@@ -102,8 +102,9 @@ def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None
     if not has_exp:
         rows = [rows[0], rows[2]]
     for ax, (key, label) in zip(axes, rows):
-        # The line joins the central DP sweep; a federated arm's ε is per client, a different unit.
-        dp = sorted([p for p in points if p not in infs and _finite(p.get(key)) and not p.get("federated")],
+        # The line joins the central DP sweep; an arm whose ε is per another unit (a federated arm's: per client)
+        # stands apart.
+        dp = sorted([p for p in points if p not in infs and _finite(p.get(key)) and not p.get("own_unit")],
                     key=lambda p: p["epsilon"])
         if len(dp) > 1:
             ax.plot([xs[p["name"]] for p in dp], [p[key] for p in dp], color="#999", lw=1, zorder=1)
@@ -114,7 +115,7 @@ def privacy_utility(points: list[dict[str, Any]], control: dict[str, Any] | None
             yerr = None
             if key == "auc" and p.get("auc_ci") and all(_finite(c) for c in p["auc_ci"]):
                 yerr = [[max(v - p["auc_ci"][0], 0)], [max(p["auc_ci"][1] - v, 0)]]
-            ax.errorbar([xs[p["name"]]], [v], yerr=yerr, fmt="s" if p.get("federated") else "o", color=colors[p["name"]], capsize=3, zorder=2,
+            ax.errorbar([xs[p["name"]]], [v], yerr=yerr, fmt=p.get("marker", "o"), color=colors[p["name"]], capsize=3, zorder=2,
                         label=p["name"] if key == rows[0][0] else None)
             if key == rows[0][0] and _finite(p.get("one_run")):
                 ax.annotate(f"ε ≥ {p['one_run']:.2f}", (xs[p["name"]], v), fontsize=7, xytext=(4, -10),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..arms import KINDS, ArmKind
+from ..arms import KINDS, ArmJudging, ArmPresentation, judging, presentation
 from ..attacks.base import AttackResult, PresentContext, Runs
 from ..attacks.registry import ATTACKS
 from ..results import CONTROL, ArmResult, AuditResults
@@ -43,13 +43,19 @@ def family_runs(results: AuditResults, family: str) -> list[tuple[type[AttackRes
     return list(groups.items())
 
 
-def kind_of(arm: ArmResult) -> ArmKind | None:
-    return KINDS.get(arm.kind)
+def shown(arm: ArmResult) -> ArmPresentation:
+    """How the arm's kind is shown (:class:`privleak.arms.ArmPresentation`; the default for an unknown kind)."""
+    return presentation(arm.kind)
 
 
-def kinds_present(results: AuditResults) -> list[ArmKind]:
-    """The arm kinds of this run's arms, once each, in arm order."""
-    return list(dict.fromkeys(k for a in results.arms.values() if (k := kind_of(a)) is not None))
+def judged(arm: ArmResult) -> ArmJudging:
+    """How the arm's kind is judged (:class:`privleak.arms.ArmJudging`: whether it is compared, recommendable)."""
+    return judging(arm.kind)
+
+
+def kinds_present(results: AuditResults) -> list[ArmPresentation]:
+    """The presentations of this run's arms' kinds, once each, in arm order (registered kinds only)."""
+    return list(dict.fromkeys(presentation(a.kind) for a in results.arms.values() if a.kind in KINDS))
 
 
 def is_control(results: AuditResults, name: str, arm: ArmResult) -> bool:
