@@ -6,12 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from privleak.attacks.exposure import (
-    canary_exposure,
-    chance_exposure,
-    continuation_loglik,
-    exposure_from_rank,
-)
+from privleak.attacks.exposure import canary_exposure, chance_exposure, exposure_from_rank
+from privleak.attacks.prefix_scoring import continuation_loglik
 from privleak.data.canaries import make_canaries
 from privleak.models.batching import encode
 from privleak.models.handle import ModelHandle, clone_model
@@ -58,7 +54,8 @@ def test_memorised_canary_has_high_exposure_and_unseen_one_does_not(tiny_handle)
 
 # --- the trie pass against a plain forward pass per candidate -------------
 
-from privleak.attacks.exposure import _split_point, _Trie
+from privleak.attacks.exposure import _split_point
+from privleak.attacks.prefix_scoring import _Trie
 from privleak.data.canaries import sample_candidates
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -28,11 +28,12 @@ from scipy import stats
 from ..core.progress import progress_bar
 from ..core.stats import bootstrap_mean_ci
 from ..data.canaries import Canary, sample_candidates
-from ..models.handle import ModelHandle
 from ..core.present import Block, Example, Plot, Table, n, num, t
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .exposure_stats import exposure_test
-from .prefix_scoring import _Trie, continuation_loglik  # noqa: F401  (_Trie: the tests read the trie here)
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 
 class CanaryExposure(BaseModel):
@@ -209,6 +210,8 @@ def canary_exposure(
 
     ``tree``: as in :func:`continuation_loglik` (``False`` forces the per-candidate pass).
     """
+    from .prefix_scoring import continuation_loglik  # torch: only when a canary is scored
+
     if n_candidates < 2:
         raise ValueError("exposure needs at least 2 candidates")
     results = []

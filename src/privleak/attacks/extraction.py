@@ -18,7 +18,7 @@ Three entry points, each returning a typed result with ``to_json()``:
 from __future__ import annotations
 
 import zlib
-from typing import Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 import numpy as np
 from pydantic import PrivateAttr, computed_field
@@ -30,8 +30,6 @@ from ..core.typed import Typed, minus, ratio
 from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary, derive_seed, make_canaries
 from ..data.records import Record
-from ..models.generation import GenerationSettings, generate, generate_ids
-from ..models.handle import ModelHandle
 from .samples import SAMPLING_MAX_NEW_TOKENS, SAMPLING_PROMPTS, SAMPLING_TOP_K, SamplePool, SampleSpec, split_evenly
 from .base import (
     AttackContext,
@@ -44,6 +42,9 @@ from .base import (
     count_finding,
 )
 from .inputs import SPLITS
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 
 def _unique_texts(records: Sequence[Record]) -> list[Record]:
@@ -155,6 +156,8 @@ def _start_id(handle: ModelHandle) -> list[int]:
 def _prefix_hits(handle: ModelHandle, bodies: list[list[int]], k: int, ms: Sequence[int],
                  batch_size: int) -> tuple[list[int], dict[int, list[bool]]]:
     """Indices that qualify for the largest m, and per-m exact-match flags (aligned)."""
+    from ..models.generation import GenerationSettings, generate, generate_ids
+
     start = _start_id(handle)
     m_max = max(ms)
     # Qualify per m separately: a record may be long enough for m=16 but not 32.
@@ -322,6 +325,8 @@ def canary_extraction(
     string occurs in the completion. ``controls``: canaries that were never
     planted (same generator) — the floor, reported under "control".
     """
+    from ..models.generation import GenerationSettings, generate, generate_ids
+
     allc = list(canaries) + list(controls)
     planted = [True] * len(canaries) + [False] * len(controls)
     if not allc:

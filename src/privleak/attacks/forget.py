@@ -31,7 +31,7 @@ leakage (:meth:`assess` finds nothing): the unlearning kinds judge them.
 from __future__ import annotations
 
 import hashlib
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
@@ -40,13 +40,15 @@ from ..core.present import Block, Cell, Heading, Note, Table, interval, n, t
 from ..core.typed import Typed
 from ..data.canaries import derive_seed
 from ..data.unlearning import person_of
-from ..models.handle import ModelHandle
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .inputs import ATTACK_SPECS, POPULATION, REFERENCE, SCORES
 from .membership.attacks import MembershipResult
 from .membership.selection import mia_selection
 from .pii_extraction import base_emissions, count_extraction, pii_analyzer, target_emissions, usable_labels
 from .pii_inventory import IDENTIFYING, PiiInventory, build_inventory
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 
 class ForgetAttack(Typed):

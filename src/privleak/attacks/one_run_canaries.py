@@ -28,16 +28,17 @@ import random
 import re
 from dataclasses import replace
 from collections import Counter
-from typing import ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 import numpy as np
 
 from ..core.metrics import roc_auc
 from ..data.audit_canaries import AuditCanary
-from ..models.handle import ModelHandle
 from ..core.present import Block
 from .base import AttackContext, Figure, KeepsScores, PresentContext, Runs
-from .scoring import score_texts
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 _WORD = re.compile(r"^ [a-z]{3,}$")
 MIN_POOL = 64
@@ -74,6 +75,8 @@ def rare_word_pool(tokenizer, public_texts: Sequence[str], fraction: float = 0.5
 
 def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str = "score audit canaries") -> np.ndarray:
     """Mean NLL of each canary's tokens after its first (the module docstring says why), one value per canary."""
+    from .scoring import score_texts
+
     if not canaries:
         return np.zeros(0)
     scores = score_texts(handle, [c.text for c in canaries], desc=desc, moments=False)

@@ -31,7 +31,7 @@ one matching rule every PII count in PrivLeak uses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 from pydantic import computed_field
 
@@ -41,8 +41,6 @@ from ..core.normalise import normalise_value
 from ..core.stats import diff_ci
 from ..core.typed import Typed, minus, ratio
 from ..data.records import Record
-from ..models.generation import GenerationSettings, generate
-from ..models.handle import ModelHandle
 from .base import (
     by_label,
     PresentContext,
@@ -54,6 +52,9 @@ from .base import (
     Policy,
     count_finding,
 )
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 # The 14 attack prompts of PrivAI-Leak (source document 003, ATTACK_PROMPTS).
 PRIVAI_PROMPTS: tuple[str, ...] = (
@@ -290,6 +291,8 @@ def phi_extraction(
     (record, identifying field) context prompt, one greedy completion (if
     ``context_greedy``) and ``context_samples`` top-k samples.
     """
+    from ..models.generation import GenerationSettings, generate
+
     mem = _phi_records(members)
     non = _phi_records(non_members)
     n = min(len(mem), len(non)) if n_records is None else min(n_records, len(mem), len(non))
@@ -338,4 +341,6 @@ def phi_extraction(
 
 def run(target: ModelHandle, ctx: AttackContext) -> PhiExtractionResult:
     """The registered attack."""
+    from ..models.generation import GenerationSettings, generate
+
     return phi_extraction(target, ctx.members, ctx.non_members, n_records=ctx.settings.phi_records, seed=ctx.seed)

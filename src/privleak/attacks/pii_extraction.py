@@ -33,7 +33,7 @@ computed once per audit with :func:`sample_and_tag` and passed as ``base``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 from pydantic import PrivateAttr, computed_field
 
@@ -43,7 +43,6 @@ from ..core.masking import mask_pii
 from ..core.stats import diff_ci, rate_ci
 from ..core.typed import Typed, minus, ratio
 from ..data.records import Record
-from ..models.handle import ModelHandle
 from .samples import SamplePool, SampleSpec, split_evenly
 from .base import (
     by_label,
@@ -66,6 +65,9 @@ from .pii_inventory import (
     duplicate_bucket,
     normalise_value,
 )
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 
 def usable_labels(analyzer: Any, labels: Sequence[str]) -> tuple[str, ...]:
@@ -363,7 +365,7 @@ def pii_extraction(
     texts = list(samples) if samples is not None else sample_texts(handle, n_samples, prompts, max_new_tokens, top_k,
                                                                   seed)
     target = tag_texts(analyzer, texts, labels)
-    if isinstance(base, ModelHandle):
+    if base is not None and not isinstance(base, TaggedSamples):  # the base model itself: sample it here
         base = sample_and_tag(base, analyzer, n_samples, prompts, max_new_tokens, top_k, seed, labels)
     res = count_extraction(build_inventory(members, "member", labels),
                            build_inventory(non_members, "non_member", labels), target, base, labels)

@@ -20,14 +20,13 @@ non-member sentences: what the model guesses about people it never saw.
 from __future__ import annotations
 
 import random
-from typing import Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 import numpy as np
 from pydantic import computed_field
 
 from ..core.typed import Typed
 from ..data.records import Record
-from ..models.handle import ModelHandle
 from .base import AttackContext, AttackResult, Figure, Finding, Policy
 from .pii_inventory import (
     IDENTIFYING,
@@ -41,6 +40,9 @@ from .pii_inventory import (
     slot_window,
 )
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 
 class InferenceSize(Typed):

@@ -21,13 +21,11 @@ generator, never trained on), i.e. what the format alone lets one guess.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Sequence
 
 from ..core.present import Block, Table, pct, t
 from ..core.masking import mask_pii
 from ..data.records import Record
-from ..models.generation import GenerationSettings, generate
-from ..models.handle import ModelHandle
 from .base import by_label, PresentContext, AttackContext, AttackResult, Figure, Finding, Policy
 from .pii_extraction import MaskedValue, pii_analyzer, usable_labels
 from .pii_inventory import (
@@ -40,6 +38,9 @@ from .pii_inventory import (
     slot_window,
 )
 from .pii_scoring import AccuracyCell, choose_min, pool, score_windows
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 TAG_CONTEXT_CHARS = 32  # prompt tail kept in front of a continuation when tagging it (cue words such as "SSN")
 
@@ -137,6 +138,8 @@ def pii_reconstruction(
     ``scrub_context``: replace the record's other PII by ``[LABEL]`` first (the
     paper's SCRUB(SPLIT(S, C)), :func:`scrub_others`).
     """
+    from ..models.generation import GenerationSettings, generate
+
     labels = usable_labels(analyzer, labels)
     sides = [("member", list(members)), ("non_member", list(non_members))]
     work: list[tuple[str, PiiSlot, str, int, int]] = []  # side, slot, attacker's text, slot start, end

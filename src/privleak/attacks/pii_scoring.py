@@ -16,16 +16,17 @@ reported.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from pydantic import computed_field
 
 from ..core.stats import rate_ci
 from ..core.typed import Typed, ratio
-from ..models.handle import ModelHandle
 from .base import Finding, Policy, count_finding
-from .prefix_scoring import shared_prefix_nll
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 
 def choose_min(nlls: Sequence[float]) -> tuple[int, int]:
@@ -46,6 +47,8 @@ def score_windows(handle: ModelHandle, windows: Sequence[Sequence[str]], desc: s
 
     A slot's windows share their left context: :func:`~.prefix_scoring.shared_prefix_nll` runs it once per
     slot (the same NLLs as the plain scoring pass, to float tolerance)."""
+    from .prefix_scoring import shared_prefix_nll
+
     uniq = list(dict.fromkeys(w for ws in windows for w in ws))
     nll = shared_prefix_nll(handle, uniq, desc=desc) if uniq else np.zeros(0)
     pos = {w: i for i, w in enumerate(uniq)}

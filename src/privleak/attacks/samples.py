@@ -26,11 +26,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.io import write_json
-from ..models.generation import GenerationSettings, generate
-from ..models.handle import ModelHandle
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 #: Continuations per batch: each batch has its own seed, so a pool grows by whole batches.
 BATCH = 64
@@ -81,6 +82,8 @@ class SamplePool:
 
     def _grow(self, handle: ModelHandle, spec: SampleSpec, n: int, desc: str) -> list[str]:
         """The stream's first ``n`` raw continuations, drawing the missing batches from ``handle``."""
+        from ..models.generation import GenerationSettings, generate
+
         have = self.stored.setdefault(spec.key(), [])
         for b in range(len(have) // BATCH, math.ceil(n / BATCH)):
             settings = GenerationSettings(max_new_tokens=spec.max_new_tokens, greedy=False, top_k=spec.top_k,
@@ -91,6 +94,8 @@ class SamplePool:
     def draw(self, handle: ModelHandle, spec: SampleSpec, n: int, desc: str = "sampling") -> list[str]:
         """The first ``n`` continuations of ``spec``'s stream from ``handle``'s model, through the handle's
         output filter if it has one (a guarded arm: its source model's draws, as its users would see them)."""
+        from ..models.handle import ModelHandle
+
         out_filter = getattr(handle, "output_filter", None)
         raw = handle if out_filter is None else ModelHandle(model=handle.model, tokenizer=handle.tokenizer,
                                                             max_length=handle.max_length, name=handle.name,

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..attacks.base import AttackContext, AttackResult, AttackSpec
 from ..attacks.one_run_canaries import OneRunCanaryResult
 from ..attacks.membership.attacks import MembershipResult
 from ..core.masking import PiiMasker
 from ..core.typed import Typed
-from ..models.handle import ModelHandle
 from ..results import AnyAttackResult, EmpiricalEpsilon, ExposedPerson, OneRunEpsilon
 from .summaries import empirical_epsilon_summary, exposed_people, one_run_summary
+
+if TYPE_CHECKING:
+    from ..models.handle import ModelHandle
 
 #: Keys never masked: the result-type discriminator must survive masking.
 _KEEP = frozenset({"kind"})

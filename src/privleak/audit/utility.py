@@ -3,11 +3,15 @@ and the utility gain recovered relative to the base model and the best non-priva
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import numpy as np
 
-from ..attacks.scoring import TokenScores
+if TYPE_CHECKING:
+    from ..attacks.scoring import TokenScores
+
 
 #: Below this many nats of held-out gain from base to best, G is a ratio of
 #: noise: fine-tuning had nothing to teach, and G is left undefined.

@@ -26,6 +26,16 @@ SPLITS = ("public", "public_heldout", "members", "non_members", "population")
 Origin = Literal["base", "trained", "derived", "served", "provided", "seed", "shadow"]
 
 
+def train_precision(cfg: AuditConfig) -> str:
+    """The precision this run trains in: fp32 when the config says so (read without torch: a plan is made
+    before any model loads), else the policy in effect (``run_audit`` and every worker set ``cfg``'s)."""
+    if cfg.compute.precision == "fp32":
+        return "fp32"
+    from ..models.device import current as current_policy
+
+    return current_policy().train_precision
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """A model of the audit. ``roles``: the models its inputs may read by role — ``reference`` (the base

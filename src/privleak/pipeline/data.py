@@ -26,8 +26,8 @@ from ..data.clinical import ClinicalCorpusConfig, generate_corpus
 from ..data.loaders import load_corpus
 from ..data.records import Record, read_jsonl, write_jsonl
 from ..data.splits import split_corpus, stamp_units
-from ..models.device import current as current_policy
 from .audit import SPLITS as SPLIT_NAMES
+from .audit import train_precision
 from .rundir import RunDir
 
 if TYPE_CHECKING:
@@ -153,6 +153,7 @@ def public_splits(cfg: AuditConfig) -> tuple[list[Record], list[Record]]:
 
 def base_spec(cfg: AuditConfig) -> BaseModelSpec:
     from ..models.base import BaseModelSpec
+    from ..models.device import current as current_policy
 
     e = cfg.model.embedded
     return BaseModelSpec(vocab_size=e.vocab_size, n_layer=e.n_layer, n_embd=e.n_embd, n_head=e.n_head,
@@ -165,7 +166,7 @@ def base_key(cfg: AuditConfig, data: str) -> str:
     # bf16 training changes the embedded model's weights (a user's base model is not trained here).
     from ..models.gguf import gguf_digest, is_gguf
 
-    precision = ["bf16"] if cfg.model.base is None and current_policy().train_precision == "bf16" else []
+    precision = ["bf16"] if cfg.model.base is None and train_precision(cfg) == "bf16" else []
     return stable_hash("base", data, cfg.model.model_dump(mode="json", exclude={"text_format"}), cfg.seed,
                        *([gguf_digest(cfg.model.base)] if cfg.model.base and is_gguf(cfg.model.base) else []), *precision)
 

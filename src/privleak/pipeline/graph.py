@@ -34,7 +34,6 @@ from ..attacks.inputs import SPLITS
 from ..config import AuditConfig, resolve_delta
 from ..core.inputs import plan
 from ..core.io import write_json
-from ..models.device import use_policy
 from ..results import AuditResults
 from . import data, data_release, defences, evaluate, forget, training  # noqa: F401  (their providers register)
 from .assemble import assemble, roots
@@ -214,6 +213,8 @@ def run_audit(cfg: AuditConfig, out_dir: str | Path, notify: Callable[[str], Non
     Every model is placed and computes as ``cfg.device`` / ``cfg.compute`` say
     (:mod:`privleak.models.device`; a Ray worker applies the same policy around each task).
     """
+    from ..models.device import use_policy
+
     cfg = resolve(cfg)  # the arms checked and named canonically, before any work
     with use_policy(cfg.compute_policy()), RunDir.locked(out_dir, now=False):  # taken where the directory opens
         return _run_audit(cfg, out_dir, notify, executor)

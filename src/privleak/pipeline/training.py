@@ -30,8 +30,7 @@ from ..core.io import atomic_path, read_json, stable_hash, staging_dir, write_js
 from ..data.audit_canaries import insert_audit_canaries
 from ..data.canaries import derive_seed
 from ..data.records import Record
-from ..models.device import current as current_policy
-from .audit import ModelInfo
+from .audit import ModelInfo, train_precision
 from .defences import DEFENCES, defences_of
 from .ledger import People, entry_for, members_hash, record_training, training_people
 
@@ -44,7 +43,7 @@ def arm_settings(cfg: AuditConfig, spec: ArmSpec, n_members: int) -> Settings:
     adds nothing, and those keys are what they always were.
     """
     settings = spec.kind_obj.settings(cfg, spec, n_members)
-    if current_policy().train_precision == "bf16":
+    if train_precision(cfg) == "bf16":
         settings = with_settings(settings, precision="bf16")
     return settings
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -25,7 +25,6 @@ from ...core.metrics import delong_paired, mia_metrics, roc_points
 from ...core.stats import auc_null_se, tost_normal
 from ...core.tails import TailCounts, tail_counts, tail_leak_p, tail_within
 from ...data.splits import unit_of
-from ...models.handle import ModelHandle
 from ...core.present import Block, Cell, Plot, Table, interval, n, t
 from ..base import AttackContext, AttackResult, Figure, Finding, KeepsScores, Policy, PresentContext, Runs
 from ..inputs import SCORES, SELECTION, SETTINGS, SHADOWS
@@ -38,6 +37,9 @@ from .scores import (
 )
 from .rmia import rmia_scores
 from .shadows import shadow_scores
+
+if TYPE_CHECKING:
+    from ...models.handle import ModelHandle
 
 
 class Roc(BaseModel):

@@ -24,7 +24,7 @@ turned into an ε.
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 from scipy.stats import norm
@@ -32,9 +32,11 @@ from scipy.stats import norm
 from ...core.metrics import mia_metrics
 from ...core.stats import auc_null_se, tost_normal
 from ...data.clients import client_labels
-from ...models.handle import ModelHandle
 from ..base import AttackContext, AttackResult, Figure, Finding, Policy
 from .scores import loss_scores, reference_scores
+
+if TYPE_CHECKING:
+    from ...models.handle import ModelHandle
 
 
 class ClientMembershipResult(AttackResult):

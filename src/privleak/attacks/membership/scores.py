@@ -19,13 +19,17 @@ over predicted tokens of −log p(x_t | x_<t):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import zlib
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..scoring import TokenScores
+if TYPE_CHECKING:
+    from ..scoring import TokenScores
+
 
 
 def loss_scores(scores: TokenScores) -> np.ndarray:
