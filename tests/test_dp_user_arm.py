@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
@@ -56,24 +54,13 @@ def test_settings_key_follows_the_options_and_keeps_dp_keys_without_public():
 
 
 @pytest.fixture(scope="module")
-def user_run(tmp_path_factory):
-    import yaml
-
-    from privleak.cli import main
-    from privleak.report.schema import load_results
+def user_run(audits):
     from privleak.results import json_schema
 
-    tmp = tmp_path_factory.mktemp("dp-user")
     cfg = {**SMALL, "arms": ["baseline", "dp-user-8"], "one_run": {"canaries": 0},
            "attacks": {**SMALL["attacks"], "select": ["loss", "exposure"]}}
-    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        try:
-            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run")])
-        except SystemExit as exc:
-            assert exc.code in (0, None), buf.getvalue()[-3000:]
-    return tmp / "run", load_results(tmp / "run"), json_schema()
+    run = audits.get(cfg, via="cli")
+    return run.out, run.results, json_schema()
 
 
 def test_dp_user_results_validate_and_hold_each_person_to_epsilon(user_run):

@@ -4,8 +4,6 @@ registered), the console tables and the HTML report — with no edit to ``src/``
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from typing import Any, Literal
 
@@ -101,29 +99,17 @@ TOY_SPEC = AttackSpec("toy_attack", "extraction", toy_attack, ToyResult, "toy at
 
 
 @pytest.fixture(scope="module")
-def toy_run(tmp_path_factory):
-    from privleak.cli import main
-    from privleak.report.schema import load_results
-
+def toy_run(audits):
     register(Toy(), presentation=ToyPresentation())
     attack_registry.register(TOY_SPEC)
     try:
-        import yaml
-
-        tmp = tmp_path_factory.mktemp("plugins")
         cfg = {**SMALL, "arms": ["baseline", "toy"], "arm_options": {"toy": {"shrink": 0.25}},
                "one_run": {"canaries": 0}, "attacks": {**SMALL["attacks"], "select": ["loss", "exposure", "toy_attack"]}}
-        (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            try:
-                main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run")])
-            except SystemExit as exc:
-                assert exc.code in (0, None), buf.getvalue()[-3000:]
-        results = load_results(tmp / "run")
+        run = audits.get(cfg, via="cli")
+        results = run.results
         schema = json_schema()
-        html = (tmp / "run" / "report.html").read_text()
-        yield tmp / "run", results, schema, html, buf.getvalue()
+        html = (run.out / "report.html").read_text()
+        yield run.out, results, schema, html, run.console
     finally:
         arm_registry.unregister("toy")
         attack_registry.unregister("toy_attack")

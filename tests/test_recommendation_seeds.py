@@ -6,8 +6,6 @@ entry a DP retraining spends, and the sentence the recommendation says about it.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
@@ -19,21 +17,9 @@ CONFIG = {**SMALL, "arms": ["baseline", "best", "dp-4", "dp-6"], "one_run": {"ca
 
 
 @pytest.fixture(scope="module")
-def seeded_run(tmp_path_factory):
-    import yaml
-
-    from privleak.cli import main
-    from privleak.report.schema import load_results
-
-    tmp = tmp_path_factory.mktemp("seeds")
-    (tmp / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        try:
-            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run")])
-        except SystemExit as exc:
-            assert exc.code in (0, None), buf.getvalue()[-3000:]
-    return tmp / "run", load_results(tmp / "run")
+def seeded_run(audits):
+    run = audits.get(CONFIG, via="cli")
+    return run.out, run.results
 
 
 def test_contenders_and_only_they_are_retrained_on_extra_seeds(seeded_run):

@@ -3,8 +3,6 @@ retrain, the report's section, results.json against the generated schema, and th
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
@@ -18,21 +16,9 @@ CONFIG = {**SMALL, "arms": ARMS, "one_run": {"canaries": 0},
 
 
 @pytest.fixture(scope="module")
-def unlearning_run(tmp_path_factory):
-    import yaml
-
-    from privleak.cli import main
-    from privleak.report.schema import load_results
-
-    tmp = tmp_path_factory.mktemp("unlearning")
-    (tmp / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-        try:
-            main(["run", "--config", str(tmp / "c.yaml"), "--out", str(tmp / "run")])
-        except SystemExit as exc:
-            assert exc.code in (0, None), buf.getvalue()[-3000:]
-    return tmp / "run", load_results(tmp / "run"), buf.getvalue()
+def unlearning_run(audits):
+    run = audits.get(CONFIG, via="cli")
+    return run.out, run.results, run.console
 
 
 def test_the_forget_set_is_an_artefact_every_unlearning_arm_reads(unlearning_run):

@@ -1,0 +1,77 @@
+"""Only the shared-audit store starts an audit (``tests/shared_audits.py``; the ``audits`` fixture).
+
+An audit a test module starts for itself runs again in every session and on every worker that reads it, where
+``audits.get(cfg)`` runs each configuration once: a fixture that writes a config and calls ``privleak run`` (or
+``run_audit``) is the store's job. The modules below start their own because the start itself is what they test
+(an interruption, a resume, an executor, a lock, a crash, a refusal before any work, a device's arithmetic) —
+each says so. A new module that needs a finished audit asks the store.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+#: Modules that start audits themselves, and why the store cannot start them.
+STARTS_ITS_OWN = {
+    "shared_audits.py": "the store itself",
+    "conftest.py": "interrupted_after_training: presses Ctrl-C mid-run (the resume tests)",
+    "test_pipeline_e2e.py": "reproduction with a fresh model cache, and a run killed mid-training then resumed",
+    "test_cli_errors.py": "refusals: every `privleak run` here fails at the door, before any work",
+    "test_requirement.py": "a requirement refused at the door, before any work",
+    "test_crash_reports.py": "a stage that fails on purpose, in a subprocess",
+    "test_run_lock.py": "two runs racing for one run directory",
+    "test_process_executor.py": "the local worker processes' own runs, against the sequential shared one",
+    "test_ray_executor.py": "Ray's own runs, against the sequential shared one",
+    "test_devices.py": "bf16 training's own run (the shared audits train in fp32)",
+    "test_smoke_profile.py": "the smoke profile as shipped (the shared audits fix their sizes)",
+    "test_dp_audit.py": "an audit over a hand-built run directory (splits planted before the data stage)",
+    "test_federated.py": "Flower's own runs, interrupted and resumed",
+    "test_foreign_corpus_audit.py": "a user corpus written by the test (another generator's data)",
+    "test_pipeline_shadows.py": "a shadow run changed between runs (which stages it redoes)",
+    "test_cli_commands.py": "the command line's own flags and output files",
+}
+
+
+def _words(node: ast.AST) -> list[object]:
+    return [e.value if isinstance(e, ast.Constant) else None for e in getattr(node, "elts", [])]
+
+
+def _starts_an_audit(tree: ast.AST) -> list[int]:
+    """Lines that call ``run_audit(…)``, or spell a ``privleak run`` command line (``["run", …]`` or
+    ``[…, "privleak", "run", …]``, however the test invokes it: ``main``, a harness, a subprocess) that is not a
+    request for help."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name == "run_audit":
+                out.append(node.lineno)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            words = _words(node)
+            if "--help" in words:
+                continue
+            if (words[:1] == ["run"] and len(words) > 1) or any(
+                    a == "privleak" and b == "run" for a, b in zip(words, words[1:])):
+                out.append(node.lineno)
+    return sorted(set(out))
+
+
+def test_only_the_shared_store_starts_an_audit():
+    offenders = {}
+    for path in sorted(TESTS.glob("*.py")):
+        lines = _starts_an_audit(ast.parse(path.read_text(encoding="utf-8")))
+        if lines and path.name not in STARTS_ITS_OWN:
+            offenders[path.name] = lines
+    assert not offenders, (f"these modules start audits themselves: {offenders}; ask the shared store instead "
+                           "(the `audits` fixture: audits.get(cfg), via='cli' for the command line), or say in "
+                           "STARTS_ITS_OWN why the start itself is what the test is about")
+
+
+def test_the_exemptions_still_start_one():
+    """An exemption whose module no longer starts an audit is dropped, so the list stays the list of reasons."""
+    stale = [name for name in STARTS_ITS_OWN if name not in ("conftest.py",)
+             and not _starts_an_audit(ast.parse((TESTS / name).read_text(encoding="utf-8")))]
+    assert not stale, stale
