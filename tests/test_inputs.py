@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from privleak.core.inputs import FakeInputs, Input, Inputs, Persist, Unavailable, plan, provides
+from privleak.core.inputs import FakeInputs, Input, Inputs, Persist, Unavailable, provides
+from privleak.core.plan import plan
 
 TABLE: dict = {}
 NUMBERS = Input("t-numbers", "a persisted list of numbers", present=bool)

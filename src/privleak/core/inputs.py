@@ -17,8 +17,8 @@ keeps its accountants in a dict registry by name — which says
 
 :class:`Inputs` is the resolver: one per process, memoising by (input, model). It resolves needs recursively,
 loads persisted artefacts, and forgets what it had made from an artefact when that artefact is made again, so
-nothing is invalidated by hand. :func:`plan` walks the needs of the roots an audit asks for and returns its
-tasks; :class:`FakeInputs` is a resolver over given values, for tests.
+nothing is invalidated by hand. :func:`privleak.core.plan.plan` walks the needs of the roots an audit asks for
+and returns its tasks; :class:`FakeInputs` is a resolver over given values, for tests.
 
 A *model* names what a per-model input is of (``"base"``, an arm, an arm's extra training seed). Roles say
 which model a need reads relative to the one asking: ``"self"``, ``"base"``, and whatever the model's
@@ -535,66 +535,6 @@ def dump(settings: Any) -> Any:
     if dumper is not None:
         return dumper(mode="json")
     return json.loads(json.dumps(settings, default=str))
-
-
-# --------------------------------------------------------------------------- the plan
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One task of a plan: a persisted instance, its task's name, key, inputs (the tasks of its needs),
-    outputs and the executors' hints."""
-
-    input: Input[Any]
-    model: str | None
-    name: str
-    key: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    kind: str
-    cost: float
-    wide: bool
-
-
-def plan(resolver: Inputs, roots: Iterable[tuple[Input[Any], str | None]],
-         done: Iterable[str] = ()) -> list[Planned]:
-    """The tasks the ``roots`` need: every persisted instance reached through needs (those that exist here),
-    each after the tasks it reads (a depth-first order from the roots, in their order). A task's inputs are
-    the tasks of the persisted instances its needs reach, through any that are not persisted. ``done``: task
-    names that ran before this plan (they are inputs, not tasks, of it)."""
-    tasks: dict[tuple[Input[Any], str | None], Planned] = {}
-    reach: dict[tuple[Input[Any], str | None], tuple[str, ...]] = {}  # instance → the tasks its value reads
-    visiting: set[tuple[Input[Any], str | None]] = set()
-    before = set(done)
-
-    def visit(inst: tuple[Input[Any], str | None]) -> tuple[str, ...]:
-        if inst in reach:
-            return reach[inst]
-        if inst in visiting:
-            raise ValueError(f"inputs in a circle at {inst[0].name!r}")
-        visiting.add(inst)
-        reads: list[str] = []
-        for n in resolver.needs_of(*inst):
-            reads += [t for t in visit(n) if t not in reads]
-        visiting.discard(inst)
-        p = resolver.provider(inst[0])
-        where = resolver.where(*inst)
-        persist = p.persisted(where)
-        if persist is None:
-            reach[inst] = tuple(reads)
-            return reach[inst]
-        name = persist.task_name(where)
-        if name not in before:
-            tasks[inst] = Planned(inst[0], inst[1], name, resolver.key(*inst), tuple(reads),
-                                  persist.output_paths(where), persist.kind, persist.task_cost(where), persist.wide)
-        reach[inst] = (name,)
-        return reach[inst]
-
-    for root in roots:
-        inst = resolver.instance(*root)
-        if resolver.available(*inst):
-            visit(inst)
-    return list(tasks.values())
 
 
 # --------------------------------------------------------------------------- tests

@@ -122,33 +122,33 @@ def _alarm_warnings(audit: Audit, results: AuditResults) -> None:
 BASE_MISFIT_RATIO = 20.0
 
 
-def _text_losses(audit: Audit, model: str, outside_pii: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-    f = _figures(audit.inputs, model)
-    return f.outside_pii if outside_pii else f.texts
+def _text_losses(figures: dict[str, UtilityFigures], model: str | None,
+                 outside_pii: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    f = figures.get(model or "")
+    return None if f is None else f.outside_pii if outside_pii else f.texts
 
 
-def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, ArmResult], reference: str | None) -> None:
+def _utility_recovered(audit: Audit, base: ArmResult | None, arms: dict[str, ArmResult], reference: str | None,
+                       figures: dict[str, UtilityFigures]) -> None:
     """Fill in every arm's G (and its paired-bootstrap interval) against the base and the utility reference arm;
-    warn when the base does not fit."""
+    warn when the base does not fit. ``figures``: each measured model's utility stage."""
     if base is None:
         return
     best = arms.get(reference) if reference else None
     l_base = base.utility.nll_non_members
     l_best = best.utility.nll_non_members if best else None
-    texts_base = _text_losses(audit, "base")
-    texts_best = _text_losses(audit, reference) if reference else None
-    o_base = _text_losses(audit, "base", outside_pii=True)
-    o_best = _text_losses(audit, reference, outside_pii=True) if reference else None
+    texts_base, texts_best = _text_losses(figures, "base"), _text_losses(figures, reference)
+    o_base, o_best = _text_losses(figures, "base", outside_pii=True), _text_losses(figures, reference, outside_pii=True)
     lo_base = base.utility.nll_non_members_outside_pii
     lo_best = best.utility.nll_non_members_outside_pii if best else None
     for name, arm in [("base", base), *arms.items()]:
         arm.utility.gain_recovered = gain_recovered(l_base, arm.utility.nll_non_members, l_best)
-        texts = _text_losses(audit, arm.serves or name)
+        texts = _text_losses(figures, arm.serves or name)
         if arm.utility.gain_recovered is not None and texts is not None and texts_base is not None and texts_best:
             arm.utility.gain_recovered_ci95 = gain_interval(texts_base, texts, texts_best, seed=audit.cfg.seed)
         # The same gain on the held-out tokens outside PII spans (None where the texts carry no spans).
         arm.utility.gain_recovered_outside_pii = gain_recovered(lo_base, arm.utility.nll_non_members_outside_pii, lo_best)
-        outside = _text_losses(audit, arm.serves or name, outside_pii=True)
+        outside = _text_losses(figures, arm.serves or name, outside_pii=True)
         if arm.utility.gain_recovered_outside_pii is not None and outside is not None and o_base is not None and o_best:
             arm.utility.gain_recovered_outside_pii_ci95 = gain_interval(o_base, outside, o_best, seed=audit.cfg.seed)
     for name, arm in arms.items():  # the recommendation's training noise: G of each extra training seed
@@ -307,7 +307,8 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
             audit.warn(w)
     # The reference is the recipe on the members as they are (``best``), not one of its defended variants.
     reference = next((s.name for s in arm_specs if judging(s.kind).utility_reference and not s.data), None)
-    _utility_recovered(audit, base, arms, reference)
+    measured = ["base", *(s.name for s in arm_specs)]
+    _utility_recovered(audit, base, arms, reference, {m: r.get(UTILITY, m) for m in measured if r.available(UTILITY, m)})
     sel = r.get(SELECTION)
     if not sel.design.available:
         audit.warn(f"empirical ε unavailable: {sel.design.reason}")

@@ -32,7 +32,7 @@ from typing import Callable, Literal, Protocol
 from ..arms import resolve, specs
 from ..attacks.inputs import SPLITS
 from ..config import AuditConfig, resolve_delta
-from ..core.inputs import plan
+from ..core.plan import plan
 from ..core.io import write_json
 from ..results import AuditResults
 from . import data, data_release, defences, evaluate, forget, training  # noqa: F401  (their providers register)
@@ -189,7 +189,7 @@ def models_of(cfg: AuditConfig, contenders: tuple[str, ...] = ()) -> dict[str, M
 
 def planned_graph(audit: Audit, done: frozenset[str] = frozenset({DATA}), first: tuple[Task, ...] = ()) -> Graph:
     """The tasks the results need, from what every kind, attack and provider declares (:func:`.assemble.roots`,
-    :func:`privleak.core.inputs.plan`): each persisted input once, after the tasks of its needs. ``done``: tasks
+    :func:`privleak.core.plan.plan`): each persisted input once, after the tasks of its needs. ``done``: tasks
     run before this graph; ``first``: tasks a caller makes its own way (their inputs' keys fixed by it)."""
     tasks = plan(audit.inputs, roots(audit.inputs), done=done | {t.name for t in first})
     scope = Scope.of(audit.inputs)
