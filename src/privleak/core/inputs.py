@@ -207,14 +207,10 @@ def unprovide(key: Input[Any], registry: dict[Input[Any], Provider] | None = Non
 # --------------------------------------------------------------------------- what a provider sees
 
 
-@dataclass
-class Where:
-    """Where an input is asked for: the config, the model (None for a per-audit input) and what the resolver
-    knows about that model (``info``: the pipeline's model information). ``get`` reads another per-audit
-    input now — for a plan whose shape depends on data (the members decide the DP recipe)."""
+class _OfModel:
+    """What a reader of one model's inputs knows of it: the config and the model's information."""
 
     resolver: Inputs
-    input: Input[Any]
     model: str | None
 
     @property
@@ -224,6 +220,17 @@ class Where:
     @property
     def info(self) -> Any:
         return self.resolver.models.get(self.model) if self.model is not None else None
+
+
+@dataclass
+class Where(_OfModel):
+    """Where an input is asked for: the config, the model (None for a per-audit input) and what the resolver
+    knows about that model (``info``: the pipeline's model information). ``get`` reads another per-audit
+    input now — for a plan whose shape depends on data (the members decide the DP recipe)."""
+
+    resolver: Inputs
+    input: Input[Any]
+    model: str | None
 
     @property
     def models(self) -> Mapping[str, Any]:
@@ -256,7 +263,7 @@ class Unavailable(LookupError):
     """An input asked for where it does not exist (and has no ``empty`` value)."""
 
 
-class View:
+class View(_OfModel):
     """One reader's access to its inputs: ``view[NEED]`` is the value of a need it declared (a ``KeyError``
     names the undeclared one), ``view.has(NEED)`` whether it is there (available and present). ``needs`` None:
     any input (the pipeline's own readers)."""
@@ -294,14 +301,6 @@ class View:
     def key(self, need: Needed) -> str | None:
         inst = self.resolver.resolve(as_need(need), self.model)
         return None if inst is None else self.resolver.key(*inst)
-
-    @property
-    def cfg(self) -> Any:
-        return self.resolver.cfg
-
-    @property
-    def info(self) -> Any:
-        return self.resolver.models.get(self.model) if self.model is not None else None
 
     def path(self, *parts: str) -> Path:
         """A path in the run directory."""
