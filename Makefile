@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make run   — install (once) and run the default audit
 #   make test  — install (once), check the layers, build the docs (no warning allowed), run the test suite
+#   make test-fast — the contract and unit tiers only (tests/tiers.py: no audit, no model trained for long)
 # torch is installed first, pinned to the CPU build: a plain `torch`
 # requirement would otherwise pull several GB of CUDA packages.
 
@@ -14,7 +15,7 @@ OUT    ?= runs/default
 # audit onto one worker); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: install run test docs bench clean
+.PHONY: install run test test-fast docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,11 @@ test: $(STAMP) $(SMOLLM2)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadgroup
+
+# The contract and unit tiers (tests/tiers.py; conftest marks every test with its tier): within a minute on 2 cores.
+test-fast: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadgroup -m "(contract or unit) and not slow"
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site

@@ -227,9 +227,16 @@ def xdist_group(nodeid: str) -> str:
     return _GROUP_OF.get(module, module)
 
 
+@pytest.hookimpl(tryfirst=True)  # the tiers are marked before `-m` deselects by them
 def pytest_collection_modifyitems(config, items):
-    """Distinct node ids (xdist schedules by node id: of two tests with one id, it runs one); under xdist, the
-    longest groups first (the order the scheduler below hands groups out)."""
+    """Each test marked with its tier (tests/tiers.py: contract, unit, audit; ``make test-fast`` runs the first
+    two); distinct node ids (xdist schedules by node id: of two tests with one id, it runs one); under xdist,
+    the longest groups first (the order the scheduler below hands groups out)."""
+    import tiers
+
+    for item in items:
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        item.add_marker(tiers.tier(module, getattr(item, "fixturenames", ())))
     _distinct_node_ids(items)
     if XDIST_WORKER:
         rank = {g: i for i, g in enumerate(LONGEST_FIRST)}

@@ -12,27 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+from tiers import STARTS_ITS_OWN
 
-#: Modules that start audits themselves, and why the store cannot start them.
-STARTS_ITS_OWN = {
-    "shared_audits.py": "the store itself",
-    "conftest.py": "interrupted_after_training: presses Ctrl-C mid-run (the resume tests)",
-    "test_pipeline_e2e.py": "reproduction with a fresh model cache, and a run killed mid-training then resumed",
-    "test_cli_errors.py": "refusals: every `privleak run` here fails at the door, before any work",
-    "test_requirement.py": "a requirement refused at the door, before any work",
-    "test_crash_reports.py": "a stage that fails on purpose, in a subprocess",
-    "test_run_lock.py": "two runs racing for one run directory",
-    "test_process_executor.py": "the local worker processes' own runs, against the sequential shared one",
-    "test_ray_executor.py": "Ray's own runs, against the sequential shared one",
-    "test_devices.py": "bf16 training's own run (the shared audits train in fp32)",
-    "test_smoke_profile.py": "the smoke profile as shipped (the shared audits fix their sizes)",
-    "test_dp_audit.py": "an audit over a hand-built run directory (splits planted before the data stage)",
-    "test_federated.py": "Flower's own runs, interrupted and resumed",
-    "test_foreign_corpus_audit.py": "a user corpus written by the test (another generator's data)",
-    "test_pipeline_shadows.py": "a shadow run changed between runs (which stages it redoes)",
-    "test_cli_commands.py": "the command line's own flags and output files",
-}
+TESTS = Path(__file__).resolve().parent
 
 
 def _words(node: ast.AST) -> list[object]:
@@ -67,7 +49,7 @@ def test_only_the_shared_store_starts_an_audit():
             offenders[path.name] = lines
     assert not offenders, (f"these modules start audits themselves: {offenders}; ask the shared store instead "
                            "(the `audits` fixture: audits.get(cfg), via='cli' for the command line), or say in "
-                           "STARTS_ITS_OWN why the start itself is what the test is about")
+                           "tiers.STARTS_ITS_OWN why the start itself is what the test is about")
 
 
 def test_the_exemptions_still_start_one():
@@ -75,3 +57,12 @@ def test_the_exemptions_still_start_one():
     stale = [name for name in STARTS_ITS_OWN if name not in ("conftest.py",)
              and not _starts_an_audit(ast.parse((TESTS / name).read_text(encoding="utf-8")))]
     assert not stale, stale
+
+
+def test_the_tier_lists_name_modules_that_exist():
+    """A module renamed or removed leaves no name behind in tests/tiers.py (its tier would silently change)."""
+    import tiers
+
+    named = set(tiers.CONTRACT) | set(tiers.HEAVY) | {n.removesuffix(".py") for n in tiers.STARTS_ITS_OWN}
+    missing = sorted(n for n in named if not (TESTS / f"{n}.py").is_file())
+    assert not missing, missing

@@ -1,0 +1,70 @@
+"""The tiers of the test suite, by module name: what ``make test-fast`` runs and what only ``make test`` does.
+
+* **contract**: the plug-in, layer, schema and stage-key contracts (a toy input, kind and attack through the
+  plan; every kind × attack × provider; the import layers; the pinned stage keys). No audit.
+* **audit**: a test that reads a finished audit (its fixtures reach the shared store, ``audits``), a module that
+  starts its own (:data:`STARTS_ITS_OWN`: the start itself is what it tests), or a module in :data:`HEAVY`
+  (its tests train and attack models for most of a minute or more without an audit).
+* **unit**: everything else.
+* **slow**: the ``slow`` mark (full-size statistical simulations), run only with ``-m slow``.
+
+conftest marks each collected test with its tier; ``make test-fast`` runs ``-m "(contract or unit) and not
+slow"``. The tiers
+are lists here, not folders, so a module keeps its path (and its history) when its tier changes.
+"""
+
+from __future__ import annotations
+
+#: The contract tier.
+CONTRACT = frozenset({
+    "test_contract_toy_input", "test_common", "test_inputs", "test_layers", "test_stage_keys",
+    "test_audits_are_shared", "test_attack_registry", "test_plugins",
+})
+
+#: Modules that start audits themselves, and why the shared store cannot start them (tests/test_audits_are_shared.py
+#: holds every other module to asking the store).
+STARTS_ITS_OWN = {
+    "shared_audits.py": "the store itself",
+    "conftest.py": "interrupted_after_training: presses Ctrl-C mid-run (the resume tests)",
+    "test_pipeline_e2e.py": "reproduction with a fresh model cache, and a run killed mid-training then resumed",
+    "test_cli_errors.py": "refusals: every `privleak run` here fails at the door, before any work",
+    "test_requirement.py": "a requirement refused at the door, before any work",
+    "test_scrub_bounds.py": "a record too long for the scrub arm refused at the door, before any work",
+    "test_crash_reports.py": "a stage that fails on purpose, in a subprocess",
+    "test_run_lock.py": "two runs racing for one run directory",
+    "test_process_executor.py": "the local worker processes' own runs, against the sequential shared one",
+    "test_ray_executor.py": "Ray's own runs, against the sequential shared one",
+    "test_devices.py": "bf16 training's own run (the shared audits train in fp32)",
+    "test_smoke_profile.py": "the smoke profile as shipped (the shared audits fix their sizes)",
+    "test_dp_audit.py": "an audit over a hand-built run directory (splits planted before the data stage)",
+    "test_federated.py": "Flower's own runs, interrupted and resumed",
+    "test_foreign_corpus_audit.py": "a user corpus written by the test (another generator's data)",
+    "test_pipeline_shadows.py": "a shadow run changed between runs (which stages it redoes)",
+    "test_cli_commands.py": "the command line's own flags and output files",
+}
+
+#: Modules that train and attack models beyond the session's tiny one, without an audit: the longest groups of
+#: conftest's LONGEST_FIRST (from `make test --durations`), and the modules whose tests fine-tune models of their
+#: own (DP-SGD, user-level DP, LoRA, shadows, unlearning, exposure's canaries). They run in the audit tier, so
+#: that ``make test-fast`` stays within a minute on 2 cores.
+HEAVY = frozenset({
+    "test_real_tokenizer", "test_long_texts", "test_bad_inputs_budget", "test_user_dp", "test_dp_user_arm",
+    "test_unlearning_audit", "test_attack_cmd", "test_worker_orphans",
+    "test_dp_fast", "test_dp_train", "test_exposure", "test_guard_audit", "test_lira_rmia", "test_lora_archs",
+    "test_lora_bf16", "test_lora_dp", "test_pii_attacks", "test_shadow_attacks", "test_train_fast",
+    "test_unlearning", "test_public_q",
+})
+
+#: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or
+#: through another fixture, is in the audit tier.
+AUDIT_FIXTURES = frozenset({"audits"})
+
+
+def tier(module: str, fixturenames: list[str] | tuple[str, ...] = ()) -> str:
+    """The tier of a test in ``module`` (its name without ``.py``) that requests ``fixturenames`` (its whole
+    fixture closure, as pytest's ``item.fixturenames`` gives it)."""
+    if module in CONTRACT:
+        return "contract"
+    if f"{module}.py" in STARTS_ITS_OWN or module in HEAVY or AUDIT_FIXTURES & set(fixturenames):
+        return "audit"
+    return "unit"
