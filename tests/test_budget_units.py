@@ -22,6 +22,7 @@ from scipy.stats import binom
 from privleak.accountants import epsilon_pld, epsilon_prv, record_epsilon
 from privleak.core.errors import UserError
 from privleak.data.records import Record
+from privleak.pipeline import budget as B
 from privleak.pipeline import ledger as L
 
 DELTA = 1e-5
@@ -69,7 +70,7 @@ def _record(run, arm: str, unit: str, qst, records: list[Record], clients=None) 
 
 def _groups(run_dirs, release=None):
     reader = L.LedgerReader()
-    return L.budget(L.ledger_entries(run_dirs, cache=False, reader=reader), release=release, reader=reader)
+    return B.budget(L.ledger_entries(run_dirs, cache=False, reader=reader), release=release, reader=reader)
 
 
 @pytest.fixture
@@ -162,7 +163,7 @@ def test_the_audit_budget_in_results_composes_per_person():
             epsilon_pld=None, epsilon_prv=None, unit=unit))
 
     arms = {"dp-8": arm(DP, "record"), "dp-user-8": arm(USER, "person")}
-    [b] = L.privacy_budget("m", arms, {"dp-8": people, "dp-user-8": people})
+    [b] = B.privacy_budget("m", arms, {"dp-8": people, "dp-user-8": people})
     together = b.releases[-1]
     assert together.what == "all together" and together.arms == ["dp-8", "dp-user-8"]
     assert together.epsilon == pytest.approx(_dpa([("add_remove", *DP, 1), ("replace_one", *USER, 1)], DELTA),
@@ -206,7 +207,7 @@ def test_a_long_ledger_is_read_in_linear_work(tmp_path, cache, monkeypatch):
 
     monkeypatch.setattr(L, "loads", spy("parse", L.loads))
     monkeypatch.setattr(L, "_accountant_range", spy("accountant", L._accountant_range))
-    monkeypatch.setattr(L, "compose_events", spy("compose", L.compose_events))
+    monkeypatch.setattr(B, "compose_events", spy("compose", B.compose_events))
     monkeypatch.setattr(L.LedgerReader, "people_of", spy("people", L.LedgerReader.people_of))
 
     counts = {}

@@ -44,7 +44,8 @@ def test_three_trainings_compose_as_dp_accounting_says():
 
 
 def test_the_ledger_counts_each_training_once_and_composes_per_members(tmp_path, monkeypatch):
-    from privleak.pipeline.ledger import budget, cache_ledger, entry_for, ledger_entries, members_hash, record_training
+    from privleak.pipeline.budget import budget
+    from privleak.pipeline.ledger import cache_ledger, entry_for, ledger_entries, members_hash, record_training
 
     monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
     members = [Record("note one"), Record("note two")]

@@ -549,7 +549,7 @@ class BudgetRelease(Typed):
 
 
 class PrivacyBudget(Typed):
-    """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.ledger`): each arm alone, and
+    """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.budget`): each arm alone, and
     every one of them together — the composition of their trainings of the same people (``members``: the members'
     content hash) at one common unit, whatever unit each arm's own accountant states: ``epsilon`` per record
     (``unit``), ``epsilon_person`` per person. Other trainings of these people (tuning, earlier runs) are in the

@@ -297,7 +297,8 @@ def budget(
     own accountant states."""
     # Everything here is checked and read without torch (the ledger, its people files and the accountants do
     # not import it), so a refusal is one line in well under a second.
-    from ..pipeline.ledger import LedgerReader, budget as compose, budget_tables, ledger_entries
+    from ..pipeline.budget import budget as compose, budget_tables
+    from ..pipeline.ledger import LedgerReader, ledger_entries
 
     for rd in run_dirs:
         if not Path(rd).expanduser().is_dir():

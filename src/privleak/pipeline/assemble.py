@@ -40,7 +40,8 @@ from ..results import (
 from .audit import Audit
 from .evaluate import read_stage, selection
 from .forget import forgets
-from .ledger import members_hash, privacy_budget
+from .budget import privacy_budget
+from .ledger import members_hash
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""The privacy-budget ledger: every DP training of the same people, recorded, and what releasing them costs.
+"""The privacy-budget ledger: every DP training of the same people, recorded, and read back checked.
 
 Source document 000: "the privacy budget is a finite resource that is
 consumed with every access to the training data". An audit trains several DP
 arms on one set of members (dp-1, dp-8, dp-user-8, fed-dp-8 …) and a user may
 have trained more while tuning; releasing more than one of their models costs
 the composition of all their trainings, not the largest single ε — whatever
-unit each training's own accountant states.
+unit each training's own accountant states (:mod:`.budget` composes them).
 
 Every DP training an audit finishes is appended to two ledgers:
 
@@ -19,24 +19,14 @@ beside the ledger maps every real person of its training data (a hash of the
 unit stamped from the raw data: ``meta.person_id``, a ``--group-field``
 group, a distinct text — never the id itself) to how many records they had
 in it (and, for DP-FedAvg, in how many clients). Planted canaries are test
-secrets, not people, and are left out. :func:`budget` composes by person, so
-overlapping member sets and record-, person- and client-level trainings of
-the same people compose together (:mod:`privleak.accountants.analysis.units`):
-
-* **ε per record**: every training's record-level event (add/remove for
-  DP-SGD, replace-one for user-level DP-SGD and DP-FedAvg) composed over the
-  trainings that hold the record's person — the worst such person;
-* **ε per person**: every training's event for the whole person
-  (record-level DP-SGD: the mixture of Gaussians of their k records;
-  user-level: add/remove of the person; DP-FedAvg: replace-one of their
-  client) composed — the worst real person.
+secrets, not people, and are left out.
 
 A training is identified by its settings (the same settings on the same
 members give the same model: counted once, however often a stage is redone).
 A line's ε is re-derived from its σ, q and steps when it is read: a line
 whose ε does not follow from them was edited, and is refused naming the file.
 Reading is linear in the lines: each distinct (q, σ, T, δ) is accounted
-once, each people file read once, identical mechanisms composed as one.
+once, each people file read once.
 Appends are one ``write`` of one line, so worker processes may record at once.
 """
 
@@ -49,24 +39,20 @@ import math
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import field_validator
 
-from ..accountants import Composed, UnitEvent, compose_events
+from ..accountants import UnitEvent
 from ..core.cache import cache_root
 from ..core.errors import UserError
 from ..core.io import atomic_open, stable_hash
 from ..core.jsonlimits import loads
-from ..core.present import Cell, Table
 from ..core.typed import Typed
 from ..data.records import Record
 from ..data.splits import is_canary_unit, unit_of
-
-if TYPE_CHECKING:
-    from ..results import ArmResult, PrivacyBudget
 
 RUN_LEDGER = ("budget", "ledger.jsonl")
 PEOPLE_DIR = "people"
@@ -76,10 +62,6 @@ Unit = Literal["record", "person", "client"]
 #: exact ε) less this share and the RDP figure (the loosest accountant privleak uses) plus it: every accountant
 #: the arms use (PRV, PLD, RDP) lands inside, an edited figure does not.
 EPSILON_TOLERANCE = 0.02
-
-#: More distinct people-overlap patterns than this and the per-person composition takes one fictitious person
-#: with the most records of anyone in every training (a sound upper bound, said so) instead of each pattern.
-MAX_PATTERNS = 32
 
 
 class LedgerEntry(Typed):
@@ -393,236 +375,3 @@ def ledger_entries(run_dirs: Sequence[str | Path], cache: bool = True,
             for e in reader.read(cache_ledger(members)):
                 found.setdefault(e.key, e)
     return list(found.values())
-
-
-# ---------------------------------------------------------------- composing
-
-class BudgetLine(Typed):
-    """Some trainings released together and the ε it costs, per record and per person (the ledger's common
-    units: every training's event for that unit, composed)."""
-
-    what: str
-    arms: list[str]
-    epsilon: float  # ε per record
-    delta: float
-    epsilon_person: float | None = None  # ε per real person (None: a training that did not record its people)
-    person_records: int | None = None  # the most records that worst person had in one of the trainings
-    method: str = "pld"
-
-
-class BudgetGroup(Typed):
-    """The trainings that share people (directly or through others), and what releasing them costs."""
-
-    members: str  # the members hash of the first training (one of ``member_sets``)
-    member_sets: int = 1
-    people: int | None = None  # distinct real people trained on (None: unknown for old lines)
-    unit: str = "record and person"
-    trainings: list[LedgerEntry]
-    lines: list[BudgetLine]
-    notes: list[str] = []
-
-
-@dataclass
-class _Component:
-    entries: list[LedgerEntry]
-    persons: list[dict[str, int] | None]  # per entry: person key → records (None: unknown)
-    clients: list[dict[str, int] | None]
-    cache: dict[Any, Composed] = field(default_factory=dict)
-
-    def compose(self, events: list[UnitEvent], delta: float) -> Composed:
-        key = (tuple(sorted((e.mechanism, e.steps) for e in events)), delta)
-        if key not in self.cache:
-            self.cache[key] = compose_events(events=events, delta=delta)
-        return self.cache[key]
-
-
-def _record_level(c: _Component, idx: list[int], delta: float) -> Composed:
-    """The worst record: the composition of the record-level events of every training holding its person,
-    maximised over the patterns of trainings people are in (only maximal patterns can be worst)."""
-    old = {i for i in idx if c.persons[i] is None}  # lines from before people were kept: every member
-    seen: dict[str, set[int]] = {}
-    for i in idx:
-        for p in c.persons[i] or {}:
-            seen.setdefault(p, set(old)).add(i)
-    patterns = {frozenset(s) for s in seen.values()} or {frozenset(idx)}
-    maximal = [s for s in patterns if not any(s < t for t in patterns)]
-    results = [c.compose([c.entries[i].record_event for i in sorted(s)], delta) for s in maximal]
-    return max(results, key=lambda r: r.epsilon)
-
-
-def _person_level(c: _Component, idx: list[int], delta: float) -> tuple[Composed | None, int | None, str | None]:
-    """The worst real person: the composition of every training's event for them; (None, None, why) when a
-    training did not record its people."""
-    if any(c.persons[i] is None for i in idx):
-        return None, None, "a training recorded before the ledger kept people (re-run it to count it per person)"
-    sigs: dict[tuple[tuple[int, int, int], ...], None] = {}
-    keys = {p for i in idx for p in c.persons[i]}  # type: ignore[union-attr]
-    for p in keys:
-        sig = tuple((i, c.persons[i][p], (c.clients[i] or {}).get(p, 1))  # type: ignore[index]
-                    for i in idx if p in c.persons[i])  # type: ignore[operator]
-        sigs[sig] = None
-
-    def dominates(a: tuple, b: tuple) -> bool:
-        da = {i: (k, cl) for i, k, cl in a}
-        return all(i in da and da[i][0] >= k and da[i][1] >= cl for i, k, cl in b)
-
-    distinct = list(sigs)
-    maximal = distinct if len(distinct) > 8 * MAX_PATTERNS else \
-        [s for s in distinct if not any(t != s and dominates(t, s) for t in distinct)]
-    note = None
-    if len(maximal) > MAX_PATTERNS:  # one fictitious person with everyone's most records in every training
-        worst: dict[int, tuple[int, int]] = {}
-        for s in maximal:
-            for i, k, cl in s:
-                a, b = worst.get(i, (0, 0))
-                worst[i] = (max(a, k), max(b, cl))
-        maximal = [tuple((i, k, cl) for i, (k, cl) in sorted(worst.items()))]
-        note = (f"people overlap the trainings in {len(distinct)} patterns; ε per person is for one person with the "
-                "most records of anyone in every training (an upper bound)")
-    best: tuple[Composed | None, int | None] = (None, None)
-    for s in maximal:
-        events = [c.entries[i].person_event(k, cl) for i, k, cl in s]
-        if any(ev is None for ev in events):
-            return None, None, "a person's records lie in several clients of a DP-FedAvg training"
-        r = c.compose(events, delta)  # type: ignore[arg-type]
-        if best[0] is None or r.epsilon > best[0].epsilon:
-            best = (r, max(k for _, k, _ in s))
-    return best[0], best[1], note
-
-
-def _components(entries: Sequence[LedgerEntry], reader: LedgerReader | None) -> list[_Component]:
-    """Trainings joined by a shared person (old lines without people: by their members hash)."""
-    persons = [None if e.people is None or reader is None else reader.people_of(e.people) for e in entries]
-    parent = list(range(len(entries)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[str, int] = {}
-    for i, e in enumerate(entries):
-        keys = [f"members:{e.members}"] + list((persons[i].records if persons[i] else {}))
-        for k in keys:
-            j = first.setdefault(k, i)
-            a, b = find(i), find(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(entries)):
-        groups.setdefault(find(i), []).append(i)
-    return [_Component(entries=[entries[i] for i in ix],
-                       persons=[persons[i].records if persons[i] else None for i in ix],
-                       clients=[persons[i].clients if persons[i] else None for i in ix]) for ix in groups.values()]
-
-
-def _line(c: _Component, what: str, idx: list[int], delta: float) -> tuple[BudgetLine, str | None]:
-    rec = _record_level(c, idx, delta)
-    person, k, note = _person_level(c, idx, delta)
-    method = "pld" if rec.method == "pld" and (person is None or person.method == "pld") else \
-        "basic composition (the PLD grid would not fit)"
-    return BudgetLine(what=what, arms=[c.entries[i].arm for i in idx], epsilon=rec.epsilon, delta=delta,
-                      epsilon_person=person.epsilon if person else None, person_records=k, method=method), note
-
-
-def budget(entries: Sequence[LedgerEntry], release: Sequence[str] | None = None,
-           reader: LedgerReader | None = None) -> list[BudgetGroup]:
-    """Per group of trainings sharing people: each training alone, ``release`` (arm names) composed, and every
-    training composed — per record and per person, at the largest δ among them (the δ every arm was held to).
-
-    ``reader`` reads the people files the entries name (the one :func:`ledger_entries` used); without one,
-    entries are grouped by their members hash and ε per person is not stated."""
-    if release:
-        missing = sorted(set(release) - {e.arm for e in entries})
-        if missing:
-            raise UserError(f"--release {','.join(missing)}: no DP training of that name in these ledgers; "
-                            f"name one of {', '.join(sorted({e.arm for e in entries}))}")
-    out = []
-    for c in _components(entries, reader):
-        es = c.entries
-        delta = max(e.delta for e in es)
-        lines, notes = [], []
-        for i, e in enumerate(es):
-            line, note = _line(c, f"{e.arm} alone" + (f" ({Path(e.run).name})" if e.run else ""), [i], e.delta)
-            # Alone, a training's own accountant figure is the bound for the unit it was accounted at (checked
-            # against σ, q and steps when read): the same number the arm's privacy block prints.
-            if e.unit in ("record", "person"):
-                line = line.model_copy(update={"epsilon": e.epsilon} if e.unit == "record" else
-                                       {"epsilon_person": e.epsilon if line.epsilon_person is not None else None})
-            lines.append(line)
-            notes.append(note)
-        if release:
-            chosen = [i for i, e in enumerate(es) if e.arm in set(release)]
-            if chosen:
-                line, note = _line(c, "released together", chosen, delta)
-                lines.append(line)
-                notes.append(note)
-        if len(es) > 1:
-            line, note = _line(c, "everything trained", list(range(len(es))), delta)
-            lines.append(line)
-            notes.append(note)
-        people = None if any(p is None for p in c.persons) else len({k for p in c.persons for k in p or {}})
-        out.append(BudgetGroup(members=es[0].members, member_sets=len({e.members for e in es}), people=people,
-                               trainings=es, lines=lines, notes=sorted({n for n in notes if n})))
-    return out
-
-
-#: How the budget's composed ε is computed (the results say it).
-ACCOUNTANT = ("PLD (dp_accounting; every training's event for one record or one person — add/remove, replace-one or "
-              "the mixture of Gaussians of a person's records — composed on one grid)")
-
-
-def privacy_budget(members: str, arms: dict[str, ArmResult],
-                   people: dict[str, People] | None = None) -> list[PrivacyBudget]:
-    """This audit's DP arms as the ledger composes them (each alone; all together when there are several), per
-    record and per person. Only the run's own trainings (a served arm is its source's model, not a training of its
-    own): ``results.json`` stays a function of the config and seed. ``people``: each DP arm's training people."""
-    from ..results import BudgetRelease, PrivacyBudget
-
-    reader = LedgerReader()
-    entries = []
-    for name, a in arms.items():
-        p = a.privacy
-        if p is None or a.serves is not None or not p.sigma > 0 or not p.steps > 0:
-            continue
-        digest = None
-        if people is not None and name in people:
-            digest = people[name].digest
-            reader.people[digest] = people[name]
-        entries.append(LedgerEntry(members=members, key=name, arm=name, run="", unit=p.unit,
-                                   sample_rate=p.sample_rate, sigma=p.sigma, steps=p.steps, delta=p.delta,
-                                   epsilon=p.epsilon, accountant=p.accountant, people=digest))
-    out = []
-    for g in budget(entries, reader=reader):
-        releases = [BudgetRelease(what="alone" if len(x.arms) == 1 else "all together", arms=x.arms,
-                                  epsilon=x.epsilon, delta=x.delta, epsilon_person=x.epsilon_person,
-                                  person_records=x.person_records) for x in g.lines]
-        out.append(PrivacyBudget(members=members, unit="record", accountant=ACCOUNTANT, releases=releases))
-    return out
-
-
-def _num(x: float | None, spec: str = ".3f") -> str:
-    if x is None:
-        return "—"
-    return "∞" if math.isinf(x) else format(x, spec)
-
-
-def budget_tables(groups: Sequence[BudgetGroup]) -> list[Table]:
-    """``privleak budget``'s tables: per group of trainings sharing people, the trainings and what each release
-    costs per record and per person."""
-    out = []
-    for g in groups:
-        rows: list[list[Cell | str]] = [[e.arm, Path(e.run).name or "—", e.unit, f"{e.sample_rate:.4g}",
-                                         f"{e.sigma:.4g}", str(e.steps), f"{e.delta:.1e}", f"{e.epsilon:.3f}"]
-                                        for e in g.trainings]
-        who = f"{g.people:,} people" if g.people is not None else f"members {g.members[:12]}…"
-        sets = f", {g.member_sets} member sets" if g.member_sets > 1 else ""
-        out.append(Table(["arm", "run", "unit", "q", "σ", "steps", "δ", "ε alone (its unit)"], rows,
-                         console_title=f"DP trainings of the same people ({who}{sets})"))
-        out.append(Table(["release", "arms", "ε per record", "ε per person", "δ"],
-                         [[x.what, ", ".join(x.arms), _num(x.epsilon),
-                           _num(x.epsilon_person) + (f" ({x.person_records} records)" if x.person_records else ""),
-                           f"{x.delta:.1e}"] for x in g.lines],
-                         console_title="The ε a release carries, guaranteed at most (" + ACCOUNTANT + ")"))
-    return out
