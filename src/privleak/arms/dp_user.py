@@ -169,7 +169,9 @@ class DPUser(ArmKind):
         else:
             eps_rdp, eps_pld, eps_prv = None, None, log.epsilon_record
         privacy = {
-            "target_epsilon": uds.target_epsilon, "accountant": log.accountant if uls else uds.accountant,
+            # ELS's ε (per record) is train_dp's, which train_els runs with PRV whatever dp.accountant says: the
+            # ledger re-derives a line's ε by the accountant it names.
+            "target_epsilon": uds.target_epsilon, "accountant": log.accountant if uls else "prv",
             "delta": uds.delta, "sigma": log.sigma, "sample_rate": log.sample_rate, "steps": log.steps,
             "max_grad_norm": uds.max_grad_norm, "epsilon_rdp": eps_rdp, "epsilon_pld": eps_pld,
             "epsilon_prv": eps_prv, "empty_batches": log.empty_batches,

@@ -30,6 +30,7 @@ from ..core.stats import bootstrap_mean_ci
 from ..data.canaries import Canary, sample_candidates
 from ..models.handle import ModelHandle
 from ..core.present import Block, Example, Plot, Table, n, num, t
+from ..core.typed import Bits
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .exposure_stats import exposure_test
 from .prefix_scoring import _Trie, continuation_loglik  # noqa: F401  (_Trie: the tests read the trie here)
@@ -40,8 +41,8 @@ class CanaryExposure(BaseModel):
 
     canary_id: str
     repeats: int
-    exposure: float
-    max_exposure: float
+    exposure: Bits
+    max_exposure: Bits
     rank: float
     n_candidates: int
     exposure_extrapolated: float
@@ -54,7 +55,7 @@ class ExposureResult(AttackResult):
     title: ClassVar[str] = "canary exposure"
 
     canaries: list[CanaryExposure]
-    chance_exposure: float
+    chance_exposure: Bits
 
     def by_repeats(self) -> dict[int, float]:
         """Mean exposure per repetition count."""

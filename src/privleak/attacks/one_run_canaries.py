@@ -36,6 +36,7 @@ from ..core.metrics import roc_auc
 from ..data.audit_canaries import AuditCanary
 from ..models.handle import ModelHandle
 from ..core.present import Block
+from ..core.typed import Nats, Probability
 from .base import AttackContext, Figure, KeepsScores, PresentContext, Runs
 from .scoring import score_texts
 
@@ -102,9 +103,9 @@ class OneRunCanaryResult(KeepsScores):
     m: int
     n_included: int
     score: Literal["loss", "reference"]
-    auc: float  # included vs left-out canaries (a diagnostic; the bound counts guesses)
-    nll_included: float
-    nll_excluded: float
+    auc: Probability  # included vs left-out canaries (a diagnostic; the bound counts guesses)
+    nll_included: Nats
+    nll_excluded: Nats
     canary_scores: list[float] | None = None
     included: list[bool] | None = None
 

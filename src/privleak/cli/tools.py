@@ -311,6 +311,14 @@ def budget(
     if not entries:
         raise UserError("no DP training is recorded in these run directories (budget/ledger.jsonl); "
                         "run an audit with a DP arm first")
+    # A run's results.json is its record too: one that was edited is refused as `report` refuses it (the ledger's
+    # own problems first, without torch; the results model brings it).
+    results = [p for p in (Path(rd).expanduser() / "results.json" for rd in run_dirs) if p.is_file()]
+    if results:
+        from ..report.schema import load_results
+
+        for p in results:
+            load_results(p)
     groups = compose(entries, release=wanted, reader=reader)
     if as_json:
         out.print_json(json.dumps([g.model_dump(mode="json") for g in groups]))

@@ -40,7 +40,7 @@ from ..results import (
 from .audit import Audit
 from .evaluate import read_stage, selection
 from .forget import forgets
-from .budget import privacy_budget
+from .budget import Trained, privacy_budget
 from .ledger import members_hash
 
 
@@ -248,16 +248,32 @@ def assembly_order(arm_specs: list[ArmSpec]) -> list[ArmSpec]:
 
 
 
-def _budget_people(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, ArmResult]) -> dict[str, Any]:
-    """Each DP arm's training people (the ledger's key), so the results' budget composes per person too."""
-    from .training import ledger_people
+def _budget_trainings(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, ArmResult]) -> dict[str, Trained]:
+    """Every DP training of this audit as the results' budget composes it: each DP arm (a served arm is its
+    source's model, not a training) and its extra training seeds, each with the people it trained on and an ELS
+    arm's per-person cap (the ledger's key and event)."""
+    from ..results import Privacy
+    from .checks import seed_arms
+    from .training import ledger_people, seed_name
 
-    out = {}
+    out: dict[str, Trained] = {}
+    seeded = {s.name for s in seed_arms(audit.cfg)}
     for spec in arm_specs:
         a = arms[spec.name]
-        if a.privacy is not None and a.serves is None and a.privacy.sigma > 0:
-            out[spec.name] = ledger_people(audit, spec, read_json(audit.run.path("arms", spec.name, "train.json")))[0]
+        if a.privacy is None or a.serves is not None or not a.privacy.sigma > 0:
+            continue
+        names = [spec.name] + ([seed_name(spec.name, k) for k in range(1, audit.cfg.recommendation.seeds + 1)]
+                               if spec.name in seeded else [])
+        for name in names:
+            path = audit.run.path("arms", name, "train.json")
+            if name != spec.name and not path.exists():
+                continue
+            record = read_json(path)
+            people, cap = ledger_people(audit, spec, record)
+            privacy = a.privacy if name == spec.name else Privacy.model_validate(record["privacy"])
+            out[name] = Trained(privacy=privacy, people=people, person_cap=cap)
     return out
+
 
 def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, source: str | None = None,
              extra: dict[str, dict[str, dict[str, Any]]] | None = None) -> AuditResults:
@@ -299,8 +315,8 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
     if cfg.release.summary_epsilon is not None or cfg.release.ldp_terms_epsilon is not None:
         release = DataRelease.model_validate(read_json(run.path("release.json")))
     blind = _blind(audit, arms, audit.user_split())
-    budget = privacy_budget(audit.memo("members_hash", lambda: members_hash(members)), arms,
-                            _budget_people(audit, arm_specs, arms))
+    budget = privacy_budget(audit.memo("members_hash", lambda: members_hash(members)),
+                            _budget_trainings(audit, arm_specs, arms))
     results = AuditResults(
         blind_baseline=blind, tool=ToolInfo(name="privleak", version=__version__),
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,

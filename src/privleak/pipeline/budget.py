@@ -35,7 +35,7 @@ from ..core.typed import Typed
 from .ledger import LedgerEntry, LedgerReader, People
 
 if TYPE_CHECKING:
-    from ..results import ArmResult, PrivacyBudget
+    from ..results import Privacy, PrivacyBudget
 
 #: More distinct people-overlap patterns than this and the per-person composition takes one fictitious person
 #: with the most records of anyone in every training (a sound upper bound, said so) instead of each pattern.
@@ -218,33 +218,49 @@ ACCOUNTANT = ("PLD (dp_accounting; every training's event for one record or one 
               "the mixture of Gaussians of a person's records — composed on one grid)")
 
 
-def privacy_budget(members: str, arms: dict[str, ArmResult],
-                   people: dict[str, People] | None = None) -> list[PrivacyBudget]:
-    """This audit's DP arms as the ledger composes them (each alone; all together when there are several), per
-    record and per person. Only the run's own trainings (a served arm is its source's model, not a training of its
-    own): ``results.json`` stays a function of the config and seed. ``people``: each DP arm's training people."""
+@dataclass(frozen=True)
+class Trained:
+    """One DP training of this audit, as ``results.json``'s budget composes it: its privacy block, the people it
+    trained on and — a user-level ELS arm — the records per person it kept at most."""
+
+    privacy: Privacy
+    people: People
+    person_cap: int | None = None
+
+
+def privacy_budget(members: str, trainings: dict[str, Trained]) -> list[PrivacyBudget]:
+    """This audit's DP trainings as the ledger composes them, per record and per person: each arm alone, and all
+    together when there are several — every training of these people, the extra training seeds
+    (``recommendation.seeds``, named ``<arm>/seeds/<k>``) included: they spent budget on the same people like
+    the arm's own. Only the run's own trainings (a served arm is its source's model, not a training of its own;
+    the caller leaves it out): ``results.json`` stays a function of the config and seed."""
     from ..results import BudgetRelease, PrivacyBudget
 
     reader = LedgerReader()
     entries = []
-    for name, a in arms.items():
-        p = a.privacy
-        if p is None or a.serves is not None or not p.sigma > 0 or not p.steps > 0:
+    for name, t in trainings.items():
+        p = t.privacy
+        if not p.sigma > 0 or not p.steps > 0:
             continue
-        digest = None
-        if people is not None and name in people:
-            digest = people[name].digest
-            reader.people[digest] = people[name]
+        reader.people[t.people.digest] = t.people
         entries.append(LedgerEntry(members=members, key=name, arm=name, run="", unit=p.unit,
                                    sample_rate=p.sample_rate, sigma=p.sigma, steps=p.steps, delta=p.delta,
-                                   epsilon=p.epsilon, accountant=p.accountant, people=digest))
+                                   epsilon=p.epsilon, accountant=p.accountant, people=t.people.digest,
+                                   person_cap=t.person_cap))
     out = []
     for g in budget(entries, reader=reader):
+        # An extra seed alone is its arm's recipe alone (the same figure): listed only inside "all together".
         releases = [BudgetRelease(what="alone" if len(x.arms) == 1 else "all together", arms=x.arms,
                                   epsilon=x.epsilon, delta=x.delta, epsilon_person=x.epsilon_person,
-                                  person_records=x.person_records) for x in g.lines]
+                                  person_records=x.person_records) for x in g.lines
+                    if len(x.arms) > 1 or not is_seed(x.arms[0])]
         out.append(PrivacyBudget(members=members, unit="record", accountant=ACCOUNTANT, releases=releases))
     return out
+
+
+def is_seed(name: str) -> bool:
+    """Whether a training's name is an arm's extra training seed (``<arm>/seeds/<k>``)."""
+    return "/seeds/" in name
 
 
 def _num(x: float | None, spec: str = ".3f") -> str:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from ..accountants import UnitEvent
 from ..core.cache import cache_root
@@ -58,27 +58,52 @@ RUN_LEDGER = ("budget", "ledger.jsonl")
 PEOPLE_DIR = "people"
 Unit = Literal["record", "person", "client"]
 
-#: A recorded ε is accepted when it lies between the PLD figure (the tightest upper bound here, ~1e-4 above the
-#: exact ε) less this share and the RDP figure (the loosest accountant privleak uses) plus it: every accountant
-#: the arms use (PRV, PLD, RDP) lands inside, an edited figure does not.
-EPSILON_TOLERANCE = 0.02
+#: The accountants a ledger line may name (:data:`privleak.accountants.EPSILON_FUNCTIONS`): the arms account by
+#: PRV or RDP (a person-level ELS arm's record-level ε: PRV); PLD for the lines an older version wrote with it.
+Accountant = Literal["prv", "pld", "rdp"]
+
+
+def accountant_tolerance(accountant: str, epsilon: float) -> float:
+    """How far a recorded ε may lie from its accountant's figure for the line's own σ, q, steps and δ: that
+    accountant's stated accuracy. PRV: its additive ``eps_error`` (``min(0.01, max(1e-3, 2e-3·ε))``); PLD: its
+    grid's excess over the exact ε (≈ 1e-4 relative, ≤ ~2.3e-4: 3e-4); RDP: exact on its fixed orders (rounding
+    only). A re-derivation gives the same bits; the tolerance is for another platform's floating point — an edited
+    σ (+7 % moves ε by ~10 %) lies far outside it."""
+    from ..accountants.analysis.prv import eps_error_for
+
+    if accountant == "prv":
+        return eps_error_for(epsilon)
+    return (3e-4 if accountant == "pld" else 1e-9) * epsilon + 1e-12
+
+
+#: A people file's digest (:attr:`People.digest`) and a members hash (:func:`members_hash`): lower-case hex, so a
+#: line never names a path outside the ledger's own folders.
+PEOPLE_DIGEST = r"^[0-9a-f]{16}$"
+MEMBERS_HASH = r"^[0-9a-f]{24}$"
 
 
 class LedgerEntry(Typed):
-    """One finished DP training: on which members and people, which arm of which run, its DP-SGD parameters."""
+    """One finished DP training: on which members and people, which arm of which run, its DP-SGD parameters.
 
-    members: str  # members_hash
-    key: str  # the training's identity: its settings on those members
-    arm: str
-    run: str  # the run directory it was written to
+    Strictly typed (a number written as a string, a boolean for a count, an unknown accountant are refused, not
+    coerced) and complete: every field privleak writes is required, ``person_cap`` only where an ELS arm has
+    one. Its ε is checked against its own σ, q, steps, δ and accountant when a ledger is read
+    (:meth:`LedgerReader.check`)."""
+
+    model_config = ConfigDict(strict=True)
+
+    members: str = Field(pattern=MEMBERS_HASH)  # members_hash
+    key: str = Field(min_length=1)  # the training's identity: its settings on those members
+    arm: str = Field(min_length=1)
+    run: str  # the run directory it was written to ("" for an audit's own results.json budget)
     unit: Unit  # the unit of the arm's own accountant ε
     sample_rate: float
     sigma: float
     steps: int
     delta: float
     epsilon: float  # the arm's accountant ε alone, for its own unit
-    accountant: str | None = None
-    people: str | None = None  # digest of the people file; None: recorded before the ledger kept people
+    accountant: Accountant  # the accountant that gave ``epsilon``
+    people: str = Field(pattern=PEOPLE_DIGEST)  # digest of the people file beside the ledger
     person_cap: int | None = None  # user-level ELS: at most this many records of a person were trained on
 
     @field_validator("sample_rate")
@@ -191,16 +216,15 @@ def cache_ledger(members: str) -> Path:
 
 
 def entry_for(members: str, arm: str, run: Path, settings: dict[str, Any], privacy: dict[str, Any],
-              people: People | None = None, person_cap: int | None = None) -> LedgerEntry | None:
-    """The ledger line of an arm's training (None: not a DP training — no σ, or σ = 0)."""
+              people: People, person_cap: int | None = None) -> LedgerEntry | None:
+    """The ledger line of an arm's training on ``people`` (None: not a DP training — no σ, or σ = 0)."""
     if not privacy or not privacy.get("sigma") or not privacy.get("steps"):
         return None
     return LedgerEntry(members=members, key=stable_hash("ledger", members, settings), arm=arm,
                        run=str(Path(run).resolve()), unit=str(privacy.get("unit") or "record"),  # type: ignore[arg-type]
                        sample_rate=float(privacy["sample_rate"]), sigma=float(privacy["sigma"]),
                        steps=int(privacy["steps"]), delta=float(privacy["delta"]), epsilon=float(privacy["epsilon"]),
-                       accountant=privacy.get("accountant"), people=people.digest if people is not None else None,
-                       person_cap=person_cap)
+                       accountant=privacy["accountant"], people=people.digest, person_cap=person_cap)
 
 
 def _append(path: Path, entry: LedgerEntry) -> None:
@@ -222,16 +246,14 @@ def _write_people(ledger: Path, people: People) -> None:
         json.dump(people.to_json(), fh, sort_keys=True)
 
 
-def record_training(run_root: Path, entry: LedgerEntry, people: People | None = None) -> None:
+def record_training(run_root: Path, entry: LedgerEntry, people: People) -> None:
     """Append ``entry`` (and write its people file) to the run's ledger and the cache's (a cache that cannot be
     written is skipped: the run's ledger still holds it)."""
     run_ledger = Path(run_root).joinpath(*RUN_LEDGER)
-    if people is not None:
-        _write_people(run_ledger, people)
+    _write_people(run_ledger, people)
     _append(run_ledger, entry)
     try:
-        if people is not None:
-            _write_people(cache_ledger(entry.members), people)
+        _write_people(cache_ledger(entry.members), people)
         _append(cache_ledger(entry.members), entry)
     except OSError:
         pass
@@ -271,39 +293,43 @@ def _text(path: Path, what: str) -> str:
                         "privleak writes UTF-8 JSON lines — restore the file from a backup or remove it") from None
 
 
-def _accountant_range(q: float, sigma: float, steps: int, delta: float) -> tuple[float, float]:
-    """(PLD ε, RDP ε) at δ of the add/remove subsampled Gaussian: the range an accountant's ε lies in."""
-    from ..accountants import epsilon_pld, epsilon_rdp
+def _derived_epsilon(accountant: str, q: float, sigma: float, steps: int, delta: float) -> float:
+    """The ε ``accountant`` states for σ, q, steps and δ (the figure an arm records, for its own unit)."""
+    from ..accountants import EPSILON_FUNCTIONS
 
-    return (epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta),
-            epsilon_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta))
+    return EPSILON_FUNCTIONS[accountant](sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
 
 
 class LedgerReader:
-    """Reads ledgers and people files, each once, and re-derives every line's ε once per distinct (q, σ, T, δ)."""
+    """Reads ledgers and people files, each once, and re-derives every line's ε once per distinct (accountant, q,
+    σ, T, δ)."""
 
     def __init__(self) -> None:
-        self.ranges: dict[tuple[float, float, int, float], tuple[float, float]] = {}
+        self.derivations: dict[tuple[str, float, float, int, float], float] = {}
         self.people: dict[str, People] = {}
         self.people_dirs: dict[str, Path] = {}
 
-    def derived(self, e: LedgerEntry, where: str) -> tuple[float, float]:
-        params = (e.sample_rate, e.sigma, e.steps, e.delta)
-        if params not in self.ranges:
+    def derived(self, e: LedgerEntry, where: str) -> float:
+        params = (e.accountant, e.sample_rate, e.sigma, e.steps, e.delta)
+        if params not in self.derivations:
             try:
-                self.ranges[params] = _accountant_range(*params)
+                self.derivations[params] = _derived_epsilon(*params)
             except UserError as exc:
                 raise UserError(f"{where}: σ = {e.sigma:g}, q = {e.sample_rate:g}, steps = {e.steps}, δ = {e.delta:g} "
                                 f"is no training the accountants can state an ε for ({str(exc).split(';')[0]}); "
                                 "privleak never records one — remove the line") from None
-        return self.ranges[params]
+        return self.derivations[params]
 
     def check(self, e: LedgerEntry, where: str) -> None:
-        lo, hi = self.derived(e, where)
-        if not lo * (1 - EPSILON_TOLERANCE) <= e.epsilon <= hi * (1 + EPSILON_TOLERANCE) + 1e-9:
+        """Refuse a line whose ε is not its own accountant's figure for its σ, q, steps and δ (within that
+        accountant's accuracy, :func:`accountant_tolerance`)."""
+        eps = self.derived(e, where)
+        tol = accountant_tolerance(e.accountant, eps)
+        if not abs(e.epsilon - eps) <= tol:
             raise UserError(f"{where}: {e.arm}'s ε = {e.epsilon:.6g} does not follow from its σ = {e.sigma:.6g}, "
-                            f"q = {e.sample_rate:.6g}, steps = {e.steps}, δ = {e.delta:.3g} (the accountants give "
-                            f"{lo:.4g} to {hi:.4g}); the line was edited — restore the file or remove the line")
+                            f"q = {e.sample_rate:.6g}, steps = {e.steps}, δ = {e.delta:.3g} (its accountant, "
+                            f"{e.accountant.upper()}, gives {eps:.6g} ± {tol:.2g}); the line was edited — restore the "
+                            "file or remove the line")
 
     def read(self, path: Path) -> list[LedgerEntry]:
         """The entries of one ledger file, each training once (by key: a redone stage is the same training);
@@ -321,7 +347,7 @@ class LedgerReader:
                 raise UserError(f"{where} is not a ledger entry ({_reason(exc)}); remove the line or restore the "
                                 "file") from None
             self.check(e, where)
-            if e.people is not None and e.people not in self.people_dirs:
+            if e.people not in self.people_dirs:
                 self.people_dirs[e.people] = path.parent / PEOPLE_DIR
             out.setdefault(e.key, e)
         return list(out.values())

@@ -186,9 +186,12 @@ def train_seed(audit: Audit, spec: ArmSpec, settings: dict[str, Any], k: int) ->
     model, record = fit(audit, spec, name, {**settings, "seed": seed}, training_records(audit, spec), seed=seed)
     _save(audit, name, model, record)
     members = audit.memo("members_hash", lambda: members_hash(audit.splits()["members"]))
-    entry = entry_for(members, name, audit.run.root, {**settings, "seed": seed}, record.get("privacy") or {})
-    if entry is not None:
-        record_training(audit.run.root, entry)
+    if (record.get("privacy") or {}).get("sigma"):
+        # The same people as the arm's own training, and the same per-person cap: the ledger composes it for them.
+        people, cap = ledger_people(audit, spec, record)
+        entry = entry_for(members, name, audit.run.root, {**settings, "seed": seed}, record["privacy"], people, cap)
+        if entry is not None:
+            record_training(audit.run.root, entry, people)
 
 
 def derive_arm(audit: Audit, spec: ArmSpec, settings: dict[str, Any]) -> None:

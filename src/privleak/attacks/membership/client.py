@@ -31,6 +31,7 @@ from scipy.stats import norm
 
 from ...core.metrics import mia_metrics
 from ...core.stats import auc_null_se, tost_normal
+from ...core.typed import Probability, ProbabilityInterval
 from ...data.clients import client_labels
 from ...models.handle import ModelHandle
 from ..base import AttackContext, AttackResult, Figure, Finding, Policy
@@ -43,8 +44,8 @@ class ClientMembershipResult(AttackResult):
     kind: Literal["client_membership"] = "client_membership"
     title: ClassVar[str] = "client-level membership"
 
-    auc: float
-    auc_ci95: tuple[float, float] | None = None
+    auc: Probability
+    auc_ci95: ProbabilityInterval | None = None
     score: Literal["reference", "loss"]
     n_member_clients: int
     n_heldout_clients: int
