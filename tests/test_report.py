@@ -249,7 +249,10 @@ def test_cli_report_and_compare(tmp_path: Path, audited, capsys: pytest.CaptureF
 
     cli.main(["report", str(audited.out), "--out", str(tmp_path / "r.html")])
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
-    cli.main(["compare", str(audited.out), str(audited.out), "--out", str(tmp_path / "c.html")])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").write_text((audited.out / "results.json").read_text())
+    cli.main(["compare", str(audited.out), str(other), "--out", str(tmp_path / "c.html")])
     assert "compare-table" in (tmp_path / "c.html").read_text()
     bad = tmp_path / "bad"
     bad.mkdir()

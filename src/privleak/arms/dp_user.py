@@ -44,9 +44,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ..config import resolve_delta
+from ..config.sections import Choices
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.typed import ArmDetails
 from ..data.audit_canaries import KIND as AUDIT_CANARY
@@ -57,7 +58,7 @@ from .registry import ArmSpec, register
 _LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_targets")
 
 
-class DPUserOptions(BaseModel):
+class DPUserOptions(Choices):
     """``arm_options.dp-user``: how the person-level arms sample people."""
 
     model_config = ConfigDict(extra="forbid")
