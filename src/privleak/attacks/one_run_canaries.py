@@ -143,7 +143,8 @@ class OneRunCanaryResult(KeepsScores):
 
     def headline(self) -> list[Figure]:
         return [Figure("canary AUC", self.auc, "auc", chance=0.5),
-                Figure("canary NLL in / out", self.nll_included, "number"),
+                Figure("NLL inserted (nats)", self.nll_included, "number"),
+                Figure("NLL left out (nats)", self.nll_excluded, "number"),
                 Figure("canaries", self.m, "count")]
 
 

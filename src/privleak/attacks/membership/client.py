@@ -52,7 +52,7 @@ class ClientMembershipResult(AttackResult):
     records_per_client: tuple[int, int, int]  # min, median, max over both sides
 
     def headline(self) -> list[Figure]:
-        return [Figure("client AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
+        return [Figure("AUC over clients", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
 
     def auc_se(self) -> float:
         """Hanley & McNeil's (1982) standard error of the client AUC from the AUC and the client counts alone:
