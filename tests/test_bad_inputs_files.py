@@ -37,8 +37,9 @@ def valid_results() -> dict:
     a membership attack and a verdict, dp-8 recommended, the budget."""
     from privleak import arms  # noqa: F401  (the arm kinds results.json names)
     from privleak.attacks.membership.attacks import MembershipResult, Roc
+    from privleak.config.requirement import Requirement
     from privleak.results import (ArmResult, AuditResults, BudgetRelease, DataSummary, Privacy, PrivacyBudget,
-                                  Recommendation, ToolInfo, Training, Utility, Verdict)
+                                  Recommendation, Standing, ToolInfo, Training, Utility, Verdict)
 
     def mia(auc: float) -> MembershipResult:
         return MembershipResult(auc=auc, tpr_at_1pct_fpr=0.02, tpr_at_0_1pct_fpr=0.0, n_members=91,
@@ -69,7 +70,10 @@ def valid_results() -> dict:
                          n_non_members=150, n_population=20, mia_records_per_side=91, n_canaries=2,
                          canary_chance_exposure=1.4),
         base_model=base, arms={"baseline": baseline, "dp-8": dp},
-        recommendation=Recommendation(arm="dp-8", text="Recommended arm: dp-8.", policy="near chance"),
+        recommendation=Recommendation(
+            arm="dp-8", text="Recommended arm: dp-8.", requirement=Requirement(epsilon=8.0, unit="record"),
+            standings=[Standing(arm="dp-8", meets=True, epsilon=eps, delta=DELTA, unit="record", utility=0.03)],
+            eligible=["dp-8"], contenders=["dp-8"]),
         budget=[PrivacyBudget(members="0" * 24, unit="record", accountant="PLD", releases=[
             BudgetRelease(what="alone", arms=["dp-8"], epsilon=eps, delta=DELTA, epsilon_person=115.6,
                           person_records=8)])],
@@ -112,7 +116,11 @@ VARIANTS = {
     "budget-person-below-record": lambda r: r["budget"][0]["releases"][0].update(epsilon_person=1.0),
     "recommend-baseline": _set("recommendation.arm", "baseline"),
     "recommend-missing-arm": _set("recommendation.arm", "dp-9"),
-    "recommend-not-near-chance": lambda r: r["arms"]["dp-8"]["verdict"].update(level="some", label="SOME LEAKAGE"),
+    "recommend-not-eligible": _set("recommendation.eligible", []),
+    "standing-meets-beyond-requirement": lambda r: r["recommendation"]["standings"][0].update(epsilon=151.9),
+    "standing-of-the-baseline": lambda r: r["recommendation"]["standings"].append(
+        {**r["recommendation"]["standings"][0], "arm": "baseline", "meets": False}),
+    "contender-not-eligible": _set("recommendation.contenders", ["dp-8", "baseline"]),
     "verdict-missing": _set("arms.dp-8.verdict", _DROP),
     "control-verdict-missing": _set("base_model.verdict", _DROP),
     "recommendation-missing": _set("recommendation", _DROP),
@@ -196,8 +204,13 @@ NEEDLES = {
     "budget-person-below-record": "field budget[0].releases[0].epsilon_person: ε per person 1 is below",
     "recommend-baseline": "field recommendation.arm: 'baseline' is a baseline arm, which is never recommended",
     "recommend-missing-arm": "field recommendation.arm: 'dp-9' is no arm of this audit",
-    "recommend-not-near-chance": "field recommendation.arm: 'dp-8' cannot be recommended: its verdict is SOME "
-                                 "LEAKAGE",
+    "recommend-not-eligible": "field recommendation.arm: 'dp-8' cannot be recommended: it is not among the arms "
+                              "that meet the requirement",
+    "standing-meets-beyond-requirement": "field recommendation.standings[0].meets: dp-8 meets ε ≤ 8 per record with "
+                                         "ε = 151.9",
+    "standing-of-the-baseline": "field recommendation.standings[1].arm: 'baseline' is a baseline arm, which is "
+                                "never recommended",
+    "contender-not-eligible": "field recommendation.contenders: 'baseline' is not an eligible arm",
     "verdict-missing": "field arms.dp-8.verdict: required field is missing",
     "control-verdict-missing": "field base_model.verdict: required field is missing",
     "recommendation-missing": "field recommendation: required field is missing",

@@ -46,7 +46,10 @@ def results_json() -> dict:
                                       "epsilon_rdp": 9.0, "epsilon_pld": 7.98, "epsilon_prv": 7.99},
                           "verdict": {"level": "chance", "label": "NEAR CHANCE", "text": "Near chance.",
                                       "findings": [], "figures": []}}},
-        "recommendation": {"arm": "dp-8", "text": "Recommended arm: dp-8.", "policy": "near chance"},
+        "recommendation": {"arm": "dp-8", "text": "Recommended arm: dp-8.",
+                           "requirement": {"kind": "formal", "epsilon": 8.0, "unit": "record"},
+                           "standings": [{"arm": "dp-8", "meets": True, "epsilon": 7.99, "delta": 1e-5, "unit": "record"}],
+                           "eligible": ["dp-8"], "contenders": ["dp-8"]},
     }
 
 

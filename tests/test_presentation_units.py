@@ -46,7 +46,11 @@ def dp_results() -> dict:
                                               epsilon_person=7.997),
                           "verdict": _verdict()},
         },
-        "recommendation": {"arm": "dp-user-8", "text": "Recommended arm: dp-user-8.", "policy": "near chance"},
+        "recommendation": {"arm": "dp-user-8", "text": "Recommended arm: dp-user-8.",
+                           "standings": [{"arm": "dp-user-8", "meets": True, "epsilon": 7.997, "delta": 6.3e-4},
+                                         {"arm": "dp-8", "meets": False, "epsilon": 116.98, "delta": 6.3e-4,
+                                          "lacking": "epsilon"}],
+                           "eligible": ["dp-user-8"], "contenders": ["dp-user-8"]},
     }
 
 

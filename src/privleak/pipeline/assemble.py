@@ -253,17 +253,15 @@ def _budget_trainings(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, Ar
     source's model, not a training) and its extra training seeds, each with the people it trained on and an ELS
     arm's per-person cap (the ledger's key and event)."""
     from ..results import Privacy
-    from .checks import seed_arms
     from .training import ledger_people, seed_name
 
     out: dict[str, Trained] = {}
-    seeded = {s.name for s in seed_arms(audit.cfg)}
     for spec in arm_specs:
         a = arms[spec.name]
         if a.privacy is None or a.serves is not None or not a.privacy.sigma > 0:
             continue
-        names = [spec.name] + ([seed_name(spec.name, k) for k in range(1, audit.cfg.recommendation.seeds + 1)]
-                               if spec.name in seeded else [])
+        # The seeds trained: the arms named in recommendation.arms, and the contenders the recommendation asked for.
+        names = [spec.name] + [seed_name(spec.name, k) for k in range(1, audit.cfg.recommendation.seeds + 1)]
         for name in names:
             path = audit.run.path("arms", name, "train.json")
             if name != spec.name and not path.exists():

@@ -11,9 +11,11 @@ The rules, in order:
 * :func:`finite` — on the parsed JSON, before the types: a NaN or ±∞ anywhere (privleak writes undefined
   figures as null, never NaN);
 * :data:`RULES` — on the typed results, each a function returning the first ``(field, problem)`` it finds:
-  every model judged; verdict labels tied to their levels; a recommendation wherever there are arms to choose
-  from, naming an arm that exists, may be recommended and is eligible (:func:`eligible`); ε per person at least
-  ε per record where a person's records hold the record.
+  every model judged; verdict labels tied to their levels; each arm's standing against the stated requirement
+  consistent with its own figures (a formal "meets" needs its ε on the unit within the required one and no DP
+  alarm); a recommendation wherever there are arms to choose from, naming an arm that exists, may be
+  recommended and is eligible (:func:`eligible`), its eligible / contender / tied arms consistent; ε per person
+  at least ε per record where a person's records hold the record.
 
 A new rule is one function appended to :data:`RULES` (the recommendation's rules: :func:`recommendation_rules`).
 """
@@ -122,22 +124,54 @@ def labels(results: AuditResults) -> Problem | None:
     return None
 
 
-def eligible(results: AuditResults, name: str) -> str | None:
-    """Why arm ``name`` cannot be the recommended one (None: it can). Today's rule: only an arm shown NEAR
-    CHANCE is recommended (audit/verdicts.py: ``recommend``).
+def standing(results: AuditResults) -> Problem | None:
+    """Each arm's standing against the stated requirement holds together with its own figures: it names an arm
+    of the audit that may be recommended, and one that "meets" a formal requirement has an accountant ε on the
+    requirement's unit no larger than the required one, a δ within the required one and no DP alarm."""
+    rec = results.recommendation
+    if rec is None:
+        return None
+    req = rec.requirement
+    violated = set(results.alarms.violated) if results.alarms is not None else set()
+    for i, s in enumerate(rec.standings):
+        where = f"recommendation.standings[{i}]"
+        if s.arm not in results.arms:
+            return f"{where}.arm", f"{s.arm!r} is no arm of this audit"
+        if not recommendable(results.arms[s.arm]):
+            return f"{where}.arm", f"{s.arm!r} is a {results.arms[s.arm].kind} arm, which is never recommended"
+        if not (s.meets and req.formal):
+            continue
+        if s.epsilon is None or s.epsilon > req.epsilon * (1 + 1e-9):
+            return f"{where}.meets", (f"{s.arm} meets ε ≤ {req.epsilon:g} per {req.unit} with ε = "
+                                      f"{'none' if s.epsilon is None else format(s.epsilon, 'g')} on that unit")
+        if s.unit != req.unit:
+            return f"{where}.unit", f"per {s.unit}, but the requirement is per {req.unit}"
+        if req.delta is not None and (s.delta is None or s.delta > req.delta * (1 + 1e-9)):
+            return f"{where}.meets", f"{s.arm} meets δ ≤ {req.delta:g} at δ = {s.delta}"
+        if s.arm in violated:
+            return f"{where}.meets", f"{s.arm} meets the requirement, yet the audit's DP alarm names it"
+    return None
 
-    The lead replaces this with issue 44's rule (the stated privacy requirement, met by the accountant's ε for
-    its unit and no DP alarm) when the recommendation changes: this function and :func:`recommendation_rules`
-    are where the recommendation's cross-field rules live."""
-    arm = results.arms[name]
-    if arm.verdict is not None and arm.verdict.level != "chance":
-        return f"its verdict is {arm.verdict.label}, and only an arm shown NEAR CHANCE is recommended"
+
+def eligible(results: AuditResults, name: str) -> str | None:
+    """Why arm ``name`` cannot be the recommended one (None: it can): it must be among the arms that meet the
+    stated requirement (``recommendation.eligible``), by its standing where the file gives one."""
+    rec = results.recommendation
+    if rec is None:
+        return None
+    if name not in rec.eligible:
+        return f"it is not among the arms that meet the requirement ({', '.join(rec.eligible) or 'none'})"
+    own = next((s for s in rec.standings if s.arm == name), None)
+    if own is not None and not own.meets:
+        return f"its standing says it does not meet the requirement ({own.lacks or own.lacking or 'no reason'})"
     return None
 
 
 def recommendation(results: AuditResults) -> Problem | None:
     """An audit with arms to choose from carries a recommendation (``privleak attack``'s one model has none);
-    the arm it names exists, may be recommended and is eligible; the arms it names beside it exist."""
+    the arm it names exists, may be recommended and is eligible; the arms it names beside it exist and are
+    consistent: the eligible arms are those whose standing meets the requirement, the contenders are eligible,
+    the tied and those awaiting seeds are contenders."""
     choices = [n for n, a in results.arms.items() if recommendable(a)]
     rec = results.recommendation
     if rec is None:
@@ -155,16 +189,26 @@ def recommendation(results: AuditResults) -> Problem | None:
         why = eligible(results, rec.arm)
         if why:
             return "recommendation.arm", f"{rec.arm!r} cannot be recommended: {why}"
-    for field, names in (("provisional", [rec.provisional] if rec.provisional else []), ("tied", rec.tied)):
+    meets = {s.arm for s in rec.standings if s.meets}
+    for field, names, within, what in (("eligible", rec.eligible, meets if rec.standings else None,
+                                        "an arm whose standing meets the requirement"),
+                                       ("contenders", rec.contenders, set(rec.eligible), "an eligible arm"),
+                                       ("tied", rec.tied, set(rec.eligible), "an eligible arm"),
+                                       ("needs_seeds", rec.needs_seeds, set(rec.contenders), "a contender")):
         for n in names:
             if n not in results.arms:
                 return f"recommendation.{field}", f"{n!r} is no arm of this audit"
+            if within is not None and n not in within:
+                return f"recommendation.{field}", f"{n!r} is not {what}"
+    if rec.standings and meets - set(rec.eligible):
+        return "recommendation.eligible", (f"{sorted(meets - set(rec.eligible))[0]!r} meets the requirement by its "
+                                           "standing but is not listed as eligible")
     return None
 
 
 def recommendation_rules() -> list[Rule]:
-    """The recommendation's cross-field rules (issue 44 adds its requirement's here)."""
-    return [recommendation]
+    """The recommendation's cross-field rules (issue 44's requirement: :func:`standing`, :func:`eligible`)."""
+    return [standing, recommendation]
 
 
 def _below(person: float, record: float) -> bool:
