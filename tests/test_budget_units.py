@@ -342,3 +342,19 @@ def test_what_is_not_a_ledger_file_is_refused(tmp_path, cache):
     ledger.symlink_to(ledger)
     with pytest.raises(UserError, match="symbolic link loop"):
         _groups([run])
+
+
+def test_an_old_line_in_this_machine_s_ledger_says_how_to_leave_it_out(tmp_path, cache):
+    """A cache-ledger line from before people and accountants were recorded is refused like any other, naming the
+    file and ``--no-cache`` (the run's own ledger still composes without it)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    entry = _record(run, "dp-8", "record", DP, _people(["P1", "P2"], 1))
+    shared = L.cache_ledger(entry.members)
+    old = {k: v for k, v in json.loads(shared.read_text().splitlines()[0]).items() if k not in ("people", "accountant")}
+    with shared.open("a") as fh:
+        fh.write(json.dumps({**old, "key": "an-old-training"}) + "\n")
+    reader = L.LedgerReader()
+    with pytest.raises(UserError, match=r"line 2 is not a ledger entry \(accountant: Field required\).*--no-cache"):
+        L.ledger_entries([run], cache=True, reader=reader)
+    assert [e.arm for e in L.ledger_entries([run], cache=False)] == ["dp-8"]

@@ -374,8 +374,8 @@ class LedgerReader:
 
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    if len(text) >= 3 and "validation error" in text[0]:  # pydantic: "field\n  message"
-        return f"{text[1].strip()}: {text[2].strip()}"
+    if len(text) >= 3 and "validation error" in text[0]:  # pydantic: "field\n  message [type=…, input_value=…]"
+        return f"{text[1].strip()}: {text[2].strip().split(' [type=', 1)[0]}"
     return text[0] if text else type(exc).__name__
 
 
@@ -398,6 +398,10 @@ def ledger_entries(run_dirs: Sequence[str | Path], cache: bool = True,
             found.setdefault(e.key, e)
     if cache:
         for members in sorted({e.members for e in found.values()}):
-            for e in reader.read(cache_ledger(members)):
+            try:
+                cached = reader.read(cache_ledger(members))
+            except UserError as exc:  # this machine's ledger, not one the user named: say how to leave it out
+                raise UserError(f"{exc} (this machine's model-cache ledger: --no-cache leaves it out)") from None
+            for e in cached:
                 found.setdefault(e.key, e)
     return list(found.values())
