@@ -73,18 +73,32 @@ def test_headers_match_their_cells_and_figures_carry_their_units():
 
 
 def test_an_attack_table_promises_chance_and_floor_only_where_its_cells_show_them():
-    from privleak.attacks.membership.client import ClientMembershipResult
+    from privleak.attacks.one_run_canaries import OneRunCanaryResult
     from privleak.report.console import attack_tables
 
     r = _results()
+    for arm in (r.base_model, *r.arms.values()):
+        arm.attacks["one_run_canaries"] = OneRunCanaryResult(m=64, n_included=32, score="loss", auc=0.6,
+                                                             nll_included=4.48, nll_excluded=4.67)
+    [table] = attack_tables(r, "canaries")
+    text = " ".join(_text(table).split())
+    assert "NLL inserted (nats)" in text and "NLL left out (nats)" in text
+    assert "chance" not in str(table.title) and "floor" not in str(table.title)  # no cell shows either
+
+
+def test_the_client_level_attack_says_what_a_client_is():
+    from privleak.attacks.membership.client import ClientMembershipResult
+    from privleak.report.console import attack_tables
+
+    r = _results()  # no federated arm
     client = ClientMembershipResult(auc=0.6, auc_ci95=(0.4, 0.8), score="loss", n_member_clients=20,
                                     n_heldout_clients=20, records_per_client=(1, 4, 36))
     for arm in (r.base_model, *r.arms.values()):
         arm.attacks["client_membership"] = client
-    [*_, table] = attack_tables(r, "membership")
+    table = next(t for t in attack_tables(r, "membership") if "Client-level" in str(t.title))
     text = " ".join(_text(table).split())
-    assert "client MIA: AUC over clients" in text
-    assert "chance" not in str(table.title) and "floor" not in str(table.title)
+    assert "0.600 [0.40–0.80]" in text and "20 / 20" in text
+    assert "A client is a group of records one party holds" in text and "federated or not" in text
 
 
 def test_attack_figures_are_named_for_what_they_hold():
