@@ -510,14 +510,7 @@ class RecommendationConfig(_Strict):
 
     require: Requirement = Requirement()
     seeds: int = Field(2, ge=0, le=8)
-    arms: tuple[str, ...] | None = None
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _whole(cls, v: object) -> object:
-        if isinstance(v, bool):  # YAML's `true` is not a count of seeds
-            raise ValueError("seeds must be a whole number of extra training seeds (0 to 8), not true/false")
-        return v
+    arms: tuple[str, ...] | None = None  # (`seeds: true` is refused by the one rule for numbers: Choices)
 
 
 class ComputeConfig(_Strict):
