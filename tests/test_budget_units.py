@@ -288,6 +288,21 @@ def test_a_raised_sigma_is_refused_though_its_epsilon_lies_between_the_accountan
         _groups([run])
 
 
+@pytest.mark.parametrize("q,s,t", [(0.16230366492146597, 0.6058391076079517, 12), (0.05, 0.9, 200),
+                                   (0.01, 2.0, 1000), (0.3, 0.6, 400)])
+def test_a_prv_line_is_checked_by_pld_within_both_accuracies(q, s, t):
+    """A PRV line is re-derived by PLD (PRV is Opacus's and needs torch; `privleak budget` reads without it):
+    Opacus's own figure for the line lies within the stated tolerance (2·PRV's eps_error + PLD's excess), and
+    the same line with σ raised 7 % lies outside it — across ε from ~1 to ~50."""
+    eps = epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA)
+    derived = L._derived_epsilon("prv", q, s, t, DELTA)
+    tol = L.accountant_tolerance("prv", derived)
+    assert abs(eps - derived) <= tol, (eps, derived, tol)
+    assert tol <= 0.03 + 3e-4 * derived  # never wider than 2 × Opacus's default error plus PLD's grid
+    raised = L._derived_epsilon("prv", q, s * 1.07, t, DELTA)
+    assert abs(eps - raised) > L.accountant_tolerance("prv", raised), (eps, raised)
+
+
 @pytest.mark.parametrize("edit,needle", [
     ({"sigma": 1e-9, "epsilon": 1e308}, "no training the accountants can state an ε for"),
     ({"sigma": 1e-9}, "no training the accountants can state an ε for"),
