@@ -33,7 +33,7 @@ Build = Callable[[Path, Path], None]  # (scratch directory, tiny model directory
 # --------------------------------------------------------------------------- the hostile files
 
 def results_json() -> dict:
-    """The smallest valid results.json (schema 2): one DP arm, no control."""
+    """The smallest valid results.json (schema 2): one DP arm, judged and recommended, no control."""
     return {
         "schema_version": "2", "tool": {"name": "privleak", "version": "0"}, "config": {},
         "data": {"source": "synthetic-clinical", "n_public": 10, "n_members": 10, "n_canary_records": 0,
@@ -43,7 +43,13 @@ def results_json() -> dict:
         "arms": {"dp-8": {"kind": "dp", "utility": {"ppl_members": 10.0, "ppl_non_members": 12.0},
                           "privacy": {"target_epsilon": 8.0, "epsilon": 7.99, "accountant": "prv", "delta": 1e-5,
                                       "sigma": 0.6, "sample_rate": 0.1, "steps": 100, "max_grad_norm": 1.0,
-                                      "epsilon_rdp": 9.0, "epsilon_pld": 7.98, "epsilon_prv": 7.99}}},
+                                      "epsilon_rdp": 9.0, "epsilon_pld": 7.98, "epsilon_prv": 7.99},
+                          "verdict": {"level": "chance", "label": "NEAR CHANCE", "text": "Near chance.",
+                                      "findings": [], "figures": []}}},
+        "recommendation": {"arm": "dp-8", "text": "Recommended arm: dp-8.",
+                           "requirement": {"kind": "formal", "epsilon": 8.0, "unit": "record"},
+                           "standings": [{"arm": "dp-8", "meets": True, "epsilon": 7.99, "delta": 1e-5, "unit": "record"}],
+                           "eligible": ["dp-8"], "contenders": ["dp-8"]},
     }
 
 

@@ -22,6 +22,7 @@ from scipy.stats import binom
 from privleak.accountants import epsilon_pld, epsilon_prv, record_epsilon
 from privleak.core.errors import UserError
 from privleak.data.records import Record
+from privleak.pipeline import budget as B
 from privleak.pipeline import ledger as L
 
 DELTA = 1e-5
@@ -69,7 +70,7 @@ def _record(run, arm: str, unit: str, qst, records: list[Record], clients=None) 
 
 def _groups(run_dirs, release=None):
     reader = L.LedgerReader()
-    return L.budget(L.ledger_entries(run_dirs, cache=False, reader=reader), release=release, reader=reader)
+    return B.budget(L.ledger_entries(run_dirs, cache=False, reader=reader), release=release, reader=reader)
 
 
 @pytest.fixture
@@ -145,30 +146,52 @@ def test_replace_one_bounds_add_remove_for_the_subsampled_gaussian():
                 assert replace >= add_remove * (1 - 1e-3), (q, s, t)
 
 
-def test_the_audit_budget_in_results_composes_per_person():
-    """results.json's budget (this run's arms) carries the per-person figure beside the per-record one."""
-    from types import SimpleNamespace as NS
-
+def _privacy(qst, unit: str) -> "Privacy":
     from privleak.results import Privacy
 
+    q, s, t = qst
+    return Privacy(target_epsilon=8.0, epsilon=epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA),
+                   accountant="prv", delta=DELTA, sigma=s, sample_rate=q, steps=t, max_grad_norm=1.0,
+                   epsilon_rdp=None, epsilon_pld=None, epsilon_prv=None, unit=unit)
+
+
+MEMBERS = "0123456789abcdef01234567"
+
+
+def test_the_audit_budget_in_results_composes_per_person():
+    """results.json's budget (this run's arms) carries the per-person figure beside the per-record one."""
     records = _people([f"P{i}" for i in range(8)], 4)
     people = L.training_people(records)
-
-    def arm(qst, unit):
-        q, s, t = qst
-        return NS(serves=None, privacy=Privacy(
-            target_epsilon=8.0, epsilon=epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA),
-            accountant="prv", delta=DELTA, sigma=s, sample_rate=q, steps=t, max_grad_norm=1.0, epsilon_rdp=None,
-            epsilon_pld=None, epsilon_prv=None, unit=unit))
-
-    arms = {"dp-8": arm(DP, "record"), "dp-user-8": arm(USER, "person")}
-    [b] = L.privacy_budget("m", arms, {"dp-8": people, "dp-user-8": people})
+    trainings = {"dp-8": B.Trained(_privacy(DP, "record"), people), "dp-user-8": B.Trained(_privacy(USER, "person"), people)}
+    [b] = B.privacy_budget(MEMBERS, trainings)
     together = b.releases[-1]
     assert together.what == "all together" and together.arms == ["dp-8", "dp-user-8"]
     assert together.epsilon == pytest.approx(_dpa([("add_remove", *DP, 1), ("replace_one", *USER, 1)], DELTA),
                                              rel=0.01)
     assert together.epsilon_person == pytest.approx(_dpa([("mixture", *DP, 4), ("add_remove", *USER, 1)], DELTA),
                                                     rel=0.01)
+
+
+def test_the_audit_budget_counts_extra_seeds_and_an_els_cap():
+    """Issue 44 "Why" item 7: an extra-seed training (``recommendation.seeds``) spent budget on the same people,
+    so "all together" composes it; an ELS arm kept at most ``person_cap`` records of a person, so its ε per person
+    alone is the mixture of that many records — its own figure — not of every record the person had (the cap
+    was dropped: an ELS dp-user-8 read ε per person far above its 8.00)."""
+    from privleak.accountants import group_epsilon_direct
+
+    records = _people([f"P{i}" for i in range(6)], 8)
+    people = L.training_people(records)
+    trainings = {"dp-user-8": B.Trained(_privacy(DP, "record"), people, person_cap=2),
+                 "dp-user-8/seeds/1": B.Trained(_privacy(DP, "record"), people, person_cap=2)}
+    [b] = B.privacy_budget(MEMBERS, trainings)
+    alone, together = b.releases
+    assert alone.what == "alone" and alone.arms == ["dp-user-8"]  # the seed alone is the arm's figure: not listed
+    capped = group_epsilon_direct(sample_rate=DP[0], noise_multiplier=DP[1], steps=DP[2], delta=DELTA, group_size=2)
+    assert alone.epsilon_person == pytest.approx(capped, rel=0.01) and alone.person_records == 8
+    assert together.what == "all together" and together.arms == ["dp-user-8", "dp-user-8/seeds/1"]
+    assert together.epsilon == pytest.approx(_dpa([("add_remove", *DP, 1)] * 2, DELTA), rel=0.01)
+    assert together.epsilon_person == pytest.approx(_dpa([("mixture", *DP, 2)] * 2, DELTA), rel=0.01)
+    assert together.epsilon_person > alone.epsilon_person
 
 
 # ---------------------------------------------------------------- reading: linear, re-derived, refused
@@ -185,7 +208,8 @@ def _bulk_ledger(run, n: int) -> None:
     for i in range(n):
         q, s, t, eps = params[i % 3]
         e = L.entry_for(h, f"dp-{i % 3}", run, {"tuning": i}, {"sample_rate": q, "sigma": s, "steps": t,
-                                                                "delta": DELTA, "epsilon": eps}, people)
+                                                                "delta": DELTA, "epsilon": eps, "accountant": "prv"},
+                        people)
         lines.append(json.dumps(e.model_dump(mode="json", exclude_none=True)))
     (run / "budget").mkdir(parents=True)
     (run / "budget" / "ledger.jsonl").write_text("\n".join(lines) + "\n")
@@ -205,8 +229,8 @@ def test_a_long_ledger_is_read_in_linear_work(tmp_path, cache, monkeypatch):
         return wrapped
 
     monkeypatch.setattr(L, "loads", spy("parse", L.loads))
-    monkeypatch.setattr(L, "_accountant_range", spy("accountant", L._accountant_range))
-    monkeypatch.setattr(L, "compose_events", spy("compose", L.compose_events))
+    monkeypatch.setattr(L, "_derived_epsilon", spy("accountant", L._derived_epsilon))
+    monkeypatch.setattr(B, "compose_events", spy("compose", B.compose_events))
     monkeypatch.setattr(L.LedgerReader, "people_of", spy("people", L.LedgerReader.people_of))
 
     counts = {}
@@ -238,12 +262,63 @@ def test_an_edited_epsilon_is_refused_naming_the_file(tmp_path, cache):
         assert "\n" not in str(e.value)
 
 
+def test_a_raised_sigma_is_refused_though_its_epsilon_lies_between_the_accountants(tmp_path, cache):
+    """Issue 49 row 1: σ raised 7 % with ε left was accepted (any ε between the PLD and RDP figures passed), and
+    everything trained read 11.02 → 9.50 per record. A line's ε must be its own accountant's figure for its σ,
+    q, steps and δ, within that accountant's stated accuracy."""
+    from privleak.accountants import epsilon_pld, epsilon_rdp
+
+    run = tmp_path / "run"
+    run.mkdir()
+    q, s, t, delta = 0.16230366492146597, 0.6058391076079517, 12, 6.289e-4  # the smoke profile's dp-8
+    records = _people(["P1", "P2"], 1)
+    people = L.training_people(records)
+    eps = epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=delta)
+    L.record_training(run, L.entry_for(L.members_hash(records), "dp-8", run, {}, {
+        "sample_rate": q, "sigma": s, "steps": t, "delta": delta, "epsilon": eps, "accountant": "prv"}, people), people)
+    path = run / "budget" / "ledger.jsonl"
+    obj = json.loads(path.read_text())
+    assert len(_groups([run])[0].trainings) == 1  # as written: accepted
+    raised = s * 1.07
+    lo = epsilon_pld(sample_rate=q, noise_multiplier=raised, steps=t, delta=delta)
+    hi = epsilon_rdp(sample_rate=q, noise_multiplier=raised, steps=t, delta=delta)
+    assert lo * 0.98 <= eps <= hi * 1.02  # the old range check's window: it let this edit through
+    path.write_text(json.dumps({**obj, "sigma": raised}) + "\n")
+    with pytest.raises(UserError, match=r"line 1: dp-8's ε = .* does not follow from its σ .*\(its accountant, PRV, gives"):
+        _groups([run])
+
+
+@pytest.mark.parametrize("q,s,t", [(0.16230366492146597, 0.6058391076079517, 12), (0.05, 0.9, 200),
+                                   (0.01, 2.0, 1000), (0.3, 0.6, 400)])
+def test_a_prv_line_is_checked_by_pld_within_both_accuracies(q, s, t):
+    """A PRV line is re-derived by PLD (PRV is Opacus's and needs torch; `privleak budget` reads without it):
+    Opacus's own figure for the line lies within the stated tolerance (2·PRV's eps_error + PLD's excess), and
+    the same line with σ raised 7 % lies outside it — across ε from ~1 to ~50."""
+    eps = epsilon_prv(sample_rate=q, noise_multiplier=s, steps=t, delta=DELTA)
+    derived = L._derived_epsilon("prv", q, s, t, DELTA)
+    tol = L.accountant_tolerance("prv", derived)
+    assert abs(eps - derived) <= tol, (eps, derived, tol)
+    assert tol <= 0.03 + 3e-4 * derived  # never wider than 2 × Opacus's default error plus PLD's grid
+    raised = L._derived_epsilon("prv", q, s * 1.07, t, DELTA)
+    assert abs(eps - raised) > L.accountant_tolerance("prv", raised), (eps, raised)
+
+
 @pytest.mark.parametrize("edit,needle", [
     ({"sigma": 1e-9, "epsilon": 1e308}, "no training the accountants can state an ε for"),
     ({"sigma": 1e-9}, "no training the accountants can state an ε for"),
     ({"epsilon": math.inf}, "is not a ledger entry"),
     ({"unit": "galaxy"}, "unit"),
     ({"steps": 0}, "steps"),
+    # Issue 49 row 2: strings for numbers, an unknown accountant, a line without people were accepted (the
+    # per-person ε silently "—"); a boolean for a count was read as 1.
+    ({"sigma": "0.9"}, "sigma: Input should be a valid number"),
+    ({"steps": "200"}, "steps: Input should be a valid integer"),
+    ({"steps": True}, "steps: Input should be a valid integer"),
+    ({"accountant": "vibes"}, "accountant: Input should be 'prv', 'pld' or 'rdp'"),
+    ({"accountant": None}, "accountant"),
+    ({"people": None}, "people"),
+    ({"people": "../../../etc/passwd"}, "people: String should match pattern"),
+    ({"members": "../x"}, "members: String should match pattern"),
 ])
 def test_impossible_lines_are_refused_not_crashed_on(tmp_path, cache, edit, needle):
     """Issue 39 row 3 (σ = 1e-9, ε = Infinity: OverflowError) and `unit: galaxy` (accepted silently)."""
@@ -252,9 +327,13 @@ def test_impossible_lines_are_refused_not_crashed_on(tmp_path, cache, edit, need
     _record(run, "dp-8", "record", DP, _people(["P1"], 1))
     path = run / "budget" / "ledger.jsonl"
     obj = json.loads(path.read_text())
-    path.write_text(json.dumps({**obj, **edit}).replace("Infinity", "Infinity") + "\n")
-    with pytest.raises(UserError, match=needle):
+    line = {**obj, **edit}
+    for k in [k for k, v in edit.items() if v is None]:  # None: the field left out
+        line.pop(k)
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(UserError, match=needle) as e:
         _groups([run])
+    assert "ledger.jsonl: line 1" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_what_is_not_a_ledger_file_is_refused(tmp_path, cache):
@@ -278,3 +357,19 @@ def test_what_is_not_a_ledger_file_is_refused(tmp_path, cache):
     ledger.symlink_to(ledger)
     with pytest.raises(UserError, match="symbolic link loop"):
         _groups([run])
+
+
+def test_an_old_line_in_this_machine_s_ledger_says_how_to_leave_it_out(tmp_path, cache):
+    """A cache-ledger line from before people and accountants were recorded is refused like any other, naming the
+    file and ``--no-cache`` (the run's own ledger still composes without it)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    entry = _record(run, "dp-8", "record", DP, _people(["P1", "P2"], 1))
+    shared = L.cache_ledger(entry.members)
+    old = {k: v for k, v in json.loads(shared.read_text().splitlines()[0]).items() if k not in ("people", "accountant")}
+    with shared.open("a") as fh:
+        fh.write(json.dumps({**old, "key": "an-old-training"}) + "\n")
+    reader = L.LedgerReader()
+    with pytest.raises(UserError, match=r"line 2 is not a ledger entry \(accountant: Field required\).*--no-cache"):
+        L.ledger_entries([run], cache=True, reader=reader)
+    assert [e.arm for e in L.ledger_entries([run], cache=False)] == ["dp-8"]

@@ -44,22 +44,25 @@ def test_three_trainings_compose_as_dp_accounting_says():
 
 
 def test_the_ledger_counts_each_training_once_and_composes_per_members(tmp_path, monkeypatch):
-    from privleak.pipeline.ledger import budget, cache_ledger, entry_for, ledger_entries, members_hash, record_training
+    from privleak.pipeline.budget import budget
+    from privleak.pipeline.ledger import (cache_ledger, entry_for, ledger_entries, members_hash, record_training,
+                                          training_people)
 
     monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
     members = [Record("note one"), Record("note two")]
-    h = members_hash(members)
+    h, people = members_hash(members), training_people(members)
     assert h == members_hash(list(reversed(members))) and h != members_hash(members[:1])
     run_a, run_b = tmp_path / "a", tmp_path / "b"
     for run, arms in ((run_a, ["dp-1", "dp-4"]), (run_b, ["dp-8"])):
         run.mkdir()
         for arm in arms:
             q, s, t = TRAININGS[["dp-1", "dp-4", "dp-8"].index(arm)]
-            privacy = {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": _alone(q, s, t)}
-            e = entry_for(h, arm, run, {"arm": arm}, privacy)
-            record_training(run, e)
-            record_training(run, e)  # a redone stage: the same training
-    assert entry_for(h, "baseline", run_a, {}, {}) is None
+            privacy = {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA, "epsilon": _alone(q, s, t),
+                       "accountant": "prv"}
+            e = entry_for(h, arm, run, {"arm": arm}, privacy, people)
+            record_training(run, e, people)
+            record_training(run, e, people)  # a redone stage: the same training
+    assert entry_for(h, "baseline", run_a, {}, {}, people) is None
     assert len(cache_ledger(h).read_text().splitlines()) == 6
     only_a = ledger_entries([run_a], cache=False)
     assert sorted(e.arm for e in only_a) == ["dp-1", "dp-4"]
@@ -81,16 +84,17 @@ def test_budget_command_composes_the_run_directories_ledgers(tmp_path, monkeypat
 
     from privleak.cli import app
     from privleak.core.errors import UserError
-    from privleak.pipeline.ledger import entry_for, members_hash, record_training
+    from privleak.pipeline.ledger import entry_for, members_hash, record_training, training_people
 
     monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path / "cache"))
-    h = members_hash([Record("note one"), Record("note two")])
+    members = [Record("note one"), Record("note two")]
+    h, people = members_hash(members), training_people(members)
     run = tmp_path / "run"
     run.mkdir()
     for arm, (q, s, t) in zip(["dp-1", "dp-4", "dp-8"], TRAININGS):
         record_training(run, entry_for(h, arm, run, {"arm": arm},
                                        {"sample_rate": q, "sigma": s, "steps": t, "delta": DELTA,
-                                        "epsilon": _alone(q, s, t)}))
+                                        "epsilon": _alone(q, s, t), "accountant": "prv"}, people), people)
     res = CliRunner().invoke(app, ["budget", str(run), "--release", "dp-1,dp-8", "--no-cache", "--json"])
     assert res.exit_code == 0, res.output
     [group] = json.loads(res.stdout)

@@ -312,7 +312,7 @@ def test_pii_family_is_deterministic_masked_and_every_figure_has_its_baselines(m
             assert s.value(r.text) not in a
     assert out.results["pii_extraction"].baseline_subtracted
     inference = out.results["pii_inference"].headline()
-    assert [f.label for f in inference] == ["accuracy |C|=2", "accuracy |C|=5"]
+    assert [f.label for f in inference] == [f"accuracy (true value among {k} candidates)" for k in (2, 5)]
     assert inference[-1].chance == pytest.approx(0.2)
     for res in out.results.values():  # every figure stands beside its floor
         assert all(f.floor is not None for f in res.headline())

@@ -34,7 +34,8 @@ def dp_results() -> dict:
         "data": {"source": "synthetic-clinical", "n_public": 300, "n_members": 159, "n_canary_records": 9,
                  "n_non_members": 150, "n_population": 60, "mia_records_per_side": 91, "n_canaries": 2,
                  "canary_chance_exposure": 1.42},
-        "base_model": {"kind": "control", "utility": {"ppl_members": 330.0, "ppl_non_members": 332.72}},
+        "base_model": {"kind": "control", "utility": {"ppl_members": 330.0, "ppl_non_members": 332.72},
+                       "verdict": _verdict("control", "CONTROL")},
         "arms": {
             "baseline": {"kind": "baseline", "utility": {"ppl_members": 60.0, "ppl_non_members": 81.38},
                          "verdict": _verdict("some", "SOME LEAKAGE")},
@@ -45,6 +46,11 @@ def dp_results() -> dict:
                                               epsilon_person=7.997),
                           "verdict": _verdict()},
         },
+        "recommendation": {"arm": "dp-user-8", "text": "Recommended arm: dp-user-8.",
+                           "standings": [{"arm": "dp-user-8", "meets": True, "epsilon": 7.997, "delta": 6.3e-4},
+                                         {"arm": "dp-8", "meets": False, "epsilon": 116.98, "delta": 6.3e-4,
+                                          "lacking": "epsilon"}],
+                           "eligible": ["dp-user-8"], "contenders": ["dp-user-8"]},
     }
 
 
@@ -153,6 +159,7 @@ def unlearning_results() -> dict:
     """retrain (0.778 on the 9 forgotten persons it never saw), unlearn-ga (min-k% like retrain's, RMIA well
     below it: over-forgetting, not significant at the split level) and unlearn-sisa (FORGOTTEN, less utility)."""
     raw = dp_results()
+    raw.pop("recommendation")  # no arm here is one to release: unlearning arms are judged on their forget set
     raw["arms"] = {
         "baseline": raw["arms"]["baseline"],
         "retrain": {"kind": "retrain", "utility": {"ppl_members": 80.0, "ppl_non_members": 85.3},

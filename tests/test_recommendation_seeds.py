@@ -40,8 +40,17 @@ def test_contenders_and_only_they_are_retrained_on_extra_seeds(seeded_run):
         assert results.durations_s[f"train/{arm}/seeds/1"] >= 0
     assert rec.needs_seeds == []
     # A DP retraining spends budget on the same members: it is in the run's ledger.
-    ledger = [json.loads(x)["arm"] for x in (run / "budget" / "ledger.jsonl").read_text().splitlines()]
-    assert sorted(ledger) == sorted(["dp-4", "dp-6"] + [f"{a}/seeds/1" for a in retrained])
+    lines = {e["arm"]: e for e in map(json.loads, (run / "budget" / "ledger.jsonl").read_text().splitlines())}
+    seeds = [f"{a}/seeds/1" for a in sorted(retrained)]
+    assert sorted(lines) == sorted(["dp-4", "dp-6"] + seeds)
+    # Issue 44 "Why" item 7: with its people (the same as the arm's), so `privleak budget` composes it per person,
+    # and in results.json's "all together" beside the arms (it was left out).
+    for a in retrained:
+        assert lines[f"{a}/seeds/1"]["people"] == lines[a]["people"]
+    [budget] = results.budget
+    together = next(r for r in budget.releases if r.what == "all together")
+    assert sorted(together.arms) == sorted(["dp-4", "dp-6"] + seeds) and together.epsilon_person is not None
+    assert [r.arms for r in budget.releases if r.what == "alone"] == [["dp-4"], ["dp-6"]]
 
 
 def test_the_recommendation_says_how_training_noise_entered(seeded_run):

@@ -60,7 +60,7 @@ def test_the_default_is_a_formal_person_level_bound_of_ten():
 def test_a_bad_requirement_is_one_line_naming_the_field():
     with pytest.raises(UserError, match="recommendation.require"):
         build_config({}, {"recommendation": {"require": "epsilon<=-1"}})
-    with pytest.raises(UserError, match="recommendation.seeds.*not true/false"):
+    with pytest.raises(UserError, match="recommendation.seeds.: true is a yes/no value where a number is asked"):
         build_config({"recommendation": {"seeds": True}})
 
 

@@ -84,7 +84,7 @@ def test_every_model_of_a_real_audit_has_utility_in_nats_and_g(audited):
     console = Console(width=200, record=True)
     console.print(utility_table(r))
     text = console.export_text()
-    assert "G" in text and "best" in text and "ppl generic" in text
+    assert "G" in text and "best" in text and "ppl public" in text
 
 
 def test_recommendation_ranks_by_g_and_names_an_arm_that_learned_little(audited):

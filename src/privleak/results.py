@@ -60,7 +60,8 @@ from .config.requirement import Requirement
 from .core.io import finite
 from .core.stats import Comparison
 from .core.typed import (  # noqa: F401  (GgufSource: results.GgufSource)
-    DETAILS, ArmDetails, Delta, Epsilon, GgufSource, Typed, register_details)
+    DETAILS, ArmDetails, Bits, Delta, Epsilon, GgufSource, Nats, Perplexity, Probability, ProbabilityInterval, Seconds,
+    Typed, register_details)
 from .defenses.arm_data import DedupArmReport, ScrubArmReport
 from .defenses.release_report import (  # noqa: F401  (results.ReleasedSummary …)
     DataRelease, LdpTerms, ReleasedQuery, ReleasedSummary)
@@ -100,10 +101,10 @@ class BlindBaseline(Typed):
     own — then membership figures are not evidence of memorisation.
     """
 
-    auc: float
-    auc_ci95: tuple[float, float] | None = None
-    tpr_at_1pct_fpr: float
-    tpr_at_1pct_fpr_ci95: tuple[float, float] | None = None
+    auc: Probability
+    auc_ci95: ProbabilityInterval | None = None
+    tpr_at_1pct_fpr: Probability
+    tpr_at_1pct_fpr_ci95: ProbabilityInterval | None = None
     n_members: int
     n_non_members: int
     folds: int
@@ -136,7 +137,7 @@ class DataSummary(Typed):
     mia_records_per_side: int
     membership_design: MembershipDesign | None = None
     n_canaries: int
-    canary_chance_exposure: float | None
+    canary_chance_exposure: Bits | None
     forget: ForgetSummary | None = None  # audits with unlearning arms
 
 
@@ -212,16 +213,16 @@ class Utility(Typed):
     base model is far off, a ratio of perplexities is dominated by the base.
     """
 
-    ppl_members: float | None
-    ppl_non_members: float | None
-    nll_non_members: float | None = None  # L on the private domain's held-out text
-    nll_public: float | None = None  # L on held-out public (generic) text: does fine-tuning forget?
-    ppl_public: float | None = None
+    ppl_members: Perplexity | None
+    ppl_non_members: Perplexity | None
+    nll_non_members: Nats | None = None  # L on the private domain's held-out text
+    nll_public: Nats | None = None  # L on held-out public (generic) text: does fine-tuning forget?
+    ppl_public: Perplexity | None = None
     gain_recovered: float | None = None  # G; None without a best reference or when it gained nothing
     gain_recovered_ci95: tuple[float, float] | None = None  # paired bootstrap over the held-out texts
     # The same on the held-out tokens outside PII spans: what a model should learn (the institution's
     # language), without the names and numbers a defence is meant to remove (scrubbing replaces them).
-    nll_non_members_outside_pii: float | None = None
+    nll_non_members_outside_pii: Nats | None = None
     gain_recovered_outside_pii: float | None = None
     gain_recovered_outside_pii_ci95: tuple[float, float] | None = None
     #: G of the same recipe retrained on extra training seeds (``recommendation.seeds``; the audited model's G is
@@ -235,8 +236,8 @@ class EmpiricalEpsilonBound(Typed):
     epsilon_lb: Epsilon
     threshold: float | None
     test: str
-    tpr_lo: float
-    fpr_hi: float
+    tpr_lo: Probability
+    fpr_hi: Probability
     k_p_eval: int
     k_q_eval: int
     n_pos_eval: int
@@ -245,8 +246,8 @@ class EmpiricalEpsilonBound(Typed):
     n_neg_select: int
     epsilon_select: float | None
     delta: Delta
-    alpha: float
-    per_bound_alpha: float
+    alpha: Probability
+    per_bound_alpha: Probability
     notes: list[str] = []
 
 
@@ -258,15 +259,15 @@ class RocBand(Typed):
     epsilon: Epsilon
     delta: Delta
     unit_records: int
-    alpha: float
-    p_value: float
+    alpha: Probability
+    p_value: Probability
     n_pos: int
     n_neg: int
     half_widths: tuple[float, float]
     worst_threshold: float | None
     worst_inequality: str
-    worst_fpr: float
-    worst_tpr: float
+    worst_fpr: Probability
+    worst_tpr: Probability
     violated: bool
 
 
@@ -275,7 +276,7 @@ class EmpiricalEpsilon(Typed):
 
     epsilon_lb: Epsilon
     attack: str
-    alpha: float
+    alpha: Probability
     delta: Delta
     procedure: str
     strongest_attack_by_auc: str
@@ -312,12 +313,12 @@ class OneRunEpsilon(Typed):
     m: int = 0
     n_included: int = 0
     score: str = ""
-    alpha: float = 0.05
-    alpha_each: float | None = None
+    alpha: Probability = 0.05
+    alpha_each: Probability | None = None
     delta: Delta = 0.0
     best: OneRunCandidate | None = None
     candidates: list[OneRunCandidate] = []
-    canary_auc: float | None = None  # included vs left-out canaries' scores (a diagnostic; the bound counts guesses)
+    canary_auc: Probability | None = None  # included vs left-out canaries' scores (a diagnostic; the bound counts guesses)
 
 
 class ExposedPerson(Typed):
@@ -332,7 +333,7 @@ class ExposedPerson(Typed):
     name: str | None = None
     records: int
     flagged_by: list[str]
-    percentile: float
+    percentile: Probability
 
 
 class Defences(Typed):
@@ -416,8 +417,8 @@ class AlarmOutcome(Typed):
     arm: str
     route: str
     claim: str
-    p_value: float
-    level: float
+    p_value: Probability
+    level: Probability
     rejected: bool
     alarm: bool
     bound_at_level: float | None = None  # the ε lower bound at the allotted level (routes that give one)
@@ -427,7 +428,7 @@ class Alarms(Typed):
     """"DP guarantee violated", decided once for the whole audit with a stated false-alarm probability:
     ``statement`` says it in one sentence; ``violated``: the arms it names."""
 
-    alpha: float
+    alpha: Probability
     statement: str
     violated: list[str]
     outcomes: list[AlarmOutcome]
@@ -497,7 +498,7 @@ class BudgetRelease(Typed):
 
 
 class PrivacyBudget(Typed):
-    """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.ledger`): each arm alone, and
+    """Which ε a release of this audit's DP arms carries (:mod:`privleak.pipeline.budget`): each arm alone, and
     every one of them together — the composition of their trainings of the same people (``members``: the members'
     content hash) at one common unit, whatever unit each arm's own accountant states: ``epsilon`` per record
     (``unit``), ``epsilon_person`` per person. Other trainings of these people (tuning, earlier runs) are in the
@@ -523,7 +524,7 @@ class AuditResults(Typed):
     statistical_tests: dict[str, Comparison] = {}
     budget: list[PrivacyBudget] = []  # what releasing several DP arms together costs
     warnings: list[str] = []
-    durations_s: dict[str, float | None] = {}
+    durations_s: dict[str, Seconds | None] = {}
     versions: dict[str, str | None] = {}
 
     def models(self) -> list[tuple[str, ArmResult]]:
@@ -569,6 +570,8 @@ def json_schema() -> dict[str, Any]:
             name = ref.rsplit("/", 1)[-1]
             if name in polymorphic and len(node) == 1:
                 return polymorphic[name]
+            if node.get("type") == "integer" and "minimum" not in node:  # every int of a result is a count (Typed)
+                node = {**node, "minimum": 0}
             return {k: patch(v) for k, v in node.items()}
         if isinstance(node, list):
             return [patch(x) for x in node]

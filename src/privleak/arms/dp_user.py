@@ -44,10 +44,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ..attacks.inputs import PUBLIC
 from ..config import resolve_delta
+from ..config.sections import Choices
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.typed import ArmDetails
 from ..data.audit_canaries import KIND as AUDIT_CANARY
@@ -59,7 +60,7 @@ from .registry import ArmSpec, register
 _LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_targets")
 
 
-class DPUserOptions(BaseModel):
+class DPUserOptions(Choices):
     """``arm_options.dp-user``: how the person-level arms sample people."""
 
     model_config = ConfigDict(extra="forbid")
@@ -196,7 +197,9 @@ class DPUser(ArmKind):
         else:
             eps_rdp, eps_pld, eps_prv = None, None, log.epsilon_record
         privacy = {
-            "target_epsilon": uds.target_epsilon, "accountant": log.accountant if uls else uds.accountant,
+            # ELS's ε (per record) is train_dp's, which train_els runs with PRV whatever dp.accountant says: the
+            # ledger re-derives a line's ε by the accountant it names.
+            "target_epsilon": uds.target_epsilon, "accountant": log.accountant if uls else "prv",
             "delta": uds.delta, "sigma": log.sigma, "sample_rate": log.sample_rate, "steps": log.steps,
             "max_grad_norm": uds.max_grad_norm, "epsilon_rdp": eps_rdp, "epsilon_pld": eps_pld,
             "epsilon_prv": eps_prv, "empty_batches": log.empty_batches,

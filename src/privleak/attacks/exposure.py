@@ -29,6 +29,7 @@ from ..core.progress import progress_bar
 from ..core.stats import bootstrap_mean_ci
 from ..data.canaries import Canary, sample_candidates
 from ..core.present import Block, Example, Plot, Table, n, num, t
+from ..core.typed import Bits
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .exposure_stats import exposure_test
 
@@ -41,8 +42,8 @@ class CanaryExposure(BaseModel):
 
     canary_id: str
     repeats: int
-    exposure: float
-    max_exposure: float
+    exposure: Bits
+    max_exposure: Bits
     rank: float
     n_candidates: int
     exposure_extrapolated: float
@@ -55,7 +56,7 @@ class ExposureResult(AttackResult):
     title: ClassVar[str] = "canary exposure"
 
     canaries: list[CanaryExposure]
-    chance_exposure: float
+    chance_exposure: Bits
 
     def by_repeats(self) -> dict[int, float]:
         """Mean exposure per repetition count."""

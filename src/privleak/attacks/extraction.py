@@ -26,7 +26,7 @@ from pydantic import PrivateAttr, computed_field
 from ..core.inputs import Input, provides
 from ..core.present import Block, Cell, Example, Plot, Table, pct, t
 from ..core.stats import rate_excess_within, rate_within
-from ..core.typed import Typed, minus, ratio
+from ..core.typed import Probability, Typed, minus, ratio
 from ..core.verbatim_index import VerbatimIndex
 from ..data.canaries import Canary, derive_seed, make_canaries
 from ..data.records import Record
@@ -234,9 +234,9 @@ class CanaryExtraction(Typed):
 
 class RepeatGroup(Typed):
     n_canaries: int
-    greedy_fraction: float
-    sample_fraction: float | None
-    any_sample_fraction: float
+    greedy_fraction: Probability
+    sample_fraction: Probability | None
+    any_sample_fraction: Probability
 
 
 class CanaryExtractionResult(AttackResult):

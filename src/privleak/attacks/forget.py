@@ -37,7 +37,7 @@ import numpy as np
 
 from ..core.inputs import as_need
 from ..core.present import Block, Cell, Heading, Note, Table, interval, n, t
-from ..core.typed import Typed
+from ..core.typed import Nats, Probability, ProbabilityInterval, Typed
 from ..data.canaries import derive_seed
 from ..data.unlearning import person_of
 from .base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
@@ -54,9 +54,9 @@ if TYPE_CHECKING:
 class ForgetAttack(Typed):
     """One membership attack on the forget set: forgotten persons' records (positive) vs held-out non-members."""
 
-    auc: float
-    auc_ci95: tuple[float, float] | None = None
-    tpr_at_1pct_fpr: float
+    auc: Probability
+    auc_ci95: ProbabilityInterval | None = None
+    tpr_at_1pct_fpr: Probability
     forget_scores: list[float]  # higher = "member"; in the order of ForgetMembershipResult.forget_records
     holdout_scores: list[float]
 
@@ -72,9 +72,9 @@ class ForgetMembershipResult(AttackResult):
     holdout_records: list[int]  # evaluated non-members: positions in the non-member split
     n_forget_persons: int  # forgotten persons (canaries apart)
     attacks: dict[str, ForgetAttack]
-    nll_forget: float | None
-    nll_retain: float | None
-    nll_holdout: float | None
+    nll_forget: Nats | None
+    nll_retain: Nats | None
+    nll_holdout: Nats | None
 
     def strongest(self) -> tuple[str | None, ForgetAttack | None]:
         if not self.attacks:

@@ -35,6 +35,7 @@ import numpy as np
 from ..core.metrics import roc_auc
 from ..data.audit_canaries import AuditCanary
 from ..core.present import Block
+from ..core.typed import Nats, Probability
 from .base import AttackContext, Figure, KeepsScores, PresentContext, Runs
 
 if TYPE_CHECKING:
@@ -105,9 +106,9 @@ class OneRunCanaryResult(KeepsScores):
     m: int
     n_included: int
     score: Literal["loss", "reference"]
-    auc: float  # included vs left-out canaries (a diagnostic; the bound counts guesses)
-    nll_included: float
-    nll_excluded: float
+    auc: Probability  # included vs left-out canaries (a diagnostic; the bound counts guesses)
+    nll_included: Nats
+    nll_excluded: Nats
     canary_scores: list[float] | None = None
     included: list[bool] | None = None
 
@@ -145,7 +146,8 @@ class OneRunCanaryResult(KeepsScores):
 
     def headline(self) -> list[Figure]:
         return [Figure("canary AUC", self.auc, "auc", chance=0.5),
-                Figure("canary NLL in / out", self.nll_included, "number"),
+                Figure("NLL inserted (nats)", self.nll_included, "number"),
+                Figure("NLL left out (nats)", self.nll_excluded, "number"),
                 Figure("canaries", self.m, "count")]
 
 

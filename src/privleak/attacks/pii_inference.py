@@ -72,7 +72,7 @@ class PiiInferenceResult(AttackResult):
         raise KeyError(n)
 
     def headline(self) -> list[Figure]:
-        return [Figure(f"accuracy |C|={s.size}", s.total.accuracy, "rate", k=s.total.member_correct, n=s.total.n_members,
+        return [Figure(f"accuracy (true value among {s.size} candidates)", s.total.accuracy, "rate", k=s.total.member_correct, n=s.total.n_members,
                        floor=s.total.non_member_accuracy, chance=s.total.chance) for s in self.sizes]
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:
@@ -83,7 +83,7 @@ class PiiInferenceResult(AttackResult):
         ctrl = None
         if isinstance(control, PiiInferenceResult):
             ctrl = next((c.total for c in control.sizes if c.size == s.size), None)
-        return s.total.finding(attack, f"member PII values picked out of |C|={s.size} candidates", ctrl, policy)
+        return s.total.finding(attack, f"member PII values picked out of {s.size} candidates", ctrl, policy)
 
 
 def distractors(slot: PiiSlot, pool_values: Sequence[str], n: int, rng: random.Random) -> list[str]:

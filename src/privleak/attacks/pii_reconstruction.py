@@ -69,7 +69,7 @@ class PiiReconstructionResult(AttackResult):
 
     def headline(self) -> list[Figure]:
         t = self.total
-        return [Figure(f"accuracy (|C|={self.settings.get('n_candidates', '?')} samples)", t.accuracy, "rate",
+        return [Figure(f"accuracy (best of {self.settings.get('n_candidates', '?')} sampled values)", t.accuracy, "rate",
                        k=t.member_correct, n=t.n_members, floor=t.non_member_accuracy, chance=t.chance)]
 
     def assess(self, attack: str, control: AttackResult | None, policy: Policy) -> Finding:

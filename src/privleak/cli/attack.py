@@ -10,7 +10,7 @@ import typer
 from ..config import MAX_SEED
 from ..core.limits import MAX_LENGTH
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, notify, out, put, shown
+from .common import check_out_dir, err, named_field, notify, out, put, shown
 
 
 def attack(
@@ -40,6 +40,8 @@ def attack(
 
     from ..models.device import resolve_device, use_policy
 
+    for flag, value in (("--text-field", text_field), ("--group-field", group_field)):
+        named_field(flag, value)
     resolve_device(device)  # a device that is not here: one line, exit 2, before the files are read
     file_data = read_config_file(config) if config else {}
     over: dict[str, Any] = {"one_run": {"canaries": 0}, "device": device}  # audit canaries: only in PrivLeak's models

@@ -122,6 +122,18 @@ def check_out_dir(path: Path, option: str = "--out") -> None:
         raise UserError(f"{option} {p}: cannot write there (permission denied in {parent}); choose a writable directory")
 
 
+_FIELD_EXAMPLES = {"--text-field": "text", "--group-field": "patient_id", "--client-field": "clinic"}
+
+
+def named_field(flag: str, value: str | None) -> str | None:
+    """A flag naming a field of the user's data, refused when empty (``--group-field ''`` ran one unit per text,
+    silently: an empty name matches no field)."""
+    if value is not None and not value.strip():
+        raise UserError(f"{flag} {value!r}: empty; name the field of your data (e.g. {flag} "
+                        f"{_FIELD_EXAMPLES.get(flag, 'name')}), or leave the flag out")
+    return value
+
+
 def put(over: dict[str, Any], path: str, value: Any) -> None:
     """Set a flag's value at a dotted config path (``data.text_field``) in the overrides; a flag not given
     (None) sets nothing, so the file and the profile keep theirs (precedence: defaults < profile < file < flags)."""

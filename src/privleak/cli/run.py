@@ -11,11 +11,11 @@ from ..config import MAX_SEED
 from ..core.errors import UserError
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, notify, out, parse_epsilons, put, shown
+from .common import check_out_dir, err, named_field, notify, out, parse_epsilons, put, shown
 
 
 def run(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML audit config (see README)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML or TOML audit config (every key: docs/guide/config.md)."),
     out_dir: Path = typer.Option(Path("runs/default"), "--out", "-o", help="Run directory (created; reused to resume)."),
     data: Optional[str] = typer.Option(None, "--data", help="Your corpus: JSONL, CSV, text (one record per line) or a saved HF dataset dir. Default: synthetic clinical notes."),
     text_field: Optional[str] = typer.Option(None, "--text-field", help="Field/column holding the text in JSONL/CSV/HF data (default 'text')."),
@@ -40,6 +40,8 @@ def run(
     """Run (or resume) a privacy audit and write results.json."""
     from ..config import build_config, read_config_file
 
+    for flag, value in (("--text-field", text_field), ("--group-field", group_field), ("--client-field", client_field)):
+        named_field(flag, value)
     file_data = read_config_file(config) if config else {}
     over: dict[str, Any] = {}
     for path, value in (("profile", profile), ("device", device), ("seed", seed), ("data.path", data),

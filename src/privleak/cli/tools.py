@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -29,10 +30,10 @@ from .common import (
 def data_generate(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for public/members/non_members/population .jsonl and canaries.json."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed for the people, notes and canaries."),
-    n_public: int = typer.Option(3000, "--n-public", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Public records (other institutions' notes and generic text: what a base model may learn)."),
-    n_members: int = typer.Option(1200, "--n-members", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Member records (the training data), canaries planted in them."),
-    n_non_members: int = typer.Option(1200, "--n-non-members", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Non-member records from the same institution, never trained on."),
-    n_population: int = typer.Option(1200, "--n-population", min=0, max=L.MAX_SYNTHETIC_RECORDS, help="Population records, never trained on (reference and shadow models, exposure candidates)."),
+    n_public: int = typer.Option(3000, "--n-public", min=L.MIN_SYNTHETIC_RECORDS, max=L.MAX_SYNTHETIC_RECORDS, help="Public records (other institutions' notes and generic text: what a base model may learn)."),
+    n_members: int = typer.Option(1200, "--n-members", min=L.MIN_SYNTHETIC_RECORDS, max=L.MAX_SYNTHETIC_RECORDS, help="Member records (the training data), canaries planted in them."),
+    n_non_members: int = typer.Option(1200, "--n-non-members", min=L.MIN_SYNTHETIC_RECORDS, max=L.MAX_SYNTHETIC_RECORDS, help="Non-member records from the same institution, never trained on."),
+    n_population: int = typer.Option(1200, "--n-population", min=L.MIN_SYNTHETIC_RECORDS, max=L.MAX_SYNTHETIC_RECORDS, help="Population records, never trained on (reference and shadow models, exposure candidates)."),
     phi_fraction: float = typer.Option(0.15, "--phi-fraction", min=0.0, max=1.0, help="Fraction of records that are notes about a patient (0-1)."),
 ) -> None:
     """Write the synthetic clinical corpus (with exact PII spans and canaries) as JSONL."""
@@ -163,12 +164,25 @@ def compare(
     if len(run_dirs) < 2:
         raise UserError("compare: give at least two run directories, e.g. privleak compare runs/a runs/b")
     sources = [p / "results.json" if p.is_dir() else p for p in (Path(r).expanduser() for r in run_dirs)]
+    seen: dict[str, Path] = {}
+    for given, source in zip(run_dirs, sources):
+        key = os.path.realpath(source)
+        if key in seen:
+            raise UserError(f"compare: {seen[key]} and {given} are the same run ({key}); compare two different runs")
+        seen[key] = Path(given)
     check_output_file(out_path, sources, option="--out")
     for source in sources:  # malformed or over-limit files: one line before torch loads with the results model
         read_results_json(source)
+    from contextlib import ExitStack
+
+    from ..pipeline.rundir import RunDir
     from ..report.compare import write_compare
 
-    path = write_compare(run_dirs, out_path)
+    # Not while a run writes one of them (as `report`): a folder no run holds gets no lock file.
+    with ExitStack() as stack:
+        for folder in dict.fromkeys(os.path.realpath(source.parent) for source in sources):
+            stack.enter_context(RunDir.locked(folder, create=False))
+        path = write_compare(run_dirs, out_path)
     err.print(f"comparison: {shown(path)}")
 
 
@@ -297,7 +311,8 @@ def budget(
     own accountant states."""
     # Everything here is checked and read without torch (the ledger, its people files and the accountants do
     # not import it), so a refusal is one line in well under a second.
-    from ..pipeline.ledger import LedgerReader, budget as compose, budget_tables, ledger_entries
+    from ..pipeline.budget import budget as compose, budget_tables
+    from ..pipeline.ledger import LedgerReader, ledger_entries
 
     for rd in run_dirs:
         if not Path(rd).expanduser().is_dir():
@@ -310,6 +325,14 @@ def budget(
     if not entries:
         raise UserError("no DP training is recorded in these run directories (budget/ledger.jsonl); "
                         "run an audit with a DP arm first")
+    # A run's results.json is its record too: one that was edited is refused as `report` refuses it (the ledger's
+    # own problems first, without torch; the results model brings it).
+    results = [p for p in (Path(rd).expanduser() / "results.json" for rd in run_dirs) if p.is_file()]
+    if results:
+        from ..report.schema import load_results
+
+        for p in results:
+            load_results(p)
     groups = compose(entries, release=wanted, reader=reader)
     if as_json:
         out.print_json(json.dumps([g.model_dump(mode="json") for g in groups]))

@@ -242,7 +242,7 @@ def _describe(err: ValidationError) -> str:
     loc = ".".join(str(x) for x in e["loc"]) or "config"
     msg = e["msg"].removeprefix("Value error, ")
     if e["type"] == "extra_forbidden":
-        return f"config field '{loc}' is not a known option; check its spelling against the README"
+        return f"config field '{loc}' is not a known option; check its spelling against docs/guide/config.md"
     return f"config field '{loc}': {msg}"
 
 
@@ -252,8 +252,11 @@ def build_config(file_data: dict[str, Any] | None = None, overrides: dict[str, A
     file_data = file_data or {}
     overrides = overrides or {}
     profile = overrides.get("profile") or file_data.get("profile")
+    if isinstance(profile, str):  # a choice, matched without regard to case like every config choice
+        profile = profile.lower()
     if profile is None:
         device = overrides.get("device") or file_data.get("device") or "auto"
+        device = device.lower() if isinstance(device, str) else device
         if device == "cpu" or (device == "auto" and not _gpu_possible()):
             profile = "quick"
         else:

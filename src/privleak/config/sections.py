@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+import typing
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -23,16 +24,65 @@ MAX_SEED = 2**32 - 1
 MAX_WEIGHT_SIGMA = 1e3
 
 
-class _Strict(BaseModel):
+def _literals(annotation: Any) -> frozenset[str]:
+    """The string values of the ``Literal`` types inside an annotation (``Literal["a", "b"] | None`` → a, b)."""
+    if typing.get_origin(annotation) is Literal:
+        return frozenset(a for a in typing.get_args(annotation) if isinstance(a, str))
+    return frozenset().union(*(_literals(a) for a in typing.get_args(annotation)))
+
+
+def _wants_number(annotation: Any) -> bool:
+    """Whether an annotation asks for numbers only — an int or a float, or a list or tuple of them (not a bool)."""
+    if annotation is bool or typing.get_origin(annotation) is Literal:
+        return False
+    if annotation in (int, float):
+        return True
+    args = [a for a in typing.get_args(annotation) if a is not Ellipsis and a is not type(None)]
+    return bool(args) and all(_wants_number(a) for a in args)
+
+
+def _has_bool(value: Any) -> bool:
+    return isinstance(value, bool) or (isinstance(value, (list, tuple)) and any(_has_bool(v) for v in value))
+
+
+class Choices(BaseModel):
+    """One rule for every config enum and number (issue 49 item 5), for the config's sections and the arm kinds'
+    own options alike: a choice is matched without regard to case and kept in lower case (``mode: PSEUDONYM`` is
+    ``pseudonym``, as ``privleak scrub --mode PSEUDONYM`` is), and a boolean is never a number (``seeds: true``
+    was read as 1)."""
+
+    _choices: ClassVar[dict[str, frozenset[str]]] = {}
+    _numbers: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = cls.model_fields.items()
+        cls._choices = {n: v for n, f in fields if (v := _literals(f.annotation))}
+        cls._numbers = frozenset(n for n, f in fields if _wants_number(f.annotation))
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _one_rule(cls, value: Any, info: Any) -> Any:
+        name = info.field_name
+        if name in cls._numbers and _has_bool(value):
+            raise ValueError(f"{str(value).lower()} is a yes/no value where a number is asked; give a number")
+        choices = cls._choices.get(name)
+        if choices and isinstance(value, str) and value not in choices and value.lower() in choices:
+            return value.lower()
+        return value
+
+
+class _Strict(Choices):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SyntheticConfig(_Strict):
-    n_public: int = Field(3000, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
-    n_members: int = Field(1200, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
-    n_non_members: int = Field(1200, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
-    n_population: int = Field(1200, ge=10, le=L.MAX_SYNTHETIC_RECORDS)
-    n_public_heldout: int = Field(300, ge=10, le=L.MAX_SYNTHETIC_RECORDS)  # generic public text never trained on: forgetting is measured on it
+    n_public: int = Field(3000, ge=L.MIN_SYNTHETIC_RECORDS, le=L.MAX_SYNTHETIC_RECORDS)
+    n_members: int = Field(1200, ge=L.MIN_SYNTHETIC_RECORDS, le=L.MAX_SYNTHETIC_RECORDS)
+    n_non_members: int = Field(1200, ge=L.MIN_SYNTHETIC_RECORDS, le=L.MAX_SYNTHETIC_RECORDS)
+    n_population: int = Field(1200, ge=L.MIN_SYNTHETIC_RECORDS, le=L.MAX_SYNTHETIC_RECORDS)
+    n_public_heldout: int = Field(300, ge=L.MIN_SYNTHETIC_RECORDS, le=L.MAX_SYNTHETIC_RECORDS)  # generic public text never trained on: forgetting is measured on it
     phi_fraction: float = Field(0.8, ge=0.0, le=1.0)  # of the private splits: house-style notes (the rest generic text)
     public_phi_fraction: float = Field(0.5, ge=0.0, le=1.0)
     repeat_fraction: float = Field(0.1, ge=0.0, le=1.0)  # patients with several notes (repeated PII)
@@ -59,6 +109,15 @@ class DataConfig(_Strict):
     # synthetic public split. Choosing the DP recipe on it costs no privacy either.
     public: str | None = None
     synthetic: SyntheticConfig = SyntheticConfig()
+
+    @field_validator("text_field", "group_field", "client_field")
+    @classmethod
+    def _field_named(cls, v: str | None, info: Any) -> str | None:
+        if v is not None and not v.strip():
+            what = {"text_field": "the text", "group_field": "each record's person or group",
+                    "client_field": "each record's federated client"}[info.field_name]
+            raise ValueError(f"is empty; name the field of your data that holds {what}, or leave it out")
+        return v
 
     @model_validator(mode="after")
     def _client_field_needs_data(self) -> "DataConfig":
@@ -277,7 +336,22 @@ class ScrubConfig(_Strict):
     """
 
     mode: Literal["mask", "tag", "pseudonym"] = "pseudonym"
-    entities: tuple[str, ...] | None = None  # None: every type the analyser knows
+    entities: tuple[str, ...] | None = None  # None: the default set (docs/guide/scrubbing.md)
+
+    @field_validator("entities")
+    @classmethod
+    def _known_types(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The PII types by PrivLeak's names (Presidio's accepted, any case), checked here at load — not when the
+        scrub arm starts, after the splits and the base model were made."""
+        if v is None:
+            return None
+        from ..core.errors import UserError
+        from ..defenses.pii.labels import parse_labels  # no Presidio, no spaCy
+
+        try:
+            return parse_labels(list(v), {})
+        except UserError as exc:
+            raise ValueError(f"{exc} (docs/guide/scrubbing.md lists them; null = the default set)") from None
 
 
 class DedupConfig(_Strict):
@@ -436,14 +510,7 @@ class RecommendationConfig(_Strict):
 
     require: Requirement = Requirement()
     seeds: int = Field(2, ge=0, le=8)
-    arms: tuple[str, ...] | None = None
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _whole(cls, v: object) -> object:
-        if isinstance(v, bool):  # YAML's `true` is not a count of seeds
-            raise ValueError("seeds must be a whole number of extra training seeds (0 to 8), not true/false")
-        return v
+    arms: tuple[str, ...] | None = None  # (`seeds: true` is refused by the one rule for numbers: Choices)
 
 
 class ComputeConfig(_Strict):

@@ -35,6 +35,9 @@ MIN_EPSILON = 0.01
 #: Records per synthetic split: generation runs at ~20 ms per record on one core (2,393 records in 48 s),
 #: so 10⁶ is ~6 h per split; each generated record holds ~2.6 KB (tracemalloc peak, see BYTES_PER_RECORD).
 MAX_SYNTHETIC_RECORDS = 1_000_000
+#: The fewest records of a synthetic split (config and ``privleak data generate`` alike): fewer leaves the
+#: members nothing but planted canaries.
+MIN_SYNTHETIC_RECORDS = 10
 BYTES_PER_RECORD = 4 * 1024  # the measured 2.6 KB with headroom
 #: Epochs of any training: the quick profile trains 20; 1,000 is days on CPU for the smallest corpus.
 MAX_EPOCHS = 1000

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from scipy import special
 from scipy import stats as st
 
-from .typed import Typed
+from .typed import Probability, ProbabilityInterval, Typed
 
 # ----------------------------------------------------------------------------
 # Binomial proportions
@@ -135,16 +135,16 @@ class Comparison(Typed):
     n1: int
     k2: int
     n2: int
-    p1: float
-    p2: float
-    p1_ci95: tuple[float, float]
-    p2_ci95: tuple[float, float]
+    p1: Probability
+    p2: Probability
+    p1_ci95: ProbabilityInterval
+    p2_ci95: ProbabilityInterval
     diff: float
     diff_ci95: tuple[float, float]
     cohens_h: float
-    fisher_p: float
-    fisher_p_greater: float
-    chi2_p: float
+    fisher_p: Probability
+    fisher_p_greater: Probability
+    chi2_p: Probability
 
     def to_dict(self) -> dict:
         return self.model_dump(mode="json")
@@ -300,8 +300,8 @@ class Equivalence(Typed):
     lower: float | None
     upper: float | None
     margin: float
-    alpha: float
-    p_value: float
+    alpha: Probability
+    p_value: Probability
     equivalent: bool
     one_sided: bool = False
     n: int = 0

@@ -176,10 +176,16 @@ def split_corpus(
     counts = _allocate(len(keys), fr)
     if min(counts) < min_per_split:
         need = _groups_needed(len(keys), fr, min_per_split)
+        texts = len({normalize_text(r.text) for r in records})
+        groups = len({str(r.meta["group"]) for r in records if r.meta.get("group") is not None})
+        # What keeps the records together: their people (a group holds every record of one person), or repeats.
+        why = (f"{groups:,} {'person or group' if groups == 1 else 'people or groups'} holding them"
+               if groups else f"{texts:,} distinct {'text' if texts == 1 else 'texts'}")
         raise UserError(
-            f"the corpus has {len(records)} records and {len(keys)} distinct texts; splitting "
-            f"{'/'.join(f'{f:g}' for f in fr)} with at least {min_per_split} per split needs "
-            f"at least {need} distinct texts; add data or change the fractions"
+            f"the corpus has {len(records):,} records in {len(keys):,} independent "
+            f"{'unit' if len(keys) == 1 else 'units'} ({why}; a person's records, and identical texts, stay in one "
+            f"split); splitting {'/'.join(f'{f:g}' for f in fr)} with at least {min_per_split} per split needs at "
+            f"least {need} units; add records of more people or change the fractions"
         )
 
     random.Random(seed).shuffle(keys)

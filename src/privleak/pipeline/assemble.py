@@ -47,7 +47,8 @@ from .data import BASE_INFO
 from .data_release import RELEASE
 from .defences import DEFENCES
 from .evaluate import BLIND, EVALUATION, UTILITY, UtilityFigures, extra_input, family_input
-from .ledger import members_hash, privacy_budget
+from .budget import Trained, privacy_budget
+from .ledger import members_hash
 from .training import ledger_people, seed_info, seed_name
 
 
@@ -273,15 +274,28 @@ def assembly_order(arm_specs: list[ArmSpec]) -> list[ArmSpec]:
 
 
 
-def _budget_people(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, ArmResult]) -> dict[str, Any]:
-    """Each DP arm's training people (the ledger's key), so the results' budget composes per person too."""
-    out = {}
+def _budget_trainings(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, ArmResult]) -> dict[str, Trained]:
+    """Every DP training of this audit as the results' budget composes it: each DP arm (a served arm is its
+    source's model, not a training) and its extra training seeds, each with the people it trained on and an ELS
+    arm's per-person cap (the ledger's key and event)."""
+    from ..results import Privacy
+
+    out: dict[str, Trained] = {}
     r = audit.inputs
     for spec in arm_specs:
         a = arms[spec.name]
-        if a.privacy is not None and a.serves is None and a.privacy.sigma > 0:
-            out[spec.name] = ledger_people(r.get(TRAINING_RECORDS, spec.name), audit.cfg, r.get(TRAINING, spec.name))[0]
+        if a.privacy is None or a.serves is not None or not a.privacy.sigma > 0:
+            continue
+        records = r.get(TRAINING_RECORDS, spec.name)
+        # The seeds trained: the arms named in recommendation.arms, and the contenders the recommendation asked for.
+        seeds = [seed_name(spec.name, k) for k in range(1, audit.cfg.recommendation.seeds + 1)]
+        for name in [spec.name] + [s for s in seeds if s in r.models]:
+            record = r.get(TRAINING, name)
+            people, cap = ledger_people(records, audit.cfg, record)
+            privacy = a.privacy if name == spec.name else Privacy.model_validate(record["privacy"])
+            out[name] = Trained(privacy=privacy, people=people, person_cap=cap)
     return out
+
 
 def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, source: str | None = None,
              extra: dict[str, dict[str, dict[str, Any]]] | None = None) -> AuditResults:
@@ -322,7 +336,7 @@ def assemble(audit: Audit, arm_specs: list[ArmSpec], *, control: bool = True, so
         forget=_forget_summary(audit))
     release = DataRelease.model_validate(r.get(RELEASE)) if r.available(RELEASE) else None
     blind = _blind(audit, arms, r.get(USER_SPLIT))
-    budget = privacy_budget(members_hash(members), arms, _budget_people(audit, arm_specs, arms))
+    budget = privacy_budget(members_hash(members), _budget_trainings(audit, arm_specs, arms))
     results = AuditResults(
         blind_baseline=blind, tool=ToolInfo(name="privleak", version=__version__),
         config=read_json(run.path("config.json")), data=data, data_release=release, base_model=base, arms=arms,

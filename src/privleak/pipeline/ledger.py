@@ -1,11 +1,11 @@
-"""The privacy-budget ledger: every DP training of the same people, recorded, and what releasing them costs.
+"""The privacy-budget ledger: every DP training of the same people, recorded, and read back checked.
 
 Source document 000: "the privacy budget is a finite resource that is
 consumed with every access to the training data". An audit trains several DP
 arms on one set of members (dp-1, dp-8, dp-user-8, fed-dp-8 …) and a user may
 have trained more while tuning; releasing more than one of their models costs
 the composition of all their trainings, not the largest single ε — whatever
-unit each training's own accountant states.
+unit each training's own accountant states (:mod:`.budget` composes them).
 
 Every DP training an audit finishes is appended to two ledgers:
 
@@ -19,24 +19,14 @@ beside the ledger maps every real person of its training data (a hash of the
 unit stamped from the raw data: ``meta.person_id``, a ``--group-field``
 group, a distinct text — never the id itself) to how many records they had
 in it (and, for DP-FedAvg, in how many clients). Planted canaries are test
-secrets, not people, and are left out. :func:`budget` composes by person, so
-overlapping member sets and record-, person- and client-level trainings of
-the same people compose together (:mod:`privleak.accountants.analysis.units`):
-
-* **ε per record**: every training's record-level event (add/remove for
-  DP-SGD, replace-one for user-level DP-SGD and DP-FedAvg) composed over the
-  trainings that hold the record's person — the worst such person;
-* **ε per person**: every training's event for the whole person
-  (record-level DP-SGD: the mixture of Gaussians of their k records;
-  user-level: add/remove of the person; DP-FedAvg: replace-one of their
-  client) composed — the worst real person.
+secrets, not people, and are left out.
 
 A training is identified by its settings (the same settings on the same
 members give the same model: counted once, however often a stage is redone).
 A line's ε is re-derived from its σ, q and steps when it is read: a line
 whose ε does not follow from them was edited, and is refused naming the file.
 Reading is linear in the lines: each distinct (q, σ, T, δ) is accounted
-once, each people file read once, identical mechanisms composed as one.
+once, each people file read once.
 Appends are one ``write`` of one line, so worker processes may record at once.
 """
 
@@ -49,54 +39,78 @@ import math
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from ..accountants import Composed, UnitEvent, compose_events
+from ..accountants import UnitEvent
 from ..core.cache import cache_root
 from ..core.errors import UserError
 from ..core.io import atomic_open, stable_hash
 from ..core.jsonlimits import loads
-from ..core.present import Cell, Table
 from ..core.typed import Typed
 from ..data.records import Record
 from ..data.splits import is_canary_unit, unit_of
-
-if TYPE_CHECKING:
-    from ..results import ArmResult, PrivacyBudget
 
 RUN_LEDGER = ("budget", "ledger.jsonl")
 PEOPLE_DIR = "people"
 Unit = Literal["record", "person", "client"]
 
-#: A recorded ε is accepted when it lies between the PLD figure (the tightest upper bound here, ~1e-4 above the
-#: exact ε) less this share and the RDP figure (the loosest accountant privleak uses) plus it: every accountant
-#: the arms use (PRV, PLD, RDP) lands inside, an edited figure does not.
-EPSILON_TOLERANCE = 0.02
+#: The accountants a ledger line may name (:data:`privleak.accountants.EPSILON_FUNCTIONS`): the arms account by
+#: PRV or RDP (a person-level ELS arm's record-level ε: PRV); PLD for the lines an older version wrote with it.
+Accountant = Literal["prv", "pld", "rdp"]
 
-#: More distinct people-overlap patterns than this and the per-person composition takes one fictitious person
-#: with the most records of anyone in every training (a sound upper bound, said so) instead of each pattern.
-MAX_PATTERNS = 32
+
+#: The accountant a line's ε is re-derived by: its own, except PRV (Opacus's, which needs torch — and `privleak
+#: budget` reads and refuses without it), whose figure is checked against PLD's within both stated accuracies.
+DERIVED_BY = {"prv": "pld", "pld": "pld", "rdp": "rdp"}
+
+
+def accountant_tolerance(accountant: str, epsilon: float) -> float:
+    """How far a recorded ε may lie from the figure :data:`DERIVED_BY` re-derives for the line's own σ, q, steps
+    and δ: the accountants' stated accuracy. PLD: its grid's excess over the exact ε (≈ 1e-4 relative, ≤ ~2.3e-4:
+    3e-4). PRV: its point estimate is within ``eps_error`` (``min(0.01, max(1e-3, 2e-3·ε))``, additive) of the exact
+    ε and it reports the estimate plus ``eps_error``, so it lies within 2·eps_error of it — plus PLD's own
+    excess. RDP: exact on its fixed orders (rounding only). An edited σ (+7 % moves ε by ~13 %) lies far outside
+    every one of them (0.3 % of ε or less, or 0.02 absolute)."""
+    from ..accountants.analysis.prv import eps_error_for
+
+    pld = 3e-4 * epsilon
+    if accountant == "prv":
+        return 2 * eps_error_for(epsilon) + pld + 1e-12
+    return (pld if accountant == "pld" else 1e-9 * epsilon) + 1e-12
+
+
+#: A people file's digest (:attr:`People.digest`) and a members hash (:func:`members_hash`): lower-case hex, so a
+#: line never names a path outside the ledger's own folders.
+PEOPLE_DIGEST = r"^[0-9a-f]{16}$"
+MEMBERS_HASH = r"^[0-9a-f]{24}$"
 
 
 class LedgerEntry(Typed):
-    """One finished DP training: on which members and people, which arm of which run, its DP-SGD parameters."""
+    """One finished DP training: on which members and people, which arm of which run, its DP-SGD parameters.
 
-    members: str  # members_hash
-    key: str  # the training's identity: its settings on those members
-    arm: str
-    run: str  # the run directory it was written to
+    Strictly typed (a number written as a string, a boolean for a count, an unknown accountant are refused, not
+    coerced) and complete: every field privleak writes is required, ``person_cap`` only where an ELS arm has
+    one. Its ε is checked against its own σ, q, steps, δ and accountant when a ledger is read
+    (:meth:`LedgerReader.check`)."""
+
+    model_config = ConfigDict(strict=True)
+
+    members: str = Field(pattern=MEMBERS_HASH)  # members_hash
+    key: str = Field(min_length=1)  # the training's identity: its settings on those members
+    arm: str = Field(min_length=1)
+    run: str  # the run directory it was written to ("" for an audit's own results.json budget)
     unit: Unit  # the unit of the arm's own accountant ε
     sample_rate: float
     sigma: float
     steps: int
     delta: float
     epsilon: float  # the arm's accountant ε alone, for its own unit
-    accountant: str | None = None
-    people: str | None = None  # digest of the people file; None: recorded before the ledger kept people
+    accountant: Accountant  # the accountant that gave ``epsilon``
+    people: str = Field(pattern=PEOPLE_DIGEST)  # digest of the people file beside the ledger
     person_cap: int | None = None  # user-level ELS: at most this many records of a person were trained on
 
     @field_validator("sample_rate")
@@ -209,16 +223,15 @@ def cache_ledger(members: str) -> Path:
 
 
 def entry_for(members: str, arm: str, run: Path, settings: dict[str, Any], privacy: dict[str, Any],
-              people: People | None = None, person_cap: int | None = None) -> LedgerEntry | None:
-    """The ledger line of an arm's training (None: not a DP training — no σ, or σ = 0)."""
+              people: People, person_cap: int | None = None) -> LedgerEntry | None:
+    """The ledger line of an arm's training on ``people`` (None: not a DP training — no σ, or σ = 0)."""
     if not privacy or not privacy.get("sigma") or not privacy.get("steps"):
         return None
     return LedgerEntry(members=members, key=stable_hash("ledger", members, settings), arm=arm,
                        run=str(Path(run).resolve()), unit=str(privacy.get("unit") or "record"),  # type: ignore[arg-type]
                        sample_rate=float(privacy["sample_rate"]), sigma=float(privacy["sigma"]),
                        steps=int(privacy["steps"]), delta=float(privacy["delta"]), epsilon=float(privacy["epsilon"]),
-                       accountant=privacy.get("accountant"), people=people.digest if people is not None else None,
-                       person_cap=person_cap)
+                       accountant=privacy["accountant"], people=people.digest, person_cap=person_cap)
 
 
 def _append(path: Path, entry: LedgerEntry) -> None:
@@ -240,16 +253,14 @@ def _write_people(ledger: Path, people: People) -> None:
         json.dump(people.to_json(), fh, sort_keys=True)
 
 
-def record_training(run_root: Path, entry: LedgerEntry, people: People | None = None) -> None:
+def record_training(run_root: Path, entry: LedgerEntry, people: People) -> None:
     """Append ``entry`` (and write its people file) to the run's ledger and the cache's (a cache that cannot be
     written is skipped: the run's ledger still holds it)."""
     run_ledger = Path(run_root).joinpath(*RUN_LEDGER)
-    if people is not None:
-        _write_people(run_ledger, people)
+    _write_people(run_ledger, people)
     _append(run_ledger, entry)
     try:
-        if people is not None:
-            _write_people(cache_ledger(entry.members), people)
+        _write_people(cache_ledger(entry.members), people)
         _append(cache_ledger(entry.members), entry)
     except OSError:
         pass
@@ -289,39 +300,45 @@ def _text(path: Path, what: str) -> str:
                         "privleak writes UTF-8 JSON lines — restore the file from a backup or remove it") from None
 
 
-def _accountant_range(q: float, sigma: float, steps: int, delta: float) -> tuple[float, float]:
-    """(PLD ε, RDP ε) at δ of the add/remove subsampled Gaussian: the range an accountant's ε lies in."""
-    from ..accountants import epsilon_pld, epsilon_rdp
+def _derived_epsilon(accountant: str, q: float, sigma: float, steps: int, delta: float) -> float:
+    """The ε :data:`DERIVED_BY` ``accountant`` gives for σ, q, steps and δ (the arm's own figure for its unit, or
+    PLD's for a PRV line). Without torch: PLD and RDP are dp_accounting's."""
+    from ..accountants import EPSILON_FUNCTIONS
 
-    return (epsilon_pld(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta),
-            epsilon_rdp(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta))
+    return EPSILON_FUNCTIONS[DERIVED_BY[accountant]](sample_rate=q, noise_multiplier=sigma, steps=steps, delta=delta)
 
 
 class LedgerReader:
-    """Reads ledgers and people files, each once, and re-derives every line's ε once per distinct (q, σ, T, δ)."""
+    """Reads ledgers and people files, each once, and re-derives every line's ε once per distinct (accountant, q,
+    σ, T, δ)."""
 
     def __init__(self) -> None:
-        self.ranges: dict[tuple[float, float, int, float], tuple[float, float]] = {}
+        self.derivations: dict[tuple[str, float, float, int, float], float] = {}
         self.people: dict[str, People] = {}
         self.people_dirs: dict[str, Path] = {}
 
-    def derived(self, e: LedgerEntry, where: str) -> tuple[float, float]:
-        params = (e.sample_rate, e.sigma, e.steps, e.delta)
-        if params not in self.ranges:
+    def derived(self, e: LedgerEntry, where: str) -> float:
+        params = (e.accountant, e.sample_rate, e.sigma, e.steps, e.delta)
+        if params not in self.derivations:
             try:
-                self.ranges[params] = _accountant_range(*params)
+                self.derivations[params] = _derived_epsilon(*params)
             except UserError as exc:
                 raise UserError(f"{where}: σ = {e.sigma:g}, q = {e.sample_rate:g}, steps = {e.steps}, δ = {e.delta:g} "
                                 f"is no training the accountants can state an ε for ({str(exc).split(';')[0]}); "
                                 "privleak never records one — remove the line") from None
-        return self.ranges[params]
+        return self.derivations[params]
 
     def check(self, e: LedgerEntry, where: str) -> None:
-        lo, hi = self.derived(e, where)
-        if not lo * (1 - EPSILON_TOLERANCE) <= e.epsilon <= hi * (1 + EPSILON_TOLERANCE) + 1e-9:
+        """Refuse a line whose ε is not its own accountant's figure for its σ, q, steps and δ (within the
+        accountants' stated accuracy, :func:`accountant_tolerance`)."""
+        eps = self.derived(e, where)
+        tol = accountant_tolerance(e.accountant, eps)
+        if not abs(e.epsilon - eps) <= tol:
+            by = "" if DERIVED_BY[e.accountant] == e.accountant else f", checked by {DERIVED_BY[e.accountant].upper()}"
             raise UserError(f"{where}: {e.arm}'s ε = {e.epsilon:.6g} does not follow from its σ = {e.sigma:.6g}, "
-                            f"q = {e.sample_rate:.6g}, steps = {e.steps}, δ = {e.delta:.3g} (the accountants give "
-                            f"{lo:.4g} to {hi:.4g}); the line was edited — restore the file or remove the line")
+                            f"q = {e.sample_rate:.6g}, steps = {e.steps}, δ = {e.delta:.3g} (its accountant, "
+                            f"{e.accountant.upper()}, gives {eps:.6g} ± {tol:.2g}{by}); the line was edited — restore "
+                            "the file or remove the line")
 
     def read(self, path: Path) -> list[LedgerEntry]:
         """The entries of one ledger file, each training once (by key: a redone stage is the same training);
@@ -339,7 +356,7 @@ class LedgerReader:
                 raise UserError(f"{where} is not a ledger entry ({_reason(exc)}); remove the line or restore the "
                                 "file") from None
             self.check(e, where)
-            if e.people is not None and e.people not in self.people_dirs:
+            if e.people not in self.people_dirs:
                 self.people_dirs[e.people] = path.parent / PEOPLE_DIR
             out.setdefault(e.key, e)
         return list(out.values())
@@ -366,8 +383,8 @@ class LedgerReader:
 
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    if len(text) >= 3 and "validation error" in text[0]:  # pydantic: "field\n  message"
-        return f"{text[1].strip()}: {text[2].strip()}"
+    if len(text) >= 3 and "validation error" in text[0]:  # pydantic: "field\n  message [type=…, input_value=…]"
+        return f"{text[1].strip()}: {text[2].strip().split(' [type=', 1)[0]}"
     return text[0] if text else type(exc).__name__
 
 
@@ -390,239 +407,10 @@ def ledger_entries(run_dirs: Sequence[str | Path], cache: bool = True,
             found.setdefault(e.key, e)
     if cache:
         for members in sorted({e.members for e in found.values()}):
-            for e in reader.read(cache_ledger(members)):
+            try:
+                cached = reader.read(cache_ledger(members))
+            except UserError as exc:  # this machine's ledger, not one the user named: say how to leave it out
+                raise UserError(f"{exc} (this machine's model-cache ledger: --no-cache leaves it out)") from None
+            for e in cached:
                 found.setdefault(e.key, e)
     return list(found.values())
-
-
-# ---------------------------------------------------------------- composing
-
-class BudgetLine(Typed):
-    """Some trainings released together and the ε it costs, per record and per person (the ledger's common
-    units: every training's event for that unit, composed)."""
-
-    what: str
-    arms: list[str]
-    epsilon: float  # ε per record
-    delta: float
-    epsilon_person: float | None = None  # ε per real person (None: a training that did not record its people)
-    person_records: int | None = None  # the most records that worst person had in one of the trainings
-    method: str = "pld"
-
-
-class BudgetGroup(Typed):
-    """The trainings that share people (directly or through others), and what releasing them costs."""
-
-    members: str  # the members hash of the first training (one of ``member_sets``)
-    member_sets: int = 1
-    people: int | None = None  # distinct real people trained on (None: unknown for old lines)
-    unit: str = "record and person"
-    trainings: list[LedgerEntry]
-    lines: list[BudgetLine]
-    notes: list[str] = []
-
-
-@dataclass
-class _Component:
-    entries: list[LedgerEntry]
-    persons: list[dict[str, int] | None]  # per entry: person key → records (None: unknown)
-    clients: list[dict[str, int] | None]
-    cache: dict[Any, Composed] = field(default_factory=dict)
-
-    def compose(self, events: list[UnitEvent], delta: float) -> Composed:
-        key = (tuple(sorted((e.mechanism, e.steps) for e in events)), delta)
-        if key not in self.cache:
-            self.cache[key] = compose_events(events=events, delta=delta)
-        return self.cache[key]
-
-
-def _record_level(c: _Component, idx: list[int], delta: float) -> Composed:
-    """The worst record: the composition of the record-level events of every training holding its person,
-    maximised over the patterns of trainings people are in (only maximal patterns can be worst)."""
-    old = {i for i in idx if c.persons[i] is None}  # lines from before people were kept: every member
-    seen: dict[str, set[int]] = {}
-    for i in idx:
-        for p in c.persons[i] or {}:
-            seen.setdefault(p, set(old)).add(i)
-    patterns = {frozenset(s) for s in seen.values()} or {frozenset(idx)}
-    maximal = [s for s in patterns if not any(s < t for t in patterns)]
-    results = [c.compose([c.entries[i].record_event for i in sorted(s)], delta) for s in maximal]
-    return max(results, key=lambda r: r.epsilon)
-
-
-def _person_level(c: _Component, idx: list[int], delta: float) -> tuple[Composed | None, int | None, str | None]:
-    """The worst real person: the composition of every training's event for them; (None, None, why) when a
-    training did not record its people."""
-    if any(c.persons[i] is None for i in idx):
-        return None, None, "a training recorded before the ledger kept people (re-run it to count it per person)"
-    sigs: dict[tuple[tuple[int, int, int], ...], None] = {}
-    keys = {p for i in idx for p in c.persons[i]}  # type: ignore[union-attr]
-    for p in keys:
-        sig = tuple((i, c.persons[i][p], (c.clients[i] or {}).get(p, 1))  # type: ignore[index]
-                    for i in idx if p in c.persons[i])  # type: ignore[operator]
-        sigs[sig] = None
-
-    def dominates(a: tuple, b: tuple) -> bool:
-        da = {i: (k, cl) for i, k, cl in a}
-        return all(i in da and da[i][0] >= k and da[i][1] >= cl for i, k, cl in b)
-
-    distinct = list(sigs)
-    maximal = distinct if len(distinct) > 8 * MAX_PATTERNS else \
-        [s for s in distinct if not any(t != s and dominates(t, s) for t in distinct)]
-    note = None
-    if len(maximal) > MAX_PATTERNS:  # one fictitious person with everyone's most records in every training
-        worst: dict[int, tuple[int, int]] = {}
-        for s in maximal:
-            for i, k, cl in s:
-                a, b = worst.get(i, (0, 0))
-                worst[i] = (max(a, k), max(b, cl))
-        maximal = [tuple((i, k, cl) for i, (k, cl) in sorted(worst.items()))]
-        note = (f"people overlap the trainings in {len(distinct)} patterns; ε per person is for one person with the "
-                "most records of anyone in every training (an upper bound)")
-    best: tuple[Composed | None, int | None] = (None, None)
-    for s in maximal:
-        events = [c.entries[i].person_event(k, cl) for i, k, cl in s]
-        if any(ev is None for ev in events):
-            return None, None, "a person's records lie in several clients of a DP-FedAvg training"
-        r = c.compose(events, delta)  # type: ignore[arg-type]
-        if best[0] is None or r.epsilon > best[0].epsilon:
-            best = (r, max(k for _, k, _ in s))
-    return best[0], best[1], note
-
-
-def _components(entries: Sequence[LedgerEntry], reader: LedgerReader | None) -> list[_Component]:
-    """Trainings joined by a shared person (old lines without people: by their members hash)."""
-    persons = [None if e.people is None or reader is None else reader.people_of(e.people) for e in entries]
-    parent = list(range(len(entries)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[str, int] = {}
-    for i, e in enumerate(entries):
-        keys = [f"members:{e.members}"] + list((persons[i].records if persons[i] else {}))
-        for k in keys:
-            j = first.setdefault(k, i)
-            a, b = find(i), find(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(entries)):
-        groups.setdefault(find(i), []).append(i)
-    return [_Component(entries=[entries[i] for i in ix],
-                       persons=[persons[i].records if persons[i] else None for i in ix],
-                       clients=[persons[i].clients if persons[i] else None for i in ix]) for ix in groups.values()]
-
-
-def _line(c: _Component, what: str, idx: list[int], delta: float) -> tuple[BudgetLine, str | None]:
-    rec = _record_level(c, idx, delta)
-    person, k, note = _person_level(c, idx, delta)
-    method = "pld" if rec.method == "pld" and (person is None or person.method == "pld") else \
-        "basic composition (the PLD grid would not fit)"
-    return BudgetLine(what=what, arms=[c.entries[i].arm for i in idx], epsilon=rec.epsilon, delta=delta,
-                      epsilon_person=person.epsilon if person else None, person_records=k, method=method), note
-
-
-def budget(entries: Sequence[LedgerEntry], release: Sequence[str] | None = None,
-           reader: LedgerReader | None = None) -> list[BudgetGroup]:
-    """Per group of trainings sharing people: each training alone, ``release`` (arm names) composed, and every
-    training composed — per record and per person, at the largest δ among them (the δ every arm was held to).
-
-    ``reader`` reads the people files the entries name (the one :func:`ledger_entries` used); without one,
-    entries are grouped by their members hash and ε per person is not stated."""
-    if release:
-        missing = sorted(set(release) - {e.arm for e in entries})
-        if missing:
-            raise UserError(f"--release {','.join(missing)}: no DP training of that name in these ledgers; "
-                            f"name one of {', '.join(sorted({e.arm for e in entries}))}")
-    out = []
-    for c in _components(entries, reader):
-        es = c.entries
-        delta = max(e.delta for e in es)
-        lines, notes = [], []
-        for i, e in enumerate(es):
-            line, note = _line(c, f"{e.arm} alone" + (f" ({Path(e.run).name})" if e.run else ""), [i], e.delta)
-            # Alone, a training's own accountant figure is the bound for the unit it was accounted at (checked
-            # against σ, q and steps when read): the same number the arm's privacy block prints.
-            if e.unit in ("record", "person"):
-                line = line.model_copy(update={"epsilon": e.epsilon} if e.unit == "record" else
-                                       {"epsilon_person": e.epsilon if line.epsilon_person is not None else None})
-            lines.append(line)
-            notes.append(note)
-        if release:
-            chosen = [i for i, e in enumerate(es) if e.arm in set(release)]
-            if chosen:
-                line, note = _line(c, "released together", chosen, delta)
-                lines.append(line)
-                notes.append(note)
-        if len(es) > 1:
-            line, note = _line(c, "everything trained", list(range(len(es))), delta)
-            lines.append(line)
-            notes.append(note)
-        people = None if any(p is None for p in c.persons) else len({k for p in c.persons for k in p or {}})
-        out.append(BudgetGroup(members=es[0].members, member_sets=len({e.members for e in es}), people=people,
-                               trainings=es, lines=lines, notes=sorted({n for n in notes if n})))
-    return out
-
-
-#: How the budget's composed ε is computed (the results say it).
-ACCOUNTANT = ("PLD (dp_accounting; every training's event for one record or one person — add/remove, replace-one or "
-              "the mixture of Gaussians of a person's records — composed on one grid)")
-
-
-def privacy_budget(members: str, arms: dict[str, ArmResult],
-                   people: dict[str, People] | None = None) -> list[PrivacyBudget]:
-    """This audit's DP arms as the ledger composes them (each alone; all together when there are several), per
-    record and per person. Only the run's own trainings (a served arm is its source's model, not a training of its
-    own): ``results.json`` stays a function of the config and seed. ``people``: each DP arm's training people."""
-    from ..results import BudgetRelease, PrivacyBudget
-
-    reader = LedgerReader()
-    entries = []
-    for name, a in arms.items():
-        p = a.privacy
-        if p is None or a.serves is not None or not p.sigma > 0 or not p.steps > 0:
-            continue
-        digest = None
-        if people is not None and name in people:
-            digest = people[name].digest
-            reader.people[digest] = people[name]
-        entries.append(LedgerEntry(members=members, key=name, arm=name, run="", unit=p.unit,
-                                   sample_rate=p.sample_rate, sigma=p.sigma, steps=p.steps, delta=p.delta,
-                                   epsilon=p.epsilon, accountant=p.accountant, people=digest))
-    out = []
-    for g in budget(entries, reader=reader):
-        releases = [BudgetRelease(what="alone" if len(x.arms) == 1 else "all together", arms=x.arms,
-                                  epsilon=x.epsilon, delta=x.delta, epsilon_person=x.epsilon_person,
-                                  person_records=x.person_records) for x in g.lines]
-        out.append(PrivacyBudget(members=members, unit="record", accountant=ACCOUNTANT, releases=releases))
-    return out
-
-
-def _num(x: float | None, spec: str = ".3f") -> str:
-    if x is None:
-        return "—"
-    return "∞" if math.isinf(x) else format(x, spec)
-
-
-def budget_tables(groups: Sequence[BudgetGroup]) -> list[Table]:
-    """``privleak budget``'s tables: per group of trainings sharing people, the trainings and what each release
-    costs per record and per person."""
-    out = []
-    for g in groups:
-        rows: list[list[Cell | str]] = [[e.arm, Path(e.run).name or "—", e.unit, f"{e.sample_rate:.4g}",
-                                         f"{e.sigma:.4g}", str(e.steps), f"{e.delta:.1e}", f"{e.epsilon:.3f}"]
-                                        for e in g.trainings]
-        who = f"{g.people:,} people" if g.people is not None else f"members {g.members[:12]}…"
-        sets = f", {g.member_sets} member sets" if g.member_sets > 1 else ""
-        out.append(Table(["arm", "run", "unit", "q", "σ", "steps", "δ", "ε alone (its unit)"], rows,
-                         console_title=f"DP trainings of the same people ({who}{sets})"))
-        out.append(Table(["release", "arms", "ε per record", "ε per person", "δ"],
-                         [[x.what, ", ".join(x.arms), _num(x.epsilon),
-                           _num(x.epsilon_person) + (f" ({x.person_records} records)" if x.person_records else ""),
-                           f"{x.delta:.1e}"] for x in g.lines],
-                         console_title="The ε a release carries, guaranteed at most (" + ACCOUNTANT + ")"))
-    return out

@@ -24,7 +24,22 @@ from ..core.errors import UserError
 from ..core.io import finite, read_json, stable_hash, staging_dir, write_json
 from . import runlock
 
-__all__ = ["RunDir", "Timer", "finite", "read_json", "stable_hash", "write_json"]
+__all__ = ["SENSITIVE", "RunDir", "Timer", "finite", "read_json", "stable_hash", "write_json"]
+
+#: The run directory's files that hold training text or model generations, raw (globs relative to the run
+#: directory; ``**``: everything below). They are written with mode 0600 (:func:`privleak.core.io.atomic_path`;
+#: a saved model's files in a folder of mode 0700, :func:`~privleak.core.io.staging_dir`) and are never meant to
+#: be shared: what is — ``results.json``, ``report.html``, the attack outputs under
+#: ``arms/*/attacks/``, the console and log lines — holds masked values only. docs/guide/run-directory.md
+#: lists the same files (a test holds the two together, and greps a run for the splits' raw PII outside them).
+SENSITIVE = (
+    "splits/**",  # the members, non-members, population and public texts; the canaries; the forget set
+    "audit_canaries.json",  # the one-run audit's secrets, inserted into the training data
+    "defences/scrub/*.jsonl",  # the scrubbed training text (what the scrubber missed is still in it)
+    "arms/*/model/**",  # a trained model: its weights memorise its training text
+    "arms/*/seeds/*/model/**",  # the same on an extra training seed
+    "arms/*/samples.json",  # the model's unprompted generations, unmasked (the extraction attacks match them)
+)
 
 
 @dataclass

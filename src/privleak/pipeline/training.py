@@ -224,12 +224,16 @@ def train_seed(view: View) -> None:
     info = view.info
     seed = training_seed(view.cfg.seed, info.k)
     settings = with_settings(_settings(view), seed=seed)
-    model, record = fit(view, info.spec, info.name, settings, view[TRAINING_RECORDS], seed=seed)
+    records = view[TRAINING_RECORDS]
+    model, record = fit(view, info.spec, info.name, settings, records, seed=seed)
     _save(view, info.name, model, record)
-    entry = entry_for(members_hash(view[SPLITS]["members"]), info.name, view.resolver.store.root,
-                      settings_key(settings), record.get("privacy") or {})
-    if entry is not None:
-        record_training(view.resolver.store.root, entry)
+    if (record.get("privacy") or {}).get("sigma"):
+        # The same people as the arm's own training, and the same per-person cap: the ledger composes it for them.
+        people, cap = ledger_people(records, view.cfg, record)
+        entry = entry_for(members_hash(view[SPLITS]["members"]), info.name, view.resolver.store.root,
+                          settings_key(settings), record["privacy"], people, cap)
+        if entry is not None:
+            record_training(view.resolver.store.root, entry, people)
 
 
 def derive_arm(view: View) -> None:

@@ -11,7 +11,7 @@ from ..core.present import Cell
 from ..core.present import Table as Block
 from ..results import AuditResults
 from ..core.terminal import escape_control
-from .views import context, family_runs, kinds_present, short, shown
+from .views import context, family_runs, gain_note, kinds_present, short, shown, tour_note, verdict_figures
 
 
 def _user(text: str) -> str:
@@ -81,10 +81,15 @@ def privacy_table(results: AuditResults) -> Table:
 
 def utility_table(results: AuditResults) -> Table:
     """Held-out utility per model — private domain (non-members) and generic public text — and what training cost."""
+    caption = ("private: the held-out notes of the members' institution (non-members); public: generic held-out text "
+               "no arm trained on — its perplexity's change against the base model shows forgetting (+) or transfer "
+               "(−). G: 1 = the best non-private fine-tune's gain over the base model, 0 = none.")
+    if note := gain_note(results):
+        caption += " " + note
     t = Table(title="Utility and compute — L = held-out log-perplexity (nats/token); G = utility gain recovered "
-                    "(L_base − L_arm) / (L_base − L_best)")
+                    "(L_base − L_arm) / (L_base − L_best)", caption=_user(caption))
     outside = any(arm.utility.gain_recovered_outside_pii is not None for _, arm in results.models())
-    cols = ("arm", "L private", "ppl private", "ppl generic", "generic vs base", "G",
+    cols = ("arm", "L private (nats)", "ppl private", "ppl public", "ppl public vs base", "G",
             *(("G outside PII",) if outside else ()), "steps", "tokens", "train s")
     for col in cols:
         t.add_column(col, justify="left" if col == "arm" else "right")
@@ -121,10 +126,7 @@ def attack_tables(results: AuditResults, family: str) -> list[Table]:
             r = m.attacks.get(a)
             if r is not None:
                 cols += [(a, f.label) for f in r.headline() if (a, f.label) not in cols]
-    t = Table(title=f"{FAMILY_TITLES[family]} — result (chance · non-member floor)")
-    t.add_column("arm")
-    for a, label in cols:
-        t.add_column(f"{short(a)}: {label}", justify="right")
+    rows, bases = [], False
     for name, m in results.models():
         if not any(a in m.attacks for a in rest):
             continue
@@ -133,6 +135,14 @@ def attack_tables(results: AuditResults, family: str) -> list[Table]:
             r = m.attacks.get(a)
             f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
             cells.append("—" if f is None else fmt.figure_text(f))
+            bases = bases or (f is not None and bool(fmt.baselines(f)))
+        rows.append((name, cells))
+    # The title promises what the cells hold: "(chance · non-member floor)" only where some cell shows them.
+    t = Table(title=f"{FAMILY_TITLES[family]} — result" + (" (in brackets: chance · non-member floor)" if bases else ""))
+    t.add_column("arm")
+    for a, label in cols:
+        t.add_column(f"{short(a)}: {label}", justify="right")
+    for name, cells in rows:
         t.add_row(_user(name), *cells)
     return [*out, t]
 
@@ -205,9 +215,17 @@ def budget_table(results: AuditResults) -> Table | None:
 
 
 def verdict_lines(results: AuditResults) -> list[str]:
-    out = [f"{name}: {arm.verdict.label}" for name, arm in results.arms.items() if arm.verdict]
+    """One line per arm — its verdict and the figures that decide it (G, ε per record and per person, the
+    strongest attack beside the control's figure) — then the recommendation; a smoke run says first that it is
+    a tour, not evidence."""
+    tour = tour_note(results)
+    out = [tour] if tour else []
+    out += [f"{name}: {arm.verdict.label} — {verdict_figures(name, arm, results)}"
+            for name, arm in results.arms.items() if arm.verdict]
     if results.recommendation is not None:
         out.append(results.recommendation.text)
+    if tour:
+        out.append("(smoke profile: a tour, not evidence)")
     return out
 
 

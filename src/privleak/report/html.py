@@ -33,7 +33,8 @@ from . import plots
 from .back_matter import section_examples, section_repro, section_tests
 from .blocks import Block, Masker, Section, block, figure, note, section, table
 from .schema import load_results
-from .views import context, family_runs, is_control, judged, kinds_present, short, shown, title
+from .views import (context, family_runs, gain_note, is_control, judged, kinds_present, short, shown, title,
+                    tour_note, verdict_figures)
 
 # --------------------------------------------------------------------------- sections
 
@@ -72,7 +73,8 @@ def scorecard(results: AuditResults) -> Block:
                  id="scorecard", caption="Scorecard: one row per arm. G: 1 = the best non-private fine-tune's gain, "
                                          "0 = none (on every held-out token, then on the tokens outside PII "
                                          "spans: what a model should learn); AUC 0.5 = chance; exposure: chance ≈ "
-                                         + num(results.data.canary_chance_exposure, ".2f") + " bits.")
+                                         + num(results.data.canary_chance_exposure, ".2f") + " bits."
+                                         + (f" {g}" if (g := gain_note(results)) else ""))
 
 
 def standings_table(results: AuditResults) -> Block | None:
@@ -101,6 +103,8 @@ def section_summary(results: AuditResults) -> Section:
     if rec is not None and rec.requirement_text:
         # The report's first line: what the user asked for.
         blocks.append({"kind": "p", "cls": "note", "text": rec.requirement_text})
+    if tour := tour_note(results):  # before anything a reader could take as a finding
+        blocks.append({"kind": "recommend", "cls": "none", "text": tour})
     b = results.blind_baseline
     if b is not None and b.shifted:
         # Here, not only under Warnings: every membership figure below must be read with it.
@@ -128,7 +132,11 @@ def section_summary(results: AuditResults) -> Section:
         models = [*models[1:], *models[:1]]  # the arms, then the control
     for name, m in models:
         v = m.verdict
-        blocks.append({"kind": "details", "summary": f"{name}: {v.label}", "level": v.level, "label": v.label,
+        # The figures that decide the verdict beside it, as on the console (G, ε per record and person, the
+        # strongest attack against the control's figure).
+        headline = verdict_figures(name, m, results) if m is not results.base_model else ""
+        blocks.append({"kind": "details", "summary": f"{name}: {v.label}", "headline": headline, "level": v.level,
+                       "label": v.label,
                        "arm": name, "text": v.text,
                        "figures": "; ".join([*v.figures, *v.unsettled[3:], *([v.error_control] if v.error_control else [])])})
     if rec is not None:
@@ -181,7 +189,7 @@ def section_arms(results: AuditResults) -> Section:
     score = _scorecard(results)
     cols = ["arm", "kind", "ε target", "ε accountant, unit, δ", "ε per record", "ε per person",
             "ε one-run (lower bound)", "ε empirical (lower bound)", "σ", "q",
-            "steps", "δ", "L held-out (nats)", "ppl held-out", "ppl generic", "G (utility recovered)", "best MIA attack",
+            "steps", "δ", "L held-out (nats)", "ppl held-out", "ppl public", "G (utility recovered)", "best MIA attack",
             "AUC [95% CI]", "TPR@1%FPR", *score]
     rows = []
     for name, m in results.models():
@@ -525,6 +533,8 @@ def render_report(results: AuditResults, run_dir: str | Path | None = None, show
     title = f"PrivLeak audit — {rd.name if rd is not None else 'run'}"
     meta = [f"{len(results.arms)} arm(s): {', '.join(results.arms)}", f"data: {results.data.source}",
             f"seed {results.config.get('seed', '—')}"]
+    if tour_note(results):
+        meta.insert(0, "smoke profile: a tour, not evidence")
     if results.recommendation is not None and results.recommendation.arm:
         meta.append(f"recommended: {results.recommendation.arm}")
     return template().render(title=title, meta=meta, sections=sections, show_pii=show_pii,

@@ -1,9 +1,12 @@
 """Reading ``results.json`` back: the typed results, or one line naming what is wrong.
 
-Validation is :class:`privleak.results.AuditResults` itself (pydantic, with
-``extra="forbid"`` everywhere), so a truncated or hand-edited file is
-rejected naming the first bad field, and a file of an older schema version
-is refused with one line that says so, before anything else is checked.
+A file of an older schema version is refused with one line that says so,
+before anything else is checked. Then: no NaN or ∞ anywhere; the types —
+:class:`privleak.results.AuditResults` itself (pydantic, ``extra="forbid"``
+everywhere, each figure's range in its type); and the rules across fields
+(:mod:`.validation`). A truncated or hand-edited file is rejected naming the
+first bad field. ``privleak report``, ``compare`` and ``budget`` all read
+results through :func:`load_results`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ def validate_results(data: Any, source: str = "results.json") -> AuditResults:
     """The typed results of ``data`` (a parsed results.json), or a one-line UserError."""
     from .. import arms  # noqa: F401  (the built-in arm kinds, whose blocks results.json holds: only now, torch comes with them)
     from ..results import SCHEMA_VERSION, AuditResults
+    from .validation import check, finite
 
     if not isinstance(data, dict):
         raise UserError(f"{source}: not a privleak results file (the top level is not an object); rerun `privleak run`")
@@ -57,18 +61,33 @@ def validate_results(data: Any, source: str = "results.json") -> AuditResults:
     if version != SCHEMA_VERSION:
         raise UserError(f"{source}: schema version {version!r}, but this privleak reads version {SCHEMA_VERSION}; "
                         "rerun `privleak run` with this version to regenerate it")
-    try:
-        return AuditResults.model_validate(data)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        where = _path(_loc_in_file(tuple(e["loc"]), data))
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unexpected field"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        raise UserError(f"{source}: field {where}: {msg} — not a privleak results file of schema version {SCHEMA_VERSION}; "
-                        "rerun `privleak run` to regenerate it") from None
+    found = finite(data)
+    if found is None:
+        try:
+            results = AuditResults.model_validate(data)
+        except ValidationError as exc:
+            raise _refusal(exc, data, source) from None
+        found = check(results)
+        if found is None:
+            return results
+    where, msg = found
+    raise UserError(f"{source}: field {where}: {msg} — not a privleak results file as privleak writes it; rerun "
+                    "`privleak run` to regenerate it")
+
+
+def _refusal(exc: ValidationError, data: Any, source: str) -> UserError:
+    """One line naming the first field pydantic refused."""
+    from ..results import SCHEMA_VERSION
+
+    e = exc.errors()[0]
+    where = _path(_loc_in_file(tuple(e["loc"]), data))
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        msg = "unexpected field"
+    elif e["type"] == "missing":
+        msg = "required field is missing"
+    return UserError(f"{source}: field {where}: {msg} — not a privleak results file of schema version "
+                     f"{SCHEMA_VERSION}; rerun `privleak run` to regenerate it")
 
 
 def read_results_json(path: str | Path) -> tuple[Path, Any]:

@@ -26,6 +26,7 @@ from ...core.stats import auc_null_se, tost_normal
 from ...core.tails import TailCounts, tail_counts, tail_leak_p, tail_within
 from ...data.splits import unit_of
 from ...core.present import Block, Cell, Plot, Table, interval, n, t
+from ...core.typed import Probability, ProbabilityInterval
 from ..base import AttackContext, AttackResult, Figure, Finding, KeepsScores, Policy, PresentContext, Runs
 from ..inputs import SCORES, SELECTION, SETTINGS, SHADOWS
 from .scores import (
@@ -47,8 +48,8 @@ class Roc(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    fpr: list[float]
-    tpr: list[float]
+    fpr: list[Probability]
+    tpr: list[Probability]
     threshold: list[float | None]
 
 
@@ -61,14 +62,14 @@ class MembershipResult(KeepsScores):
     kind: Literal["membership"] = "membership"
     title: ClassVar[str] = "membership inference"
 
-    auc: float
-    tpr_at_1pct_fpr: float
-    tpr_at_0_1pct_fpr: float
+    auc: Probability
+    tpr_at_1pct_fpr: Probability
+    tpr_at_0_1pct_fpr: Probability
     n_members: int
     n_non_members: int
-    auc_ci95: tuple[float, float] | None = None
-    tpr_at_1pct_fpr_ci95: tuple[float, float] | None = None
-    tpr_at_0_1pct_fpr_ci95: tuple[float, float] | None = None
+    auc_ci95: ProbabilityInterval | None = None
+    tpr_at_1pct_fpr_ci95: ProbabilityInterval | None = None
+    tpr_at_0_1pct_fpr_ci95: ProbabilityInterval | None = None
     roc: Roc
     parameters: dict[str, float | int | bool | str] = {}
     #: The evaluated records' scores (higher = member), kept so the verdict can compare this model with the

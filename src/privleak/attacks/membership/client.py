@@ -31,8 +31,11 @@ from scipy.stats import norm
 
 from ...core.metrics import mia_metrics
 from ...core.stats import auc_null_se, tost_normal
+from ...core.typed import Probability, ProbabilityInterval
 from ...data.clients import client_labels
-from ..base import AttackContext, AttackResult, Figure, Finding, Policy
+from ...core.present import Table, interval
+from ...models.handle import ModelHandle
+from ..base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .scores import loss_scores, reference_scores
 
 if TYPE_CHECKING:
@@ -45,15 +48,32 @@ class ClientMembershipResult(AttackResult):
     kind: Literal["client_membership"] = "client_membership"
     title: ClassVar[str] = "client-level membership"
 
-    auc: float
-    auc_ci95: tuple[float, float] | None = None
+    auc: Probability
+    auc_ci95: ProbabilityInterval | None = None
     score: Literal["reference", "loss"]
     n_member_clients: int
     n_heldout_clients: int
     records_per_client: tuple[int, int, int]  # min, median, max over both sides
 
     def headline(self) -> list[Figure]:
-        return [Figure("client AUC", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
+        return [Figure("AUC over clients", self.auc, "auc", ci=self.auc_ci95, chance=0.5)]
+
+    @classmethod
+    def console(cls, runs: Runs, ctx: PresentContext) -> list[Table]:
+        """Its own table, which says what a client is: the attack runs on every arm, central ones too, and a row
+        for an arm no federation trained reads as a mistake without it."""
+        rows = [[m, f"{r.auc:.3f}" + (f" [{interval(r.auc_ci95, '.2f')}]" if r.auc_ci95 else ""),
+                 f"{r.n_member_clients} / {r.n_heldout_clients}", "{} / {} / {}".format(*r.records_per_client)]
+                for rs in runs.values() for m, r in rs if isinstance(r, ClientMembershipResult)]
+        if not rows:
+            return []
+        return [Table(["arm", "AUC over clients [95% CI]", "clients: members / held out",
+                       "records per client: min / median / max"], rows,  # type: ignore[arg-type]
+                      console_title="Client-level membership inference — was a client's data trained on?",
+                      console_caption="A client is a group of records one party holds (the synthetic corpus's clinics, "
+                                      "or your --client-field); each client's score is the mean of its records'. It "
+                                      "asks of every arm, federated or not: under central training a clinic's records "
+                                      "are in the model just the same. AUC 0.5 = chance.")]
 
     def auc_se(self) -> float:
         """Hanley & McNeil's (1982) standard error of the client AUC from the AUC and the client counts alone:
