@@ -80,19 +80,12 @@ def _models(results: AuditResults) -> Iterator[tuple[str, str, ArmResult]]:
         yield name, f"arms.{name}", arm
 
 
-def _kind(arm: ArmResult) -> Any:
-    from ..arms import KINDS
-
-    return KINDS.get(arm.kind)
-
-
 def recommendable(arm: ArmResult) -> bool:
     """Whether an arm's kind may be recommended for release (an unknown kind, a plug-in's: yes, as the verdicts
     read it); the control and the baseline — the memorisation stress test — may not."""
-    if arm.kind == "control":
-        return False
-    k = _kind(arm)
-    return k is None or k.recommendable
+    from ..arms import judging
+
+    return arm.kind != "control" and judging(arm.kind).recommendable
 
 
 def judged(results: AuditResults) -> Problem | None:
