@@ -14,7 +14,8 @@ Two parts, in one process, so every ratio compares figures taken minutes apart o
 
 For each stage: tokens per second, the FLOPs it performs per token (2 × the multiply-adds of the forward;
 × 3 for full fine-tuning — forward, input gradients, weight gradients; × 2 for LoRA and DP-LoRA, whose
-frozen weights need no weight gradients), the GFLOP/s that makes, and its ratio to the mix rate of its own
+frozen weights need no weight gradients; DP-LoRA with adapters in the top layers only: what it runs, see
+``dp_flops``), the GFLOP/s that makes, and its ratio to the mix rate of its own
 precision and to the best mix rate measured here (the hardware's ceiling). Issue 47's goals read the last
 column: scoring ≥ 0.50, training ≥ 0.35.
 
@@ -74,6 +75,20 @@ def model_gemms(cfg) -> list[tuple[str, int, int, int]]:
             ("lm head", d, cfg.vocab_size, 1)]
 
 
+def dp_flops(cfg, mean_len: float, layers: int | None, epochs: int) -> float:
+    """FLOPs per token per epoch of DP-LoRA with adapters in the top ``layers`` layers (None: all), averaged over
+    ``epochs``: forward and input gradients of the adapted layers and the head every epoch; the frozen layers
+    below, forward only, in the first epoch alone when their outputs are kept (models.frozen_prefix), else
+    forward and input gradients every epoch (nothing below the lowest adapter needs gradients either way)."""
+    n = cfg.num_hidden_layers
+    head = 2 * cfg.hidden_size * cfg.vocab_size
+    block = (forward_flops(cfg, mean_len) - head) / n
+    k = n - (layers or n)
+    top = 2 * ((n - k) * block + head)
+    kept = layers is not None and getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3")
+    return top + k * block * (1 / epochs if kept else 1)
+
+
 def forward_flops(cfg, mean_len: float) -> float:
     """FLOPs of one token's forward pass: 2 × the multiply-adds of its projections and head, plus attention's
     QKᵀ and AV over (on average) half the sequence before it."""
@@ -117,7 +132,7 @@ def policy_for(precision: str):
     return ComputePolicy(device=torch.device("cpu"), precision=precision, train_precision=precision)
 
 
-def dp_settings(prof: dict, n: int, batch: int):
+def dp_settings(prof: dict, n: int, batch: int, epochs: int):
     """The smollm2 profile's DP-LoRA settings as its dp-8+lora arm builds them (arms.dp), on ``n`` records."""
     from privleak.config import build_config
     from privleak.models.dp_train import DPSettings
@@ -126,7 +141,7 @@ def dp_settings(prof: dict, n: int, batch: int):
     d = cfg.dp
     fields = DPSettings.__dataclass_fields__
     extra = {k: getattr(d, k) for k in ("lora_layers",) if hasattr(d, k) and k in fields}
-    return DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=d.max_grad_norm, epochs=1,
+    return DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=d.max_grad_norm, epochs=epochs,
                       expected_batch_size=batch, lr=d.lora_lr, lora_rank=d.lora_rank, lora_alpha=d.lora_alpha,
                       grad_sample_mode=d.clipping, micro_batch_tokens=d.micro_batch_tokens, data_size=n, **extra)
 
@@ -168,10 +183,11 @@ def run_stages(handle, texts: list[str], enc, args, precision: str) -> dict[str,
         work["LoRA"] = sub_tokens
         del model
 
-        settings = dp_settings(args.profile, len(sub), args.batch)
+        settings = dp_settings(args.profile, len(sub), args.batch, args.dp_epochs)
         with timed(times, "DP-LoRA"):
             train_dp(copy.deepcopy(base), sub, settings, pad_id=pad, max_length=handle.max_length, desc="DP-LoRA")
-        work["DP-LoRA"] = sub_tokens  # one epoch: every record once in expectation
+        work["DP-LoRA"] = sub_tokens * args.dp_epochs  # each epoch: every record once in expectation
+        args.dp_layers = getattr(settings, "lora_layers", None)
         print(f"  [{precision}] training done ({settings.grad_sample_mode} clipping); peak RSS so far "
               f"{rss_mb():,.0f} MB", flush=True)
 
@@ -197,6 +213,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=48, help="records scored")
     ap.add_argument("--steps", type=int, default=3, help="training steps of --batch records")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--dp-epochs", type=int, default=3, help="DP-LoRA epochs over the --steps batches")
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--max-length", type=int, default=None, help="default: the smollm2 profile's")
@@ -261,7 +278,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for p, stages in results.items():
         for stage, (t, n) in stages.items():
-            gf = n * fwd * PASSES[stage] / getattr(t, args.basis) / 1e9
+            per = (dp_flops(cfg, mean_len, args.dp_layers, args.dp_epochs) if stage == "DP-LoRA"
+                   else fwd * PASSES[stage])
+            gf = n * per / getattr(t, args.basis) / 1e9
             print(f"| {stage} | {p} | {n / t.wall:,.0f} | {n / t.cpu:,.0f} | {gf:,.1f} | "
                   f"{gf / rates[p]['model mix']:.2f} | {gf / ceiling:.2f} |")
     print(f"\npeak RSS {rss_mb():,.0f} MB")
