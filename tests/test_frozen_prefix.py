@@ -159,3 +159,60 @@ def test_kept_states_are_shared_by_trainings_of_one_base_and_not_by_another(coun
     a, b, c = counting
     assert a.store is b.store and a.store is not c.store
     assert a.misses == 8 and b.misses == 0 and b.hits == 8 and c.misses == 8
+
+
+def test_top_layer_fine_tuning_is_the_same_with_the_frozen_prefix(monkeypatch, counting):
+    # train.layers: every weight of the top layer trains (not adapters), the rest frozen, the head tied.
+    from privleak.models.frozen_prefix import train_top_layers
+
+    data, s = _data(), TrainSettings(epochs=2, batch_size=6, lr=1e-3)
+    runs = []
+    for on in (True, False):
+        if not on:
+            _off(monkeypatch)
+        m = _llama()
+        n = train_top_layers(m, 1)
+        assert n == sum(p.numel() for p in m.model.layers[2].parameters()) + m.model.norm.weight.numel()
+        train(m, data, s, pad_id=0)
+        runs.append(m)
+    assert counting[0].hits > 0 and counting[0].k == 2
+    _close(*runs)
+    frozen = _llama()
+    torch.testing.assert_close(runs[0].model.layers[0].mlp.up_proj.weight, frozen.model.layers[0].mlp.up_proj.weight)
+    torch.testing.assert_close(runs[0].lm_head.weight, frozen.lm_head.weight)  # the tied head did not move
+    assert not torch.allclose(runs[0].model.layers[2].mlp.up_proj.weight, frozen.model.layers[2].mlp.up_proj.weight)
+
+
+def test_top_layers_only_gives_every_weight_back_even_on_error():
+    from privleak.models.frozen_prefix import top_layers_only
+
+    m = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=D, n_layer=3, n_head=4, n_positions=64))
+    with top_layers_only(m, 2):
+        trainable = {n for n, p in m.named_parameters() if p.requires_grad}
+        assert trainable and all(n.startswith(("transformer.h.1.", "transformer.h.2.", "transformer.ln_f."))
+                                 for n in trainable)
+    with pytest.raises(RuntimeError), top_layers_only(m, 1):
+        raise RuntimeError
+    assert all(p.requires_grad for p in m.parameters())
+
+
+def test_train_layers_is_in_the_baseline_recipe_key_only_when_set():
+    from conftest import SMALL
+
+    from privleak.arms import get, parse_arm
+    from privleak.config import build_config
+
+    plain, top = build_config({**SMALL, "arms": ["baseline"]}), \
+        build_config({**SMALL, "arms": ["baseline"], "train": {**SMALL.get("train", {}), "layers": 2}})
+    for arm in ("baseline", "best", "scrub", "retrain", "unlearn-sisa"):
+        kind, spec = get(parse_arm(arm).kind), parse_arm(arm)
+        assert "layers" not in kind.settings(plain, spec, 100).key(), arm  # every run without it keeps its key
+        assert kind.settings(top, spec, 100).key()["layers"] == 2, arm
+
+
+def test_train_layers_beyond_the_model_is_one_line():
+    from privleak.core.errors import UserError
+    from privleak.models.frozen_prefix import train_top_layers
+
+    with pytest.raises(UserError, match="3 decoder layers"):
+        train_top_layers(_llama(), 5)

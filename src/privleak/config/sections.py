@@ -124,6 +124,10 @@ class TrainConfig(_Strict):
     batch_size: int = Field(16, ge=1, le=L.MAX_BATCH)
     lr: float = Field(3e-3, gt=0, le=L.MAX_LR)
     weight_decay: float = Field(0.0, ge=0, le=L.MAX_LR)
+    # The top N decoder layers only (None: every weight), for the arms on this recipe or best's (baseline,
+    # best, the data defences, retrain, unlearn-sisa, dpw): embeddings, head and the layers below frozen and run once per record
+    # (models.frozen_prefix) — the smollm2 profile's way to fine-tune a 135 M model on a CPU.
+    layers: int | None = Field(None, ge=1, le=L.MAX_LAYERS)
 
 
 class DPConfig(_Strict):

@@ -155,6 +155,61 @@ class FrozenPrefix:
                                 use_cache=False).last_hidden_state
 
 
+def decoder_layers(model: nn.Module) -> nn.ModuleList | None:
+    """The decoder's block list of a causal LM (``layers`` for Llama-style decoders, ``h`` for GPT-2), or None."""
+    from .batching import decoder_and_head
+
+    split = decoder_and_head(model)
+    decoder = split[0] if split is not None else None
+    for name in ("layers", "h"):
+        blocks = getattr(decoder, name, None)
+        if isinstance(blocks, nn.ModuleList):
+            return blocks
+    return None
+
+
+def train_top_layers(model: nn.Module, layers: int) -> int:
+    """Freeze everything but the top ``layers`` decoder blocks and the final norm (embeddings and the head
+    included, so a tied head stays the input embedding); returns the weights left trainable.
+
+    The ``train.layers`` setting: fine-tuning of the top of a pretrained model, whose frozen bottom the
+    trainer then runs once per record (:func:`frozen_prefix`). More layers than the model has is one line.
+    """
+    from ..core.errors import UserError
+    from .batching import decoder_and_head
+
+    blocks = decoder_layers(model)
+    if blocks is None:
+        raise UserError(f"train.layers: no decoder block list found in this {type(model).__name__}; unset "
+                        "train.layers (every weight trains)")
+    if not 1 <= layers <= len(blocks):
+        raise UserError(f"train.layers {layers}: the model has {len(blocks)} decoder layers; use 1 to "
+                        f"{len(blocks)}, or unset it")
+    keep = {id(p) for block in list(blocks)[len(blocks) - layers:] for p in block.parameters()}
+    decoder = decoder_and_head(model)[0]
+    norm = next((m for m in (getattr(decoder, "norm", None), getattr(decoder, "ln_f", None)) if m is not None), None)
+    if norm is not None:
+        keep |= {id(p) for p in norm.parameters()}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in keep)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@contextlib.contextmanager
+def top_layers_only(model: nn.Module, layers: int | None) -> Iterator[None]:
+    """Within the block only the top ``layers`` train (:func:`train_top_layers`; None: nothing changes); after
+    it every weight is trainable again, as in a freshly loaded model, whatever happened inside."""
+    if not layers:
+        yield
+        return
+    train_top_layers(model, layers)
+    try:
+        yield
+    finally:
+        for p in model.parameters():
+            p.requires_grad_(True)
+
+
 _ACTIVE: dict[int, FrozenPrefix] = {}
 
 
