@@ -131,14 +131,14 @@ PROFILES: dict[str, dict[str, Any]] = {
     #   (LoRA on every layer);
     # * baseline: 3 epochs at 1e-4 (the memorisation stress test); best: the same recipe early-stopped on 16
     #   population records (no public split to rehearse with a pretrained base); scrub trains like best;
-    # * dp-8+lora and dp-user-10+lora (ε ≤ 10 per person, the default requirement): pretrained_dp_recipe;
+    # * arms baseline, best, dp-8+lora, scrub, guard and dp-user-ε+lora at the requirement's per-person ε
+    #   (default_arms: dp-user-10+lora under the default requirement), both DP arms on pretrained_dp_recipe;
     # * attack sizes as before (PiiSizes.small, 50 samples, 40 prefix records, 100 exposure candidates —
     #   exposure up to log2 100 = 6.6 bits —, 100 one-run canaries); no shadows.
     "smollm2": {
         "model": {"base": "smollm2", "max_length": 64},
         "data": {"synthetic": {"n_public": 10, "n_members": 300, "n_non_members": 300, "n_population": 64,
                                "n_public_heldout": 10}},
-        "arms": ["baseline", "best", "dp-8+lora", "dp-user-10+lora", "scrub", "guard"],
         "canaries": {"repeats": [1, 4, 16], "per_repeat": 1, "candidates": 100},
         "one_run": {"canaries": 100},
         "train": {"epochs": 3.0, "batch_size": 8, "lr": 1e-4, "layers": 8},
@@ -174,7 +174,8 @@ def default_arms(profile: str, epsilons: tuple[float, ...], sigmas: tuple[float,
     if top:
         names.append(f"{top}+scrub")
     if profile == "smollm2":  # a real pretrained model on a CPU: what the module's PROFILES comment says
-        return ["baseline", "best", *[f"dp-{e:g}+lora" for e in epsilons], "scrub", "guard"]
+        return ["baseline", "best", *[f"dp-{e:g}+lora" for e in epsilons], *[f"{u}+lora" for u in user], "scrub",
+                "guard"]
     if profile in ("full", "gpu"):
         names.append("dedup")
         if top:
