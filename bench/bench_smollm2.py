@@ -8,9 +8,10 @@ Two parts, in one process, so every ratio compares figures taken minutes apart o
    (total FLOPs ÷ total time). The mix rate is the ceiling of a forward pass in that precision.
 2. **The product**, through its own entry points, fp32 and (where the CPU multiplies bf16 in hardware, or
    ``--force-bf16``) bf16 under the compute policy: the scoring pass (``score_texts``, with and without the
-   vocabulary moments), full fine-tuning (``train``), LoRA, DP-LoRA (``train_dp`` with the ``smollm2``
-   profile's DP settings) and generation (sampled, as the sample pools draw; greedy from member prefixes, as
-   prefix extraction does).
+   vocabulary moments), full fine-tuning (``train``), fine-tuning of the top 8 layers (``train.layers``, the
+   profile's non-DP arms, over ``--dp-epochs`` epochs: the frozen prefix saves from the second on), LoRA, DP-LoRA
+   (``train_dp`` with the ``smollm2`` profile's DP settings) and generation (sampled, as the sample pools draw;
+   greedy from member prefixes, as prefix extraction does).
 
 For each stage: tokens per second, the FLOPs it performs per token (2 × the multiply-adds of the forward;
 × 3 for full fine-tuning — forward, input gradients, weight gradients; × 2 for LoRA and DP-LoRA, whose
@@ -87,6 +88,16 @@ def dp_flops(cfg, mean_len: float, layers: int | None, epochs: int) -> float:
     top = 2 * ((n - k) * block + head)
     kept = layers is not None and getattr(cfg, "model_type", "") in ("llama", "mistral", "qwen2", "qwen3")
     return top + k * block * (1 / epochs if kept else 1)
+
+
+def top_ft_flops(cfg, mean_len: float, layers: int, epochs: int) -> float:
+    """FLOPs per token per epoch of fine-tuning the top ``layers`` layers' own weights (``train.layers``), averaged
+    over ``epochs``: forward, input and weight gradients of those layers; forward and input gradient of the frozen
+    (tied) head; the frozen layers below forward only, in the first epoch alone (models.frozen_prefix)."""
+    n = cfg.num_hidden_layers
+    head = 2 * cfg.hidden_size * cfg.vocab_size
+    block = (forward_flops(cfg, mean_len) - head) / n
+    return 3 * layers * block + 2 * head + (n - layers) * block / epochs
 
 
 def forward_flops(cfg, mean_len: float) -> float:
@@ -177,6 +188,18 @@ def run_stages(handle, texts: list[str], enc, args, precision: str) -> dict[str,
         work["full fine-tuning"] = sub_tokens
         del model
 
+        try:  # train.layers (issue 47): absent from older code, whose table then has no such row
+            from privleak.models.frozen_prefix import top_layers_only
+        except ImportError:
+            top_layers_only = None
+        if top_layers_only is not None:
+            model = copy.deepcopy(base)
+            with timed(times, TOP_FT), top_layers_only(model, TOP_LAYERS):
+                train(model, sub, TrainSettings(epochs=args.dp_epochs, batch_size=args.batch, lr=1e-4), pad_id=pad,
+                      desc="top-layer FT")
+            work[TOP_FT] = sub_tokens * args.dp_epochs
+            del model
+
         model = add_lora(copy.deepcopy(base), 8, 16.0)
         with timed(times, "LoRA"):
             train(model, sub, TrainSettings(epochs=1, batch_size=args.batch, lr=1e-3), pad_id=pad, desc="LoRA")
@@ -202,6 +225,10 @@ def run_stages(handle, texts: list[str], enc, args, precision: str) -> dict[str,
         work["generation (greedy, prompted)"] = len(prompts) * n_new
     return {k: (times[k], work[k]) for k in times}
 
+
+#: The smollm2 profile's train.layers, and its stage's name: over --dp-epochs epochs, as the profile trains.
+TOP_LAYERS = 8
+TOP_FT = f"fine-tuning, top {TOP_LAYERS} layers"
 
 #: FLOPs per token of each stage, in forward passes (module docstring).
 PASSES = {"score (moments)": 1, "score (log p only)": 1, "full fine-tuning": 3, "LoRA": 2, "DP-LoRA": 2,
@@ -279,6 +306,7 @@ def main() -> None:
     for p, stages in results.items():
         for stage, (t, n) in stages.items():
             per = (dp_flops(cfg, mean_len, args.dp_layers, args.dp_epochs) if stage == "DP-LoRA"
+                   else top_ft_flops(cfg, mean_len, TOP_LAYERS, args.dp_epochs) if stage == TOP_FT
                    else fwd * PASSES[stage])
             gf = n * per / getattr(t, args.basis) / 1e9
             print(f"| {stage} | {p} | {n / t.wall:,.0f} | {n / t.cpu:,.0f} | {gf:,.1f} | "
