@@ -268,6 +268,7 @@ def test_oom_in_a_dp_step_is_one_line_naming_the_setting():
         raise torch.OutOfMemoryError("CUDA out of memory")
 
     model.forward = forward
+    model.transformer.forward = forward  # DP's loss runs the body and the head apart too (sequence_nll)
     with pytest.raises(DeviceOutOfMemory, match=r"dp\.micro_batch_tokens \(now 512\)"):
         train_dp(model, Encoded(SEQS * 4), settings, pad_id=0, max_length=16)
     assert calls and real_forward is not None

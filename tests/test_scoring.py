@@ -56,11 +56,12 @@ def test_cache_round_trip_has_no_pickle(tiny_handle, tmp_path):
 
 
 def test_gpt2_head_chunks_equal_the_full_logits_path(tiny_handle):
-    # The GPT-2 path runs the LM head on real positions only, a few rows at a
-    # time; any other causal LM goes through the model's full logits.
+    # The flat path runs the LM head on real positions only, a few rows at a
+    # time; a causal LM without a plain head goes through the model's full logits.
     import torch
 
-    from privleak.attacks.scoring import _generic_token_stats, _gpt2_token_stats
+    from privleak.attacks.scoring import _flat_token_stats as _gpt2_token_stats
+    from privleak.attacks.scoring import _generic_token_stats
     from privleak.models.batching import encode, pad_batch
 
     ids, mask = pad_batch(encode(tiny_handle.tokenizer, TEXTS, tiny_handle.max_length).ids, tiny_handle.pad_id)

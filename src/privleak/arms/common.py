@@ -30,6 +30,8 @@ def batches_per_epoch(n: int, batch_size: int) -> int:
 class PlainSettings(KindSettings):
     """Plain fine-tuning (``baseline`` and the kinds that share its recipe): ``train``'s settings."""
 
+    omitted = frozenset({"layers"})
+
     kind: str = "baseline"
     epochs: float
     batch_size: int
@@ -37,6 +39,7 @@ class PlainSettings(KindSettings):
     weight_decay: float
     seed: int
     data_defences: dict[str, Any]
+    layers: int | None = None  # train.layers: the top N decoder layers only (None: every weight)
 
 
 def plain_settings(cfg: AuditConfig, spec: ArmSpec, kind: str, **more: Any) -> dict[str, Any]:
@@ -49,7 +52,9 @@ def fit_plain(model: Any, s: Any, ctx: FitContext,
               validate: Callable[[Any], float] | None = None) -> tuple[Any, dict[str, Any]]:
     """Plain fine-tuning (AdamW, :func:`privleak.models.train.train`) with ``s``'s epochs, batch size, learning
     rate and weight decay (typed settings, or a plug-in's dict); early-stopped on ``validate`` when the settings
-    ask for it (``validate_every_epochs``, ``patience``)."""
+    ask for it (``validate_every_epochs``, ``patience``); only the top ``layers`` decoder layers when the
+    settings name them (``train.layers``: :func:`privleak.models.frozen_prefix.top_layers_only`)."""
+    from ..models.frozen_prefix import top_layers_only
     from ..models.train import EarlyStopping, TrainSettings, train
 
     s = _typed(s)
@@ -60,9 +65,10 @@ def fit_plain(model: Any, s: Any, ctx: FitContext,
         if validate is None:
             raise ValueError("early stopping needs a validation function")
         stopping = EarlyStopping(validate=validate, every=max(1, round(every * per_epoch)), patience=s.patience)
-    tlog = train(model, ctx.data, TrainSettings(epochs=s.epochs, batch_size=s.batch_size, lr=s.lr,
-                                                weight_decay=s.weight_decay, seed=ctx.seed), ctx.pad,
-                 desc=f"train {ctx.label}", early_stopping=stopping)
+    with top_layers_only(model, getattr(s, "layers", None)):
+        tlog = train(model, ctx.data, TrainSettings(epochs=s.epochs, batch_size=s.batch_size, lr=s.lr,
+                                                    weight_decay=s.weight_decay, seed=ctx.seed), ctx.pad,
+                     desc=f"train {ctx.label}", early_stopping=stopping)
     record = {"kind": s.kind, "steps": tlog.steps, "epoch_losses": tlog.losses, "privacy": None,
               "epochs_run": tlog.steps / per_epoch}
     if stopping is not None:

@@ -22,7 +22,7 @@ from .common import data_settings, person_privacy
 from .inputs import ENCODE
 from .registry import ArmSpec, register
 
-_LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora", "lora_base"}
+_LORA_FIELDS = {"lora_rank", "lora_alpha", "lora_lr", "lora_targets", "qlora", "lora_base", "lora_layers"}
 # Only a run that uses the public gradient has them in its key: the arms without keep the keys they had.
 _PUBLIC_FIELDS = {"public_weight", "public_batch_size"}
 
@@ -32,7 +32,7 @@ class DPArmSettings(KindSettings):
     step, the accountant, clipping), LoRA's where it has ``+lora``, the public gradient's where it is on."""
 
     omitted = frozenset({"lora_rank", "lora_alpha", "lora_targets", "qlora", "public_weight", "public_batch_size",
-                         "debug_break", "lora_base"})
+                         "debug_break", "lora_base", "lora_layers"})
 
     kind: str = "dp"
     target_epsilon: float
@@ -58,6 +58,7 @@ class DPArmSettings(KindSettings):
     debug_break: str | None = None
     data_size: int
     lora_base: str | None = None
+    lora_layers: int | None = None  # adapters in the top N decoder layers only (dp.lora_layers)
 
 
 class DP(ArmKind):
@@ -75,7 +76,8 @@ class DP(ArmKind):
         lora = "lora" in spec.modifiers
         delta, _ = resolve_delta(cfg, n_members)
         settings = {"kind": "dp", "target_epsilon": spec.param, "delta": delta, "lora": lora,
-                    **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break", "lora_base"}
+                    **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break", "lora_base",
+                                                              "lora_layers"}
                                         | (set() if lora else _LORA_FIELDS)
                                         | (set() if cfg.dp.public_weight > 0 else _PUBLIC_FIELDS)),
                     "seed": cfg.seed, "data_defences": data_settings(cfg, spec)}
@@ -87,6 +89,8 @@ class DP(ArmKind):
         settings["data_size"] = public_data_size(cfg, n_members)
         if lora:
             settings["lr"] = settings.pop("lora_lr")
+            if cfg.dp.lora_layers is not None:  # only then in the key: the arms on every layer keep their keys
+                settings["lora_layers"] = cfg.dp.lora_layers
             if lora_base_bf16(cfg.dp.lora_base) and not cfg.dp.qlora:
                 settings["lora_base"] = "bf16"  # only then in the key: fp32 arms keep the keys they had
         return DPArmSettings(**settings)
@@ -116,7 +120,7 @@ class DP(ArmKind):
             grad_sample_mode=s.clipping, data_size=s.data_size, lora_rank=s.lora_rank if s.lora else None,
             debug_break=s.debug_break,
             **({"lora_alpha": s.lora_alpha, "qlora": bool(s.qlora), "lora_base_bf16": s.lora_base == "bf16",
-                "lora_targets": s.lora_targets} if s.lora else {}),
+                "lora_targets": s.lora_targets, "lora_layers": s.lora_layers} if s.lora else {}),
             public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64,
         )
         public = ctx[ENCODE]([r.text for r in ctx[PUBLIC]]) if dps.public_weight > 0 else None

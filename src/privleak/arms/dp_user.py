@@ -93,7 +93,8 @@ class DPUserSettings(KindSettings):
     """A user-level DP arm's settings: its target (ε, δ) per person, ``arm_options.dp-user``, the ``dp``
     section's C, step, accountant and LoRA, and the audit canaries a training is expected to hold."""
 
-    omitted = frozenset({"lora_rank", "lora_alpha", "lora_targets", "public_weight", "public_batch_size"})
+    omitted = frozenset({"lora_rank", "lora_alpha", "lora_targets", "public_weight", "public_batch_size",
+                         "lora_layers"})
 
     kind: str = "dp-user"
     target_epsilon: float
@@ -117,6 +118,7 @@ class DPUserSettings(KindSettings):
     lora_targets: str | tuple[str, ...] | None = None
     public_weight: float | None = None
     public_batch_size: int | None = None
+    lora_layers: int | None = None  # adapters in the top N decoder layers only (dp.lora_layers)
 
 
 class DPUser(ArmKind):
@@ -149,6 +151,8 @@ class DPUser(ArmKind):
             "expected_audit_canaries": int(round(cfg.one_run.canaries / 2))}
         if lora:
             settings.update({f: getattr(dp, f) for f in _LORA_FIELDS})
+            if dp.lora_layers is not None:  # only then in the key, as the dp arms do
+                settings["lora_layers"] = dp.lora_layers
         if dp.public_weight > 0:
             settings.update(public_weight=dp.public_weight, public_batch_size=dp.public_batch_size)
         return DPUserSettings(**settings)
@@ -185,7 +189,8 @@ class DPUser(ArmKind):
             method=s.method, reduction=s.reduction, seed=ctx.seed, accountant=s.accountant,
             micro_batch_tokens=s.micro_batch_tokens, train_output=s.train_output,
             lora_rank=s.lora_rank if s.lora else None,
-            **({"lora_alpha": s.lora_alpha, "lora_targets": s.lora_targets} if s.lora else {}),
+            **({"lora_alpha": s.lora_alpha, "lora_targets": s.lora_targets, "lora_layers": s.lora_layers}
+               if s.lora else {}),
             public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64)
         public = ctx[ENCODE]([r.text for r in ctx[PUBLIC]]) if uds.public_weight > 0 else None
         model, log = train_user_dp(model, ctx.data, uds, ctx.pad, ctx.max_length, persons, desc=f"train {ctx.label}",

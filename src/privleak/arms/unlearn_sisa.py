@@ -53,6 +53,8 @@ class SisaSettings(KindSettings):
     """The baseline's recipe on each shard, the shard count, the population records the averaged model is
     validated on, and who is forgotten."""
 
+    omitted = frozenset({"layers"})
+
     kind: str = "unlearn-sisa"
     epochs: float
     batch_size: int
@@ -63,6 +65,7 @@ class SisaSettings(KindSettings):
     validate_records: int
     data_defences: dict[str, Any]
     forget: dict[str, Any]
+    layers: int | None = None  # train.layers, as the baseline
 
 
 class UnlearnSisa(UnlearningKind):
@@ -79,6 +82,7 @@ class UnlearnSisa(UnlearningKind):
 
     def fit(self, model: Any, s: SisaSettings, ctx: FitContext) -> tuple[Any, dict[str, Any]]:
         from ..models.batching import Encoded  # torch: only when the arm trains, not when kinds register
+        from ..models.frozen_prefix import top_layers_only
         from ..models.sisa import average_weights, sisa
         from ..models.train import TrainSettings
 
@@ -90,8 +94,12 @@ class UnlearnSisa(UnlearningKind):
         def recipe(k: int) -> TrainSettings:
             return TrainSettings(epochs=s.epochs, batch_size=s.batch_size, lr=s.lr, weight_decay=s.weight_decay,
                                  seed=shard_seed(s.seed, k))
-        run = sisa(model, data, flags, recipe, ctx.pad, desc=f"train {ctx.label}")
+        # train.layers as the baseline: each shard model is a copy of the base made inside the block, frozen alike.
+        with top_layers_only(model, s.layers):
+            run = sisa(model, data, flags, recipe, ctx.pad, desc=f"train {ctx.label}")
         averaged = average_weights(run.models)
+        for p in averaged.parameters():
+            p.requires_grad_(True)  # as a freshly loaded model
         validate = ctx[VALIDATION](s.validate_records)
         shard_nll = sum(validate(m) for m in run.models) / len(run.models)
         info = {"shards": s.shards, "shard_sizes": run.shard_sizes, "affected": [k + 1 for k in run.affected],

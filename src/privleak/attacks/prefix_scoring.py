@@ -20,7 +20,7 @@ import torch
 from transformers import GPT2LMHeadModel, PreTrainedModel
 
 from ..core.progress import progress_bar
-from ..models.batching import encode, token_ids
+from ..models.batching import decoder_and_head, encode, token_ids
 from ..models.device import model_device, oom_as_error
 from ..models.handle import ModelHandle
 
@@ -241,11 +241,15 @@ def _tree_forward(model: GPT2LMHeadModel, p_ids: list[int], trie: _Trie, chunk: 
     return node_logp
 
 
-def _batched_forward(model: PreTrainedModel, p_ids: list[int], conts: list[list[int]], batch_size: int, pad_id: int) -> np.ndarray:
+def _batched_forward(model: PreTrainedModel, p_ids: list[int], conts: list[list[int]], batch_size: int, pad_id: int,
+                     rows: int = 256) -> np.ndarray:
     """Σ log p of each continuation for any causal LM: the prefix's key/value
     cache repeated over a batch of continuations, every token run.
 
-    The fallback for models :func:`_tree_forward` does not implement.
+    The fallback for models :func:`_tree_forward` does not implement. Where
+    the logits are ``head(decoder(...))`` (Llama, SmolLM2: a 49,152-token
+    head) the head runs on the continuations' real tokens, ``rows`` at a
+    time, instead of a (batch, length, vocab) array.
     """
     out = np.zeros(len(conts), dtype=np.float64)
     head, last = p_ids[:-1], p_ids[-1]
@@ -270,13 +274,29 @@ def _batched_forward(model: PreTrainedModel, p_ids: list[int], conts: list[list[
         else:
             cache, full_mask = None, mask
         pos = torch.arange(len(head), len(head) + width + 1, device=dev).unsqueeze(0).expand(bsz, -1)
-        logits = model(
-            input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache, use_cache=cache is not None
-        ).logits[:, :-1].float()
+        kwargs = dict(input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache,
+                      use_cache=cache is not None)
+        split = decoder_and_head(model)
+        if split is not None:  # the head on the real continuation tokens alone, `rows` at a time (scoring's way)
+            decoder, lm_head = split
+            keep = mask[:, 1:].bool()
+            hidden = decoder(**kwargs).last_hidden_state[:, :-1][keep]
+            target = ids[:, 1:][keep]
+            tok = torch.cat([_token_logp(lm_head(hidden[r : r + rows]).float(), target[r : r + rows])
+                             for r in range(0, len(target), rows)]) if len(target) else hidden.new_zeros(0)
+            sums = torch.zeros(bsz, dtype=torch.float64, device=dev).index_add(0, keep.nonzero()[:, 0], tok.double())
+            out[b0 : b0 + bsz] = sums.cpu().numpy()
+            continue
+        logits = model(**kwargs).logits[:, :-1].float()
         target = ids[:, 1:].unsqueeze(-1)
         logp = (logits.gather(-1, target).squeeze(-1) - torch.logsumexp(logits, dim=-1)) * mask[:, 1:]
         out[b0 : b0 + bsz] = logp.double().sum(1).cpu().numpy()
     return out
+
+
+def _token_logp(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """log p of each row's target: the logit minus the row's logsumexp (log_softmax's value there)."""
+    return logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
 @torch.inference_mode()

@@ -183,6 +183,10 @@ class TrainConfig(_Strict):
     batch_size: int = Field(16, ge=1, le=L.MAX_BATCH)
     lr: float = Field(3e-3, gt=0, le=L.MAX_LR)
     weight_decay: float = Field(0.0, ge=0, le=L.MAX_LR)
+    # The top N decoder layers only (None: every weight), for the arms on this recipe or best's (baseline,
+    # best, the data defences, retrain, unlearn-sisa, dpw): embeddings, head and the layers below frozen and run once per record
+    # (models.frozen_prefix) — the smollm2 profile's way to fine-tune a 135 M model on a CPU.
+    layers: int | None = Field(None, ge=1, le=L.MAX_LAYERS)
 
 
 class DPConfig(_Strict):
@@ -215,6 +219,9 @@ class DPConfig(_Strict):
     # Module names, or auto: the architecture's attention and MLP projections (GPT-2 c_attn/c_proj/c_fc,
     # GPT-NeoX/Pythia query_key_value/dense/…, Llama/Mistral/Qwen2 q/k/v/o_proj and gate/up/down_proj).
     lora_targets: tuple[str, ...] | Literal["auto"] = "auto"
+    # Adapters in the top N decoder layers only (None: every layer). The frozen layers below are run once per
+    # record and kept (models.frozen_prefix): what makes many DP epochs affordable on a CPU (policy.py).
+    lora_layers: int | None = Field(None, ge=1, le=L.MAX_LAYERS)
     qlora: bool = False  # the +lora arms on a 4-bit NF4 base (QLoRA; bitsandbytes on CUDA only)
     # The +lora arms' frozen base held in bf16 (models.lora.bf16_base; adapters, clipping and noise stay fp32).
     # auto: where the device multiplies bf16 in hardware (CUDA with bf16, CPUs with AVX-512 BF16 / AMX), else fp32.

@@ -24,9 +24,11 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
 
 from ..core.errors import UserError
+from . import frozen_prefix
 
 TEXT_FORMATS = ("privleak", "plain", "plain+eos")
 _PROBE = "privleak probe"
@@ -147,25 +149,60 @@ def per_sequence_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
     return nll.sum(1) / tok_mask.sum(1).clamp_min(1.0)
 
 
+#: Causal LMs whose logits are exactly ``head(decoder(...).last_hidden_state)`` — nothing scaled, soft-capped or
+#: added after the head (Gemma 2's ``final_logit_softcapping`` or Cohere's ``logit_scale`` would be) — by
+#: ``config.model_type``: for them the head may run on the rows that are scored alone (:func:`decoder_and_head`).
+FLAT_HEAD_TYPES = frozenset({"gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox"})
+
+
+def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module] | None:
+    """(decoder, LM head) of a causal LM of :data:`FLAT_HEAD_TYPES` (a PEFT-wrapped one too: its adapters sit in
+    the decoder's layers), or None: then only the model's own forward gives its logits.
+
+    GPT-2 must be exactly ``GPT2LMHeadModel`` (its double-heads class adds a head of its own); the others a
+    ``…ForCausalLM`` class, whose forward is ``lm_head(model(...).last_hidden_state)``.
+    """
+    base = model.get_base_model() if hasattr(model, "peft_config") and hasattr(model, "get_base_model") else model
+    if getattr(getattr(base, "config", None), "model_type", None) not in FLAT_HEAD_TYPES:
+        return None
+    if not (type(base) is GPT2LMHeadModel or type(base).__name__.endswith("ForCausalLM")):
+        return None
+    get_decoder, get_head = getattr(base, "get_decoder", None), getattr(base, "get_output_embeddings", None)
+    decoder = get_decoder() if get_decoder is not None else None
+    head = get_head() if get_head is not None else None
+    if decoder is None or decoder is base or not isinstance(head, nn.Linear):
+        return None
+    return decoder, head
+
+
 def sequence_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, flat_head: bool = True) -> torch.Tensor:
     """:func:`per_sequence_nll` of ``model``'s forward pass, with the LM head run on real predicted tokens only.
 
-    For a GPT-2 (whose logits are ``lm_head(hidden)``, nothing after) the (vocab)-wide head, its log-softmax
-    and their gradients run on the tokens that predict a real token — no padding, no last position — through
-    the fused ``cross_entropy``, instead of on every position of a padded (batch, length, vocab) tensor: on
-    the embedded model that is most of a step's memory traffic. The same per-sequence means, summed in
-    another order: equal to float tolerance (``tests/test_train_fast.py``).
+    For a model whose logits are ``head(decoder(...))`` (:func:`decoder_and_head`: GPT-2, Llama, Mistral,
+    Qwen2/3, GPT-NeoX) the (vocab)-wide head, its log-softmax and their gradients run on the tokens that
+    predict a real token — no padding, no last position — through the fused ``cross_entropy``, instead of on
+    every position of a padded (batch, length, vocab) tensor: on the embedded model that is most of a step's
+    memory traffic, on SmolLM2 (a 49,152-token vocabulary) a (batch, length, 49,152) fp32 array and its
+    gradient. The same per-sequence means, summed in another order: equal to float tolerance
+    (``tests/test_train_fast.py``, ``tests/test_llama_fast.py``).
 
     ``flat_head=False`` keeps the head's input (batch, length, width): per-sample clipping that hooks a
     *trainable* head (book-keeping, ``dp.train_output``) must see one row per sequence, not one per token.
     Any other model goes through its own forward and :func:`per_sequence_nll`.
     """
-    if not (flat_head and type(model) is GPT2LMHeadModel):
+    split = decoder_and_head(model) if flat_head else None
+    if split is None:
         logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
         return per_sequence_nll(logits, ids, mask)
-    hidden = model.transformer(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).last_hidden_state
+    decoder, head = split
+    pos = position_ids_for(mask)
+    prefix = frozen_prefix.active(model)  # the trainer's kept bottom layers, when only the top ones train
+    if prefix is not None:
+        hidden = prefix.top(prefix.hidden(ids, mask, pos), mask, pos)
+    else:
+        hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
     keep = mask[:, 1:].bool()
-    logits = model.lm_head(hidden[:, :-1][keep])
+    logits = head(hidden[:, :-1][keep])
     tok_nll = F.cross_entropy(logits.float(), ids[:, 1:][keep], reduction="none")
     rows = keep.nonzero()[:, 0]  # boolean indexing is row-major: token j of the flat list is in row rows[j]
     sums = torch.zeros(ids.shape[0], dtype=tok_nll.dtype, device=ids.device).index_add(0, rows, tok_nll)

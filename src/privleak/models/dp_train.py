@@ -78,6 +78,7 @@ from .batching import Encoded, head_trainable, pad_batch, per_sequence_nll, posi
 from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 from .fp32_samplers import ensure_fp32_samplers
+from .frozen_prefix import frozen_prefix
 from .lora import AUTO, add_lora, bf16_base, check_qlora, merge_lora, quantized_base, transfer_adapters
 from .public_grad import PublicTerm
 from .train import TrainLog, lr_at, make_optimizer
@@ -109,6 +110,9 @@ class DPSettings:
     lora_rank: int | None = None  # None: full fine-tuning; r: DP-LoRA with rank-r adapters
     lora_alpha: float = 16.0  # LoRA scale α (update = α/r · AB)
     lora_targets: tuple[str, ...] | str = AUTO  # module names, or "auto": the architecture's projections (``lora``)
+    # Adapters in the top N decoder layers only (None: every layer); the frozen layers below then run once per
+    # record (``frozen_prefix``).
+    lora_layers: int | None = None
     qlora: bool = False  # LoRA on a 4-bit NF4 base (bitsandbytes, CUDA only); adapters merged into the full base
     lora_base_bf16: bool = False  # LoRA on a bf16 copy of the frozen base (lora.bf16_base); merged into the fp32 one
     # A deliberately broken DP step, to prove the audit catches one (never for real use): "no_noise"
@@ -284,12 +288,16 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
                 optimizer.zero_grad(set_to_none=True)
             continue
         with autocast(dev, training=True):
-            logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
+            if criterion is None:
+                # Opacus's hooks sit on the layers, so the wrapper's forward (a pass-through) may be skipped: the
+                # head then runs on the real predicted tokens only, unless it is trainable (hooked per sequence).
+                per_seq = sequence_nll(private._module, ids_k, mask_k, flat_head=flat_head)
+            else:
+                logits = private(input_ids=ids_k, attention_mask=mask_k, position_ids=position_ids_for(mask_k)).logits
         with warnings.catch_warnings():
             # Benign: the input ids need no gradient, only the parameters do.
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             if criterion is None:
-                per_seq = per_sequence_nll(logits, ids_k, mask_k)
                 per_seq.mean().backward()  # "mean" reduction: Opacus rescales to per-sample gradients
             else:
                 loss = criterion(logits, ids_k, mask_k)
@@ -389,7 +397,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     max_tokens = dp_token_budget(private._module, settings, max(1, int(mask.sum(1).float().mean())))  # unwrapped: its config
     lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if model_device(private).type == "cuda"
              else f"dp.micro_batch_tokens (now {settings.micro_batch_tokens})")
-    with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower), training_kernels(private._module):
+    with progress_bar(desc, total=total) as advance, oom_as_error(desc, lower), training_kernels(private._module), \
+            frozen_prefix(private._module):
         for _ in range(settings.epochs):
             epoch_losses = []
             for batch_ids, batch_mask in loader:
@@ -421,7 +430,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
                 delattr(p, attr)
     if settings.lora_rank is not None and (settings.qlora or settings.lora_base_bf16):
         trained = transfer_adapters(trained, full_model.to(model_device(trained)), settings.lora_rank,
-                                    settings.lora_alpha, settings.lora_targets)
+                                    settings.lora_alpha, settings.lora_targets, settings.lora_layers)
     elif settings.lora_rank is not None:
         trained = merge_lora(trained)
     trained.eval()
@@ -492,6 +501,11 @@ def check_settings(settings: DPSettings) -> None:
             raise UserError(f"lora_rank={settings.lora_rank!r} must be a positive integer (e.g. 8) or unset")
         if settings.train_embeddings:
             raise UserError("train_embeddings=True with lora_rank set: LoRA trains only its adapters; drop one of the two")
+        if settings.lora_layers is not None and (isinstance(settings.lora_layers, bool)
+                                                 or not isinstance(settings.lora_layers, int)
+                                                 or settings.lora_layers < 1):
+            raise UserError(f"lora_layers={settings.lora_layers!r} must be a positive integer (the top N layers) "
+                            "or unset (every layer)")
         if not settings.lora_alpha > 0:
             raise UserError(f"lora_alpha={settings.lora_alpha!r} must be positive (e.g. 2 × lora_rank)")
     elif settings.qlora:
@@ -508,7 +522,7 @@ def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTraine
     (``DPConfig.train_output`` says why; measured: docs/results/2026-11-25-figures-from-code.md)."""
     check_settings(settings)
     if settings.lora_rank is not None:
-        return add_lora(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets)
+        return add_lora(model, settings.lora_rank, settings.lora_alpha, settings.lora_targets, settings.lora_layers)
     if not settings.train_embeddings:
         if settings.train_output:
             untie_output_embedding(model)  # before freezing: the head's own copy keeps requires_grad

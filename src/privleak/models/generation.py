@@ -4,6 +4,14 @@ Many prompts per forward pass with a key/value cache (Hugging Face
 ``generate`` with left padding), instead of one prompt at a time. Sampling
 is seeded per call, so the same (model, prompts, settings, seed) give the
 same texts.
+
+Top-k sampling is drawn by :class:`TopKDraw` among the k kept tokens, from a
+generator of its own, and handed to the decoding loop as the only token with
+a finite score (the loop then picks it greedily): the distribution of
+transformers' own top-k / top-p sampling at a temperature, without its
+multinomial over the whole vocabulary — an exponential draw and a softmax per
+entry of a (batch, 49,152) array at every step on SmolLM2, the costliest part
+of a decoding step after the matrix products.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import LogitsProcessorList
 
 from ..core.progress import progress_bar
 from .device import autocast, model_device, oom_as_error
@@ -27,6 +36,35 @@ class GenerationSettings:
     num_return_sequences: int = 1
     batch_size: int = 64
     seed: int = 0
+
+
+class TopKDraw:
+    """A logits processor that samples: top-k at ``temperature`` (then top-p, as transformers orders its
+    warpers), drawn with ``generator``; the drawn token's score is 0 and every other −inf.
+
+    transformers' sampling keeps the k largest logits of ``scores / T``, renormalises (softmax) and draws one
+    (its TopK then TopP warpers, then a multinomial over the vocabulary). Here the same k values are
+    renormalised and drawn among directly: the same distribution. Top-p keeps, in decreasing probability,
+    every token whose preceding mass is below ``top_p`` (at least one), as transformers' TopP does.
+    """
+
+    def __init__(self, top_k: int, top_p: float, temperature: float, generator: torch.Generator) -> None:
+        if top_k < 1:
+            raise ValueError(f"top_k={top_k} must be at least 1")
+        if not temperature > 0:
+            raise ValueError(f"temperature={temperature} must be positive")
+        self.top_k, self.top_p, self.temperature, self.generator = top_k, top_p, temperature, generator
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        values, index = torch.topk(scores.float(), min(self.top_k, scores.shape[-1]), dim=-1)  # descending
+        values = values / self.temperature
+        if self.top_p < 1.0:
+            probs = torch.softmax(values, dim=-1)
+            before = probs.cumsum(-1) - probs
+            values = values.masked_fill(before >= self.top_p, float("-inf"))  # the first is never dropped
+        choice = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=self.generator)
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, index.gather(-1, choice), 0.0)
 
 
 def _prompt_ids(handle: ModelHandle, prompt: str) -> list[int]:
@@ -78,20 +116,23 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
             for r, i in enumerate(idx):  # left padding: every prompt ends where generation starts
                 ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
                 mask[r, width - len(encoded[i]) :] = 1
-            # HF sampling draws from torch's global RNG: seed it per batch from our generator.
-            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+            # Each batch draws from a generator seeded from ours, whatever ran before (no global RNG).
+            batch_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+            k = settings.num_return_sequences
+            # k continuations of a prompt: the prompt repeated k times, as transformers expands it itself.
             kwargs = dict(
-                input_ids=ids.to(dev),
-                attention_mask=mask.to(dev),
+                input_ids=ids.repeat_interleave(k, 0).to(dev),
+                attention_mask=mask.repeat_interleave(k, 0).to(dev),
                 max_new_tokens=max_new,
-                num_return_sequences=settings.num_return_sequences,
                 pad_token_id=pad,
                 eos_token_id=None,  # fixed-length continuations: extraction compares token spans
+                do_sample=False,
+                num_beams=1,
             )
-            if settings.greedy:
-                kwargs.update(do_sample=False, num_beams=1)
-            else:
-                kwargs.update(do_sample=True, top_k=settings.top_k, top_p=settings.top_p, temperature=settings.temperature)
+            if not settings.greedy:
+                draw = torch.Generator(device=dev).manual_seed(batch_seed)
+                kwargs["logits_processor"] = LogitsProcessorList(
+                    [TopKDraw(settings.top_k, settings.top_p, settings.temperature, draw)])
             with autocast(dev):
                 seqs = model.generate(**kwargs)
             new = seqs[:, width:].cpu()

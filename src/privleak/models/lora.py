@@ -105,13 +105,38 @@ def lora_targets_for(model: nn.Module, requested: tuple[str, ...] | str | None =
     return tuple(requested)
 
 
-def add_lora(model: PreTrainedModel, rank: int, alpha: float, targets: tuple[str, ...] | str | None = AUTO):
-    """Wrap ``model`` with trainable rank-``rank`` adapters on ``targets``; everything else frozen."""
+def decoder_layer_count(model: nn.Module) -> int | None:
+    """The number of decoder layers a transformers causal LM's config declares (None where it says none)."""
+    cfg = getattr(model, "config", None)
+    for name in ("num_hidden_layers", "n_layer", "num_layers"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def top_layers(model: nn.Module, layers: int | None) -> list[int] | None:
+    """Indices of the top ``layers`` decoder layers (None: every layer). More than the model has is one line."""
+    if layers is None:
+        return None
+    total = decoder_layer_count(model)
+    if total is None:
+        raise UserError("dp.lora_layers: this model's config names no layer count; unset dp.lora_layers (every layer)")
+    if not 1 <= layers <= total:
+        raise UserError(f"dp.lora_layers {layers}: the model has {total} decoder layers; use 1 to {total}, or unset it")
+    return list(range(total - layers, total))
+
+
+def add_lora(model: PreTrainedModel, rank: int, alpha: float, targets: tuple[str, ...] | str | None = AUTO,
+             layers: int | None = None):
+    """Wrap ``model`` with trainable rank-``rank`` adapters on ``targets`` (in the top ``layers`` decoder layers
+    only, when given); everything else frozen."""
     from peft import LoraConfig, get_peft_model
 
     if rank < 1:
         raise ValueError(f"lora_rank={rank} must be a positive integer")
     names = lora_targets_for(model, targets)
+    which = top_layers(model, layers)
     # Conv1D keeps W as (in, out); PEFT must know, per model (GPT-2's projections are all Conv1D).
     conv1d = any(isinstance(m, Conv1D) and path.rsplit(".", 1)[-1] in names for path, m in model.named_modules())
     config = LoraConfig(
@@ -122,6 +147,7 @@ def add_lora(model: PreTrainedModel, rank: int, alpha: float, targets: tuple[str
         bias="none",
         fan_in_fan_out=conv1d,
         task_type="CAUSAL_LM",
+        **({"layers_to_transform": which} if which is not None else {}),
     )
     with warnings.catch_warnings():
         # PEFT notes that Conv1D needs fan_in_fan_out=True — which we set.
@@ -180,12 +206,12 @@ def bf16_base(model: PreTrainedModel) -> PreTrainedModel:
 
 
 def transfer_adapters(trained_peft, full_model: PreTrainedModel, rank: int, alpha: float,
-                      targets: tuple[str, ...] | str | None = AUTO) -> PreTrainedModel:
+                      targets: tuple[str, ...] | str | None = AUTO, layers: int | None = None) -> PreTrainedModel:
     """The adapters trained on a reduced-precision base (4-bit NF4 or bf16), merged into the full-precision
     ``full_model``."""
     from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
     state = {k: v.detach().float() for k, v in get_peft_model_state_dict(trained_peft).items()}
-    target = add_lora(full_model, rank, alpha, targets)
+    target = add_lora(full_model, rank, alpha, targets, layers)
     set_peft_model_state_dict(target, state)
     return merge_lora(target)

@@ -17,6 +17,7 @@ from transformers import PreTrainedModel
 
 from ..core.progress import progress_bar
 from .batching import Encoded, pad_batch, sequence_nll
+from .frozen_prefix import frozen_prefix
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 
 
@@ -107,7 +108,8 @@ def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id
     checkpointing = current().gradient_checkpointing and _checkpointing(model, True)
     with progress_bar(desc, total=total) as advance, oom_as_error(
             desc, f"train.batch_size (now {settings.batch_size}) or compute.memory_fraction (now "
-                  f"{current().memory_fraction}), or set compute.gradient_checkpointing: true"), training_kernels(model):
+                  f"{current().memory_fraction}), or set compute.gradient_checkpointing: true"), training_kernels(model), \
+            frozen_prefix(model):
         while step < total and not stop:
             epoch_losses = []
             for idx in bucketed_batches(lengths, settings.batch_size, gen):

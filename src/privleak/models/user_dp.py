@@ -66,6 +66,7 @@ from ..accountants import (calibrate_group_sigma, epsilon_pld, epsilon_prv, epsi
 from .batching import Encoded, head_trainable, pad_batch, sequence_nll
 from .book_keeping import unsupported_layers
 from .device import autocast, current, model_device, oom_as_error, training_kernels
+from .frozen_prefix import frozen_prefix
 from .dp_train import (DPSettings, _calibrated_sigma, dp_token_budget, prepare_trainable, public_sample_rate,
                        train_dp)
 from .lora import AUTO, merge_lora
@@ -99,6 +100,7 @@ class UserDPSettings:
     lora_rank: int | None = None
     lora_alpha: float = 16.0
     lora_targets: tuple[str, ...] | str = AUTO
+    lora_layers: int | None = None  # adapters in the top N decoder layers only (dp_train.DPSettings.lora_layers)
     public_weight: float = 0.0  # with public=: w · ∇L_pub joins each step outside the noised sum
     public_batch_size: int = 64
     # The unit count q is computed from (ULS: people; ELS: kept records): the members' own, which the split fixes,
@@ -191,7 +193,7 @@ def _dp_settings(s: UserDPSettings, **over) -> DPSettings:
               expected_batch_size=s.expected_batch_size, lr=s.lr, weight_decay=s.weight_decay,
               warmup_fraction=s.warmup_fraction, seed=s.seed, accountant=s.accountant,
               micro_batch_tokens=s.micro_batch_tokens, train_output=s.train_output, grad_sample_mode="bk",
-              lora_rank=s.lora_rank, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets,
+              lora_rank=s.lora_rank, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets, lora_layers=s.lora_layers,
               public_weight=s.public_weight, public_batch_size=s.public_batch_size)
     kw.update(over)
     return DPSettings(**kw)
@@ -301,7 +303,8 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     lower = ("compute.memory_fraction (now {:g})".format(current().memory_fraction) if dev.type == "cuda"
              else f"dp.micro_batch_tokens (now {s.micro_batch_tokens})")
     try:
-        with progress_bar(desc, total=steps) as advance, oom_as_error(desc, lower), training_kernels(model):
+        with progress_bar(desc, total=steps) as advance, oom_as_error(desc, lower), training_kernels(model), \
+                frozen_prefix(model):
             for step in range(steps):
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, steps, s.lr, s.warmup_fraction)
