@@ -92,7 +92,7 @@ def test_the_prefixed_likelihood_matches_a_plain_forward_pass(tiny_handle):
     prefix = ["Cy Ray was seen for flu.", "General advice: drink water."]
     passes = score_texts(tiny_handle, TEXTS)
     p = prefixed_likelihoods(tiny_handle, prefix, TEXTS[:2], [passes] * 2, [0, 1])
-    pre = token_ids(tiny_handle.tokenizer, ["\n\n".join(prefix)])[0]
+    pre = token_ids(tiny_handle.tokenizer, ["\n\n".join(prefix) + "\n\n"])[0]
     assert p.prefix_tokens == len(pre)  # the tiny model's 96 positions hold both
     for k, text in enumerate(TEXTS[:2]):
         x = encode(tiny_handle.tokenizer, [text], tiny_handle.max_length).ids[0]

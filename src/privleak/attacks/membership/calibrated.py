@@ -182,7 +182,7 @@ def frequencies_for(handle: ModelHandle, corpus: list[str]) -> np.ndarray:
     return token_frequencies(ids, max(len(handle.tokenizer), 1 + max((max(i, default=0) for i in ids), default=0)))
 
 
-@provides(TOKEN_FREQUENCIES, needs=(BASE, REFERENCE_CORPUS))
+@provides(TOKEN_FREQUENCIES, needs=(BASE, REFERENCE_CORPUS), when=lambda w: w.available(BASE))
 def _token_frequencies(view: Any) -> tuple[Any, np.ndarray]:
     base, corpus = view[BASE], view[REFERENCE_CORPUS]
     return _fingerprint(base, corpus), frequencies_for(base, corpus)
@@ -198,7 +198,7 @@ def _save_neighbours(value: list[list[str]], view: Any) -> None:
 
 
 @provides(NEIGHBOURS, needs=(BASE, SCORED_TEXTS, SELECTION, SETTINGS, SEED),
-          when=lambda w: w.get(SETTINGS).neighbours > 0,
+          when=lambda w: w.available(BASE) and w.get(SETTINGS).neighbours > 0,
           persist=Persist("neighbours", ("neighbours.json",), save=_save_neighbours, kind="eval",
                           load=lambda view: read_json(view.path("neighbours.json"))))
 def _neighbours(view: Any) -> list[list[str]]:
@@ -270,7 +270,7 @@ class Prefixed:
 def prefixed_likelihoods(handle: ModelHandle, prefix: list[str], texts: list[str], passes: list[TokenScores],
                          rows: list[int]) -> Prefixed:
     """LL(x | P) and LL(x) of ``texts`` (``passes[k]``'s text ``rows[k]`` is ``texts[k]``), P the ``prefix``
-    records joined by blank lines, cut to its last :func:`prefix_budget` tokens.
+    records joined and followed by blank lines, cut to its last :func:`prefix_budget` tokens.
 
     A record is encoded as the scoring pass encodes it (its lead token then separates it from the prefix) and
     cut to what fits; its first token, which the scoring pass does not predict, is left out of both."""
@@ -278,7 +278,8 @@ def prefixed_likelihoods(handle: ModelHandle, prefix: list[str], texts: list[str
 
     enc = encode(handle.tokenizer, texts, handle.max_length, handle.text_format).ids
     limit = context_limit(handle)
-    p_ids = token_ids(handle.tokenizer, ["\n\n".join(prefix)])[0] if prefix else []
+    # A blank line after the prefix too: the record starts a paragraph of its own, whatever the format's lead.
+    p_ids = token_ids(handle.tokenizer, ["\n\n".join(prefix) + "\n\n"])[0] if prefix else []
     keep = prefix_budget(limit, max((len(e) for e in enc), default=0), len(p_ids))
     p_ids = list(p_ids[len(p_ids) - keep:]) if keep else []
     bodies = [e[: max(1, limit - keep)] for e in enc]
