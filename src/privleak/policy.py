@@ -80,7 +80,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "dp": {"epsilons": [0.5, 1.0, 2.0, 4.0, 8.0]},
         "dp_weights": {"sigmas": [0.003, 0.01, 0.03]},
         "canaries": {"candidates": 100_000},
-        "attacks": {"bootstrap": 1000},
+        # The neighbourhood attack's 10 neighbours per record cost ~3 scoring passes per model: full only.
+        "attacks": {"bootstrap": 1000, "neighbours": 10},
         "shadows": {"enabled": True, "n_shadows": 4},
     },
     # Chosen by itself when the device resolves to CUDA and no profile is named. A GPT-2-small-sized

@@ -24,6 +24,7 @@ from . import (
     pii_reconstruction,
 )
 from .membership import attacks as mia
+from .membership import calibrated as cal
 from .membership import client as client_mia
 from .base import FAMILIES, AttackResult, AttackSpec
 from .inputs import AUDIT_CANARIES, CANARIES, CLIENTS, FORGET_SET, PII, POPULATION, REFERENCE, SAMPLES, SCORES, SHADOWS
@@ -43,6 +44,14 @@ ATTACKS: dict[str, AttackSpec] = {s.name: s for s in (
                _MIA + ("min_k_percent",), needs=(SCORES,)),
     AttackSpec("min_k_pp", "membership", mia.min_k_pp, mia.MembershipResult, "min-k%++", "Zhang et al. 2024",
                _MIA + ("min_k_percent",), needs=(SCORES,)),
+    AttackSpec("recall", "membership", cal.recall, mia.MembershipResult, "ReCaLL", "Xie et al. 2024", _MIA,
+               needs=(SCORES, cal.NON_MEMBER_PREFIX)),
+    AttackSpec("con_recall", "membership", cal.con_recall, mia.MembershipResult, "Con-ReCall", "Wang et al. 2024",
+               _MIA, needs=(SCORES, cal.NON_MEMBER_PREFIX, cal.MEMBER_PREFIX)),
+    AttackSpec("dc_pdd", "membership", cal.dc_pdd, mia.MembershipResult, "DC-PDD", "Zhang et al. 2024", _MIA,
+               needs=(SCORES, cal.REFERENCE_CORPUS), reads=(cal.TOKEN_FREQUENCIES,)),
+    AttackSpec("neighbourhood", "membership", cal.neighbourhood, mia.MembershipResult, "neighbours",
+               "Mattern et al. 2023", _MIA + ("neighbours",), needs=(SCORES, cal.NEIGHBOURS)),
     AttackSpec("reference", "membership", mia.reference, mia.MembershipResult, "ref", "Carlini et al. 2021", _MIA,
                needs=_REF),
     AttackSpec("rmia", "membership", mia.rmia, mia.MembershipResult, "RMIA", "Zarifzadeh et al. 2024",

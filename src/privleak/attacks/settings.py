@@ -86,6 +86,8 @@ class AttackSettings(BaseModel):
     min_k_percent: float = Field(20.0, gt=0.0, le=100.0)  # k of min-k% and min-k%++, in percent of tokens
     rmia_a: float = Field(0.3, ge=0.0, le=1.0)  # Privacy Meter's offline a
     alpha: float = Field(0.05, gt=0.0, lt=1.0)  # confidence of the empirical-ε bound
+    # the neighbourhood attack's neighbours per evaluated record; 0 = off (each costs a pass over those records)
+    neighbours: int = Field(0, ge=0, le=100)
     # extraction
     extraction: bool = True  # prefix, canary, sampling and PHI-prompt extraction
     extraction_samples: int = Field(400, ge=10, le=L.MAX_RECORDS)  # sampling extraction: generated samples
