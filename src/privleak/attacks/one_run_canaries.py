@@ -17,6 +17,20 @@ the secret's probability normalised over the pool words or its rank among
 them. The ε bound from these scores is computed by the audit layer
 (:func:`privleak.audit.one_run.one_run_audit`), which knows the arm's δ.
 
+**Reconstruction** (the k-ary game of Mahloujifar, Melis & Chaudhuri 2025):
+each canary's secret is ``secret_words`` words drawn uniformly from the pool,
+so it is one of k = |pool|^w values, drawn independently of everything else.
+For every *included* canary the auditor decodes the secret from the model
+alone — greedily, word by word, the pool word the model finds likeliest
+after the prefix and the words decoded so far (:func:`reconstruct_secrets`)
+— and ranks the canaries by the model's probability of its decoded secret
+(normalised over the pool at each word). A guess is right only when every
+word is; the audit layer counts right guesses among the most confident r
+(:func:`privleak.audit.one_run.reconstruction_counts`). Under DP a right
+guess is evidence in proportion to k, which is why this game, not the
+in/out one, can refute ε = 8 at a thousand canaries
+(docs/results/2026-12-01-fdp-audit.md).
+
 :func:`rare_word_pool` picks the canary vocabulary: whole-word tokens of the
 base tokenizer that public text uses least.
 """
@@ -31,6 +45,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 import numpy as np
+from pydantic import PrivateAttr
 
 from ..core.metrics import roc_auc
 from ..data.audit_canaries import AuditCanary
@@ -39,6 +54,8 @@ from ..core.typed import Nats, Probability
 from .base import AttackContext, Figure, KeepsScores, PresentContext, Runs
 
 if TYPE_CHECKING:
+    import torch
+
     from ..models.handle import ModelHandle
 
 _WORD = re.compile(r"^ [a-z]{3,}$")
@@ -93,11 +110,108 @@ def canary_nll(handle: ModelHandle, canaries: Sequence[AuditCanary], desc: str =
     return out
 
 
+def pool_words(canary: AuditCanary) -> list[str]:
+    """The pool words a canary is made of (prefix, then secret), each as the pool spells it (" xyz")."""
+    return [" " + w for w in canary.text.split()]
+
+
+def split_query(canary: AuditCanary, query_words: int) -> tuple[str, list[str]]:
+    """(the text of the canary's first ``query_words`` words — what the auditor gives the model —, the rest:
+    the game's secret, each word as the pool spells it)."""
+    words = canary.text.split()
+    return " ".join(words[:query_words]), [" " + w for w in words[query_words:]]
+
+
+#: Contexts per forward pass when every pool word is one token.
+_DECODE_BATCH = 256
+
+
+def _last_logits(handle: ModelHandle, contexts: list[list[int]]) -> torch.Tensor:
+    """The next-token logits after each context (right-padded batches; the logits at each one's last token)."""
+    import torch
+
+    from ..models.batching import pad_batch
+    from ..models.device import model_device
+
+    model, dev = handle.model, model_device(handle.model)
+    out = []
+    with torch.inference_mode():
+        for b0 in range(0, len(contexts), _DECODE_BATCH):
+            ids, mask = pad_batch(contexts[b0: b0 + _DECODE_BATCH], handle.pad_id)
+            ids, mask = ids.to(dev), mask.to(dev)
+            logits = model(input_ids=ids, attention_mask=mask).logits
+            out.append(logits[torch.arange(ids.shape[0], device=dev), mask.sum(1) - 1].float().cpu())
+    return torch.cat(out)
+
+
+def _pool_trie(seqs: list[list[int]]) -> tuple[list[dict[int, int]], list[int]]:
+    """The pool words' token sequences as a trie: ``children[node]`` maps a token to a node; ``word[node]`` is the
+    pool index of the word ending there (−1: none). Node 0 is the root."""
+    children: list[dict[int, int]] = [{}]
+    word = [-1]
+    for idx, seq in enumerate(seqs):
+        node = 0
+        for tok in seq:
+            if tok not in children[node]:
+                children[node][tok] = len(children)
+                children.append({})
+                word.append(-1)
+            node = children[node][tok]
+        if word[node] < 0:
+            word[node] = idx
+    return children, word
+
+
+def reconstruct_secrets(handle: ModelHandle, canaries: Sequence[AuditCanary], pool: Sequence[str],
+                        query_words: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Greedy decoding of each canary's words after its first ``query_words`` (:func:`split_query`), over
+    ``pool`` only (every word is drawn from it), one token at a time: the likeliest token among those that
+    continue some pool word, until a word is complete (the shorter one where a word is a prefix of another),
+    then the next word. Returns the decoded words (pool indices) and each guess's log-probability Σ log p̂
+    over its tokens, p̂ normalised over the allowed tokens (the guess's confidence; with one-token words,
+    over the pool). Uses nothing of a canary but its query and its length (the public parts)."""
+    import torch
+
+    from ..models.batching import token_ids
+
+    if not canaries:
+        return [], np.zeros(0)
+    children, word = _pool_trie(token_ids(handle.tokenizer, list(pool)))
+    queries = [split_query(c, query_words) for c in canaries]
+    n_words = len(queries[0][1])
+    lead = handle.lead_ids()
+    contexts = [lead + list(x) for x in token_ids(handle.tokenizer, [q for q, _ in queries])]
+    guesses: list[list[int]] = [[] for _ in canaries]
+    conf = np.zeros(len(canaries))
+    for _ in range(n_words):
+        state = [0] * len(canaries)
+        active = list(range(len(canaries)))
+        while active:
+            logits = _last_logits(handle, [contexts[i] for i in active])
+            still = []
+            for row, i in enumerate(active):
+                allowed = list(children[state[i]])
+                lp = torch.log_softmax(logits[row, allowed].float(), dim=-1)
+                b = int(lp.argmax())
+                conf[i] += float(lp[b])
+                contexts[i].append(allowed[b])
+                state[i] = children[state[i]][allowed[b]]
+                if word[state[i]] >= 0:
+                    guesses[i].append(word[state[i]])
+                else:
+                    still.append(i)
+            active = still
+    return [tuple(g) for g in guesses], conf
+
+
 class OneRunCanaryResult(KeepsScores):
     """Scores of the m audit canaries; the ε bounds from them are the arm's ``one_run_epsilon``.
 
     ``scores``: (score per canary, inclusion bits). ``canary_scores`` / ``included``: the same, kept in
     results.json, so the canaries' membership test (:meth:`assess_all`) is re-judged from the file alone.
+    ``reconstruction``: (confidence, right) per included canary, the secrets decoded from the model
+    (:func:`reconstruct_secrets`), in memory only; ``pool_size`` and ``secret_words`` give the game's
+    k = pool_size ** secret_words (0: not played, and ``reconstruction_note`` says why).
     """
 
     kind: Literal["one_run_canaries"] = "one_run_canaries"
@@ -111,6 +225,16 @@ class OneRunCanaryResult(KeepsScores):
     nll_excluded: Nats
     canary_scores: list[float] | None = None
     included: list[bool] | None = None
+    pool_size: int = 0
+    secret_words: int = 0
+    reconstructed: int = 0  # included canaries whose whole secret the greedy decoding recovered
+    reconstruction_note: str = ""
+    _reconstruction: tuple[np.ndarray, np.ndarray] | None = PrivateAttr(default=None)
+
+    @property
+    def reconstruction(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(confidence, right) per included canary; only on a freshly computed result (as ``scores``)."""
+        return self._reconstruction
 
     def as_membership(self):
         """The included canaries as members and the left-out ones as non-members: a membership design whose
@@ -151,15 +275,43 @@ class OneRunCanaryResult(KeepsScores):
                 Figure("canaries", self.m, "count")]
 
 
+def _reconstruction(target: ModelHandle, ctx: AttackContext, canaries: Sequence[AuditCanary],
+                    included: np.ndarray) -> tuple[dict, tuple[np.ndarray, np.ndarray] | None]:
+    """The reconstruction game on the included canaries: (result fields, (confidence, right) or None)."""
+    import torch
+
+    planted = [c for c, inc in zip(canaries, included) if inc]
+    if not planted or not isinstance(getattr(target, "model", None), torch.nn.Module):
+        return {"reconstruction_note": "no included canaries" if not planted else "not a model the auditor can read"}, None
+    pool = ctx.shared_memo(f"audit_canary_pool:{id(target.tokenizer)}",
+                           lambda: rare_word_pool(target.tokenizer, [r.text for r in ctx.public]))
+    index = {w: i for i, w in enumerate(pool)}
+    query = ctx.settings.one_run_canaries[3]
+    lengths = {len(c.text.split()) for c in canaries}
+    # The game's k is |pool|^w only if every word was drawn from this very pool (the data stage's): otherwise
+    # the pool differs (another tokenizer or public split) and there is no game to score.
+    if len(lengths) != 1 or any(w not in index for c in canaries for w in pool_words(c)):
+        return {"reconstruction_note": "the audit canaries were not drawn from this model's rare-word pool"}, None
+    n_secret = lengths.pop() - query
+    if n_secret < 1:
+        return {"reconstruction_note": f"the canaries have no words after the first {query}"}, None
+    guesses, conf = reconstruct_secrets(target, planted, pool, query)
+    right = np.array([g == tuple(index[w] for w in split_query(c, query)[1]) for g, c in zip(guesses, planted)])
+    return ({"pool_size": len(pool), "secret_words": n_secret, "reconstructed": int(right.sum())}, (conf, right))
+
+
 def run(target: ModelHandle, ctx: AttackContext) -> OneRunCanaryResult:
     canaries = ctx.audit_canaries
     included = np.array([c.included for c in canaries], dtype=bool)
     nll_t = canary_nll(target, canaries, desc=f"score audit canaries {getattr(target, 'name', '')}".strip())
     score, kind = -nll_t, "loss"
     auc = roc_auc(score[included], score[~included]) if included.any() and (~included).any() else 0.5
+    fields, recon = _reconstruction(target, ctx, canaries, included)
     res = OneRunCanaryResult(m=len(canaries), n_included=int(included.sum()), score=kind, auc=float(auc),
                              nll_included=float(nll_t[included].mean()) if included.any() else 0.0,
                              nll_excluded=float(nll_t[~included].mean()) if (~included).any() else 0.0,
-                             canary_scores=[float(f"{v:.7g}") for v in score], included=[bool(b) for b in included])
+                             canary_scores=[float(f"{v:.7g}") for v in score], included=[bool(b) for b in included],
+                             **fields)
     res._scores = (score, included)
+    res._reconstruction = recon
     return res

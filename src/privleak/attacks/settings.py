@@ -103,7 +103,8 @@ class AttackSettings(BaseModel):
     global_variance: bool = Field(True, exclude=True)  # LiRA with few shadows (the paper's advice below ~64)
     clients: tuple[int, str | None] = Field((20, None), exclude=True)  # K clinics, or the user's client field
     canary_candidates: int = Field(10_000, exclude=True)
-    one_run_canaries: tuple[int, int, int] = Field((1000, 4, 8), exclude=True)  # m, prefix words, secret words
+    # m, prefix words, secret words, and the words the reconstruction game gives the model (the rest it decodes)
+    one_run_canaries: tuple[int, int, int, int] = Field((1000, 4, 2, 2), exclude=True)
     pii_sizes: PiiSizes = Field(PiiSizes(), exclude=True)
 
     @field_validator("select")
@@ -119,6 +120,6 @@ class AttackSettings(BaseModel):
 #: Attack settings filled from other config sections, and where.
 DERIVED: dict[str, str] = {
     "global_variance": "shadows.global_variance", "clients": "federated.clients / data.client_field",
-    "canary_candidates": "canaries.candidates", "one_run_canaries": "one_run.canaries / prefix_words / secret_words",
+    "canary_candidates": "canaries.candidates", "one_run_canaries": "one_run.canaries / prefix_words / secret_words / query_words",
     "pii_sizes": "the profile",
 }

@@ -62,6 +62,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 __all__ = ["OneRunBound", "OneRunAudit", "dpsgd_mu_clt", "gaussian_delta", "gaussian_mu", "gdp_mu_lower_bound",
+           "reconstruction_counts", "reconstruction_grid",
            "gdp_p_value", "guess_counts", "guess_grid", "one_run_audit", "one_run_p_value", "steinke_epsilon", "steinke_p_value"]
 
 
@@ -371,3 +372,41 @@ def one_run_audit(scores: np.ndarray, included: np.ndarray, *, alpha: float = 0.
                        epsilon_steinke=best.epsilon_steinke,
                        mu_gdp_lb=max(c.mu_gdp_lb for c in cands) if gdp else None,  # type: ignore[type-var]
                        best_steinke=best, candidates=cands)
+
+
+# ----------------------------------------------------------------------------- the reconstruction game
+
+#: Fractions of the game's canaries guessed, most confident first (:func:`reconstruction_grid`).
+RECONSTRUCTION_FRACTIONS = (0.02, 0.1, 0.3, 1.0)
+
+
+def reconstruction_grid(m: int) -> list[int]:
+    """Guess counts of the reconstruction game, fixed by m (the included canaries) alone, never by the
+    outcome: the most confident 2 %, 10 %, 30 % and all of them. Under DP a right k-ary guess is strong
+    evidence when k is large (Mahloujifar et al. 2025, the (k − 1) factor of their recursion), so a few
+    confident right guesses can refute a claim that all m could not; a weakly memorising model needs more
+    guesses. Four candidates, for the same reason as :func:`guess_grid`: each costs the union bound."""
+    if m < 1:
+        raise ValueError(f"need at least one canary, got m={m}")
+    out: list[int] = []
+    for frac in RECONSTRUCTION_FRACTIONS:
+        r = max(1, int(round(frac * m)))
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def reconstruction_counts(confidence: np.ndarray, right: np.ndarray,
+                          grid: list[int] | None = None) -> list[tuple[int, int]]:
+    """(guesses r, right v) for every r of ``grid`` (default :func:`reconstruction_grid`): the r decoded
+    secrets the model was most confident of, v of them exactly right. Ties in confidence are broken by
+    index order (a fixed permutation), not by the outcome."""
+    confidence, right = _checked(confidence, right)
+    grid = reconstruction_grid(confidence.size) if grid is None else list(grid)
+    hits = np.cumsum(right[np.argsort(-confidence, kind="stable")])
+    out = []
+    for r in grid:
+        if not 1 <= r <= confidence.size:
+            raise ValueError(f"{r} guesses of {confidence.size} canaries")
+        out.append((int(r), int(hits[r - 1])))
+    return out

@@ -21,9 +21,10 @@ from ..attacks.one_run_canaries import OneRunCanaryResult
 from ..core.metrics import roc_curve
 from ..data.records import Record
 from ..data.splits import unit_of
-from ..results import EmpiricalEpsilon, EmpiricalEpsilonBound, ExposedPerson, OneRunCandidate, OneRunEpsilon, RocBand
+from ..results import (EmpiricalEpsilon, EmpiricalEpsilonBound, ExposedPerson, OneRunCandidate, OneRunEpsilon,
+                       OneRunReconstruction, ReconstructionCandidate, RocBand)
 from .epsilon import empirical_epsilon, roc_band_check, split_halves
-from .one_run import one_run_audit
+from .one_run import one_run_audit, reconstruction_counts
 
 #: Fewer audit canaries than this and the one-run bound cannot reach even ε ≈ 1.
 MIN_ONE_RUN_CANARIES = 50
@@ -78,8 +79,20 @@ def one_run_summary(result: OneRunCanaryResult, *, delta: float, alpha: float, f
                         m=audit.m, n_included=audit.n_in, score=result.score, alpha=alpha,
                         alpha_each=audit.alpha_each, delta=delta,
                         best=OneRunCandidate.model_validate(asdict(audit.best_steinke)), candidates=cands,
-                        canary_auc=result.auc)
+                        canary_auc=result.auc, reconstruction=reconstruction_summary(result))
     return out
+
+
+def reconstruction_summary(result: OneRunCanaryResult) -> OneRunReconstruction | None:
+    """The reconstruction game's guess counts on the fixed grid (None: the attack did not play it)."""
+    recon = result.reconstruction
+    if recon is None or not result.pool_size or not result.secret_words:
+        return None
+    confidence, right = recon
+    counts = reconstruction_counts(confidence, right)
+    return OneRunReconstruction(m=int(confidence.size), pool_size=result.pool_size, secret_words=result.secret_words,
+                                k=float(result.pool_size) ** result.secret_words, reconstructed=int(right.sum()),
+                                candidates=[ReconstructionCandidate(guesses=r, correct=v) for r, v in counts])
 
 
 def exposed_people(results: dict[str, MembershipResult], members: Sequence[Record], evaluated: np.ndarray,

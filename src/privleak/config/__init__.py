@@ -132,7 +132,8 @@ class AuditConfig(_Strict):
         return self.attacks.model_copy(update=dict(
             global_variance=self.shadows.global_variance, clients=(self.federated.clients, self.data.client_field),
             canary_candidates=self.canaries.candidates,
-            one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words, self.one_run.secret_words),
+            one_run_canaries=(self.one_run.canaries, self.one_run.prefix_words, self.one_run.secret_words,
+                              self.one_run.query_words),
             pii_sizes=PiiSizes.for_profile(self.profile)))
 
     def selected_attacks(self) -> list[str]:

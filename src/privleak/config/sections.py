@@ -404,7 +404,18 @@ class OneRunConfig(_Strict):
     # 2, not 8: shorter canaries put more of each clipped per-sample gradient on each word, and cost half the
     # training text (docs/results/2026-11-25-figures-from-code.md).
     secret_words: int = Field(2, ge=1, le=64)
+    # The reconstruction game (attacks/one_run_canaries.py) gives the model a canary's first query_words words
+    # and decodes the rest: one of |pool|^(prefix + secret − query) values, so a right guess is strong evidence.
+    # Queries are unique across the canaries (the words after them stay uniform and independent).
+    query_words: int = Field(2, ge=1, le=64)
     fdp: bool = True  # also the μ-GDP lower bound (Mahloujifar et al. 2024): a μ, not an ε
+
+    @model_validator(mode="after")
+    def _query_leaves_words(self) -> "OneRunConfig":
+        if self.query_words >= self.prefix_words + self.secret_words:
+            raise ValueError(f"one_run.query_words ({self.query_words}) must be below prefix_words + secret_words "
+                             f"({self.prefix_words + self.secret_words}): the reconstruction game decodes the words after it")
+        return self
 
 
 class ExecutorConfig(_Strict):

@@ -52,11 +52,15 @@ class AuditCanary:
 
 
 def make_audit_canaries(pool: Sequence[str], m: int, prefix_words: int, secret_words: int,
-                        seed: int) -> list[AuditCanary]:
+                        seed: int, query_words: int = 2) -> list[AuditCanary]:
     """m canaries of uniformly random words from ``pool`` (each word " xyz"), included with probability ½.
 
     Inclusion bits come from their own seeded stream, independent of the
-    texts, as the one-run theorem requires (S_i i.i.d. Bernoulli(½)).
+    texts, as the one-run theorem requires (S_i i.i.d. Bernoulli(½)). The
+    first ``query_words`` words are unique across the canaries (a draw whose
+    query is taken is drawn again, all its words): each later word stays
+    uniform over the pool and independent of every other canary, as the
+    reconstruction game requires, and each query points at one canary.
     """
     if m < 0:
         raise UserError(f"one_run.canaries must be ≥ 0, got {m}")
@@ -64,16 +68,21 @@ def make_audit_canaries(pool: Sequence[str], m: int, prefix_words: int, secret_w
     if m and len(words) < 20:
         raise UserError(f"the base model's vocabulary gives only {len(words)} rare words for audit canaries; "
                         "use a larger vocabulary or set one_run.canaries = 0")
+    if m and 2 * m > len(words) ** min(query_words, 16):
+        raise UserError(f"one_run.canaries = {m} needs unique {query_words}-word queries from {len(words)} rare words "
+                        f"(at most {len(words) ** query_words // 2} canaries); raise one_run.query_words or lower "
+                        "one_run.canaries")
     rng = random.Random(derive_seed(seed, "audit-canaries.text"))
     bits = random.Random(derive_seed(seed, "audit-canaries.include"))
     out: list[AuditCanary] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, ...]] = set()
     while len(out) < m:
-        prefix = "".join(rng.choice(words) for _ in range(prefix_words)).lstrip()
-        secret = "".join(rng.choice(words) for _ in range(secret_words))
-        if prefix in seen:  # unique prefixes: each secret is tied to one context
+        drawn = [rng.choice(words) for _ in range(prefix_words + secret_words)]
+        prefix, secret = "".join(drawn[:prefix_words]).lstrip(), "".join(drawn[prefix_words:])
+        query = tuple(drawn[:query_words])
+        if query in seen:  # unique queries: each points at one canary
             continue
-        seen.add(prefix)
+        seen.add(query)
         out.append(AuditCanary(canary_id=f"audit-{len(out):04d}", prefix=prefix, secret=secret,
                                included=bits.random() < 0.5))
     return out

@@ -244,6 +244,6 @@ def _audit_canaries(view: View) -> None:
     cfg = view.cfg
     pool = rare_word_pool(view[BASE].tokenizer, [r.text for r in view[PUBLIC]])
     canaries = make_audit_canaries(pool, cfg.one_run.canaries, cfg.one_run.prefix_words, cfg.one_run.secret_words,
-                                   cfg.seed)
+                                   cfg.seed, cfg.one_run.query_words)
     save_audit_canaries(view.path("audit_canaries.json"), canaries,
                         {"pool_size": len(pool), "n_included": sum(c.included for c in canaries)})
