@@ -295,6 +295,28 @@ class OneRunCandidate(Typed):
     mu_gdp_lb: float | None = None
 
 
+class ReconstructionCandidate(Typed):
+    """One guess count of the reconstruction game: the ``guesses`` most confident decoded secrets, ``correct``
+    of them right (every word)."""
+
+    guesses: int
+    correct: int
+
+
+class OneRunReconstruction(Typed):
+    """The reconstruction (k-ary) game on the included audit canaries (attacks/one_run_canaries.py): each
+    secret is one of k = ``pool_size`` ** ``secret_words`` values, drawn uniformly; the model alone decodes
+    it; ``candidates``: the fixed grid of guess counts by confidence (``audit.one_run.reconstruction_grid``).
+    Which claim the counts refute is decided with the other alarm routes (:mod:`privleak.audit.alarms`)."""
+
+    m: int  # canaries in the game: the included ones
+    pool_size: int
+    secret_words: int
+    k: float
+    reconstructed: int  # of the m, secrets decoded exactly
+    candidates: list[ReconstructionCandidate] = []
+
+
 class OneRunEpsilon(Typed):
     """The one-run ε lower bounds of one model from its audit canaries (audit/one_run.py).
 
@@ -319,6 +341,7 @@ class OneRunEpsilon(Typed):
     best: OneRunCandidate | None = None
     candidates: list[OneRunCandidate] = []
     canary_auc: Probability | None = None  # included vs left-out canaries' scores (a diagnostic; the bound counts guesses)
+    reconstruction: OneRunReconstruction | None = None  # the k-ary game (None: not played, e.g. a guarded model)
 
 
 class ExposedPerson(Typed):
@@ -424,15 +447,46 @@ class AlarmOutcome(Typed):
     bound_at_level: float | None = None  # the ε lower bound at the allotted level (routes that give one)
 
 
+class PowerNeed(Typed):
+    """The smallest violation one alarm test can show at its level: ``correct`` right of its ``guesses``
+    (None: not even every guess right would)."""
+
+    route: str
+    guesses: int
+    correct: int | None
+
+
+class AlarmPower(Typed):
+    """What one DP arm's alarm could have caught at this audit's size (:func:`privleak.audit.alarms.alarm_power`).
+
+    ``verified``: had this arm been broken as badly as ``reference`` — its canaries guessed and decoded as well as
+    the audit's non-private arm's (the model a DP-SGD without noise or clipping approaches), or, with no such arm,
+    every guess right — its alarm tests, at their allotted levels, would have raised "DP guarantee violated".
+    False: a broken implementation could pass this audit unnoticed ("implementation unverified"). ``route`` and
+    ``p_value``: the test that would have caught it and its p-value on the reference's guesses; ``needed``: per
+    alarm test, the fewest right guesses of the test's largest guess count that refute the claim."""
+
+    arm: str
+    verified: bool
+    reference: str  # an arm's name, or "every guess right"
+    route: str | None = None
+    p_value: Probability | None = None
+    level: Probability | None = None
+    needed: list[PowerNeed] = []
+    text: str
+
+
 class Alarms(Typed):
     """"DP guarantee violated", decided once for the whole audit with a stated false-alarm probability:
-    ``statement`` says it in one sentence; ``violated``: the arms it names."""
+    ``statement`` says it in one sentence; ``violated``: the arms it names; ``power``: per DP arm, what the
+    alarm could have caught at this size."""
 
     alpha: Probability
     statement: str
     violated: list[str]
     outcomes: list[AlarmOutcome]
     diagnostics_rejected: list[str] = []  # "arm: route" of the diagnostics that reject (never an alarm)
+    power: dict[str, AlarmPower] = {}
 
 
 class Standing(Typed):

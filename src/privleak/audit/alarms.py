@@ -19,9 +19,19 @@ Which routes may raise the alarm — only those valid for *one* trained model:
   inside the p-value (:func:`privleak.audit.one_run.one_run_p_value`). Each
   canary is one record and its own person, so the claim tested is the ε of
   one record (the lead passes the ε that holds for a canary's unit, e.g. the
-  record ε of a federated arm or the person ε of a user-level one). It is
-  also the most powerful route: random rare-word canaries are what a model
-  memorises first (Panda et al. 2025).
+  record ε of a federated arm or the person ε of a user-level one). Random
+  rare-word canaries are what a model memorises first (Panda et al. 2025),
+  but at m = 1,000 this test cannot pass ε ≈ 5 even with every guess right.
+* ``one_run_fdp`` (alarm): the same guesses read by Mahloujifar, Melis &
+  Chaudhuri's f-DP recursion (:mod:`.fdp`) against the accountant's own
+  trade-off curve of the DP-SGD it analysed (σ, q, T: :func:`canary_curves`),
+  a far tighter claim than its one (ε, δ) point and one the accountant's ε
+  rests on: "this training is that DP-SGD", for each canary's unit.
+* ``one_run_kary`` (alarm): the same recursion in its k-ary form on the
+  reconstruction game — the secret each included canary carries after its
+  query words, decoded from the model, one of k = |pool|^w values — against
+  the accountant's replace-one curve. The route with the power to refute
+  ε = 8 at the default audit's size (docs/definitions.md says why).
 * ``empirical_epsilon`` (diagnostic): the best membership attack's bound on a
   held-out half (:func:`privleak.audit.epsilon.empirical_epsilon`), tested
   against the ε of the units evaluated (group privacy for units of k
@@ -40,7 +50,14 @@ Diagnostics form their own family at α (so what the report says about them
 is also controlled, under their stated assumption), and never raise the alarm.
 ``tests/test_alarms.py`` simulates exactly ε-DP mechanisms (Laplace and
 Gaussian scores, m = 1000 one-run canaries, n = 500 and 2000 members per side)
-and counts every route as an audit would.
+and counts every route as an audit would; ``tests/test_fdp.py`` does the same
+for the f-DP routes on mechanisms at their claimed curves, and
+``tests/test_fdp_seeds.py`` on real DP-SGD runs, broken and correct.
+
+The alarm's power (:func:`alarm_power`) is a reported figure: each DP arm's
+alarm tests re-run on the guesses of the audit's non-private arm, at the
+levels the arm's own tests got — whether an implementation broken that badly
+would have been caught at this audit's size.
 """
 
 from __future__ import annotations
@@ -48,17 +65,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
+import numpy as np
+
+from ..accountants import GridTooLarge
+from ..accountants.analysis.profile import PrivacyProfile, privacy_profile
 from ..core.stats import clopper_pearson
 from .epsilon import RocBandCheck, epsilon_test_p_value, group_privacy, held_out_counts
-from .one_run import gdp_p_value, one_run_p_value, steinke_epsilon
+from .fdp import ProfileCurve, TradeOff, fdp_grid_p_value, fdp_min_correct, fdp_refutes
+from .one_run import gdp_p_value, one_run_p_value, steinke_epsilon, steinke_p_value
 
-Route = Literal["one_run", "empirical_epsilon", "roc_band", "mu_gdp"]
+Route = Literal["one_run", "one_run_fdp", "one_run_kary", "empirical_epsilon", "roc_band", "mu_gdp"]
 #: The routes valid as alarms for one trained model (module docstring says why the others are not).
-ALARM_ROUTES: tuple[Route, ...] = ("one_run",)
+ALARM_ROUTES: tuple[Route, ...] = ("one_run", "one_run_fdp", "one_run_kary")
 ROUTE_TITLES: dict[str, str] = {
     "one_run": "one-run canary test (Steinke et al. 2023)",
+    "one_run_fdp": "one-run f-DP test of the accountant's trade-off curve (Mahloujifar et al. 2025)",
+    "one_run_kary": "one-run reconstruction test of the accountant's replace-one curve (Mahloujifar et al. 2025)",
     "empirical_epsilon": "membership-attack ε bound on a held-out half",
     "roc_band": "held-out ROC curve in a DKW band",
     "mu_gdp": "μ-GDP test of the audit canaries (Mahloujifar et al. 2024)",
@@ -81,6 +106,9 @@ class AlarmTest:
     alarm: bool
     bound: Callable[[float], float] | None = None
     detail: dict = field(default_factory=dict)
+    #: (guesses, fewest right that reject at level a) for each candidate of the route's grid (None: not even
+    #: every guess right would): the smallest violation the route can show at its size.
+    needed: Callable[[float], list[tuple[int, int | None]]] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.p_value <= 1.0 or math.isnan(self.p_value):
@@ -190,7 +218,21 @@ def one_run_alarm_test(arm: str, m: int, counts: Sequence[tuple[int, int]], epsi
     def bound(level: float) -> float:
         return max(steinke_epsilon(m, r, v, level / len(counts), delta) for r, v in counts)
 
-    return AlarmTest(arm=arm, route="one_run", p_value=p, alarm=True, bound=bound,
+    def needed(level: float) -> list[tuple[int, int | None]]:
+        out: list[tuple[int, int | None]] = []
+        for r, _ in counts:
+            rejects = lambda v: len(counts) * steinke_p_value(m, r, v, epsilon, delta) <= level  # noqa: E731
+            if not rejects(r):
+                out.append((r, None))
+                continue
+            lo, hi = -1, r  # rejection only gets easier with more right guesses
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if rejects(mid) else (mid, hi)
+            out.append((r, hi))
+        return out
+
+    return AlarmTest(arm=arm, route="one_run", p_value=p, alarm=True, bound=bound, needed=needed,
                      claim=f"(ε = {epsilon:.3g}, δ = {delta:.2g})-DP for each audit canary",
                      detail={"m": m, "counts": counts, "epsilon": epsilon, "delta": delta})
 
@@ -280,3 +322,229 @@ def mu_gdp_diagnostic(arm: str, m: int, counts: Sequence[tuple[int, int]], mu_cl
     return AlarmTest(arm=arm, route="mu_gdp", p_value=gdp_p_value(m, counts, mu_claimed), alarm=False,
                      claim=f"μ-GDP with μ = {mu_claimed:.3g} (CLT approximation of DP-SGD)",
                      detail={"m": m, "counts": counts, "mu": mu_claimed})
+
+
+# ----------------------------------------------------------------------------- the f-DP routes
+
+@dataclass(frozen=True)
+class CanaryCurves:
+    """What a DP arm's accountant promises one audit canary, as trade-off curves (:mod:`.fdp`): ``inclusion``
+    (the canary added or removed: the in/out game) and ``secret`` (its secret changed for another: the
+    reconstruction game); ``mechanism``: what they are the curves of, in words. Both are the accountant's own
+    analysis of the mechanism (σ, q, T of the Poisson-subsampled Gaussian), below its true curves
+    (:mod:`privleak.accountants.analysis.profile`), so a correct implementation is refuted at most at the
+    test's level."""
+
+    inclusion: TradeOff
+    secret: TradeOff
+    mechanism: str
+    sample_rate: float
+    sigma: float
+    steps: int
+    relations: tuple[str, str]
+    #: The relation of the ε a canary is held to (:func:`one_run_alarm_test`'s claim): add/remove of a record or
+    #: person; replace-one for a record inside a federated client (``Privacy.epsilon_record``).
+    claim_relation: str = "add_remove"
+
+
+def _merged(a: PrivacyProfile, b: PrivacyProfile) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The pointwise larger δ of two profiles on their common 0.01 grid (the shorter one extended by its last δ,
+    an upper bound beyond its end, where δ only falls)."""
+    n = max(len(a.epsilons), len(b.epsilons))
+    long_eps = a.epsilons if len(a.epsilons) == n else b.epsilons
+    pad = lambda d: np.concatenate([d, np.full(n - len(d), d[-1])])  # noqa: E731
+    return tuple(long_eps), tuple(np.maximum(pad(np.asarray(a.deltas)), pad(np.asarray(b.deltas))).tolist())
+
+
+@lru_cache(maxsize=64)
+def _curve(q: float, sigma: float, steps: int, relation: str, vdi: float | None = None) -> ProfileCurve:
+    """The ProfileCurve of DP-SGD under ``relation`` ("add_remove", "replace", or "both": the larger δ of the
+    two at every ε, valid whichever relation holds)."""
+    if relation == "both":
+        a = privacy_profile(sample_rate=q, noise_multiplier=sigma, steps=steps, relation="add_remove",
+                            value_discretization_interval=vdi)
+        b = privacy_profile(sample_rate=q, noise_multiplier=sigma, steps=steps, relation="replace",
+                            value_discretization_interval=vdi)
+        eps, deltas = _merged(a, b)
+    else:
+        p = privacy_profile(sample_rate=q, noise_multiplier=sigma, steps=steps, relation=relation,  # type: ignore[arg-type]
+                            value_discretization_interval=vdi)
+        eps, deltas = p.epsilons, p.deltas
+    return ProfileCurve(eps, deltas, label=f"DP-SGD (q = {q:.3g}, σ = {sigma:.3g}, T = {steps}, {relation})")
+
+
+def canary_curves(privacy: Any) -> CanaryCurves | None:
+    """A DP arm's promise to one audit canary (each is one record and its own person), from its privacy block
+    (a :class:`~privleak.results.Privacy` or its dict): None when the block has no DP-SGD parameters (the
+    arm's (ε, δ) claim is then tested by the Steinke route alone).
+
+    * unit "record" (``dp``, ``dp+lora``, ``dp+scrub``, ``dp-user`` ELS) and "person" (``dp-user`` ULS, whose
+      q is the people's and whose canary is a one-record person): a canary added or removed is one unit added
+      or removed (add/remove); its secret changed is the unit's clipped contribution replaced (replace-one);
+    * unit "client" (``fed-dp``): a canary is a record inside a client, so adding it replaces that client's
+      clipped update (replace-one), unless it is its client's only record (add/remove): the inclusion curve
+      takes the larger δ of the two; its secret changed is replace-one.
+
+    Also None when the composed PLD does not fit the accountant's grid limits even coarsened.
+
+    Scrubbing and deduplication never touch the canaries (they are added after the data defences), and a
+    public gradient is outside the noised sum, so neither changes the curves."""
+    get = privacy.get if isinstance(privacy, dict) else lambda k, d=None: getattr(privacy, k, d)
+    sigma, q, steps, unit = get("sigma"), get("sample_rate"), get("steps"), get("unit", "record")
+    if not sigma or not q or not steps or float(sigma) <= 0 or unit not in ("record", "person", "client"):
+        return None
+    q, sigma, steps = float(q), float(sigma), int(steps)
+    inclusion = "both" if unit == "client" else "add_remove"
+    what = {"record": "one record", "person": "one person", "client": "one client"}[unit]
+    try:
+        curves = _curve(q, sigma, steps, inclusion), _curve(q, sigma, steps, "replace")
+    except GridTooLarge:  # a PLD too large to hold even coarsened: the (ε, δ) claim alone is tested (Steinke)
+        return None
+    return CanaryCurves(inclusion=curves[0], secret=curves[1],
+                        mechanism=f"DP-SGD's Poisson-subsampled Gaussian (q = {q:.3g} per {what.split()[1]}, "
+                                  f"σ = {sigma:.3g}, T = {steps})",
+                        sample_rate=q, sigma=sigma, steps=steps, relations=(inclusion, "replace"),
+                        claim_relation="replace" if unit == "client" else "add_remove")
+
+
+#: The loss-grid width of the curves the displayed ε bounds are searched over (coarser than the test's own:
+#: still upper bounds on δ, so the bound stays valid; ~1 % of ε looser, and 10× cheaper).
+_SEARCH_VDI = 0.02
+
+
+def _family_bound(m: int, counts: Sequence[tuple[int, int]], k: float, curves: CanaryCurves, which: int,
+                  delta: float, level: float) -> float:
+    """The displayed bound of an f-DP route: the largest ε (at the arm's δ) of DP-SGD with the arm's q and T —
+    σ varied — whose curve the guesses refute at ``level`` (the union over the grid: each candidate at
+    level/|grid|); 0 when even σ = 16× the arm's is not refuted, and at most the ε of σ/64 (a display, not a
+    search to the end). A statement about that family of curves, not an ε lower bound for every mechanism."""
+    relation = curves.relations[which]
+    a = level / len(counts)
+
+    def refuted(sigma: float) -> bool:
+        c = _curve(curves.sample_rate, sigma, curves.steps, relation, _SEARCH_VDI)
+        return any(fdp_refutes(m, r, v, a, c, k) for r, v in counts if v > 0)
+
+    def eps_of(sigma: float) -> float:  # in the units of the ε the canary is held to (the claim's)
+        p = privacy_profile(sample_rate=curves.sample_rate, noise_multiplier=sigma, steps=curves.steps,
+                            relation=curves.claim_relation, value_discretization_interval=_SEARCH_VDI)
+        return p.epsilon(delta)
+
+    def safe(sigma: float) -> bool:
+        try:
+            return refuted(sigma)
+        except GridTooLarge:  # σ so small the PLD grid does not fit: count it as not refuted (conservative)
+            return False
+
+    # More noise is a stronger promise, easier to refute: refuted(σ) holds for every σ above some σ*, and the
+    # bound is ε(σ*). Keep ``ref`` refuted and ``non`` not, and return ε(ref): valid however far the search got.
+    s0 = curves.sigma
+    if safe(s0):
+        ref, non = s0, s0 / 4
+        for _ in range(3):  # down to σ/64; past that the PLD grids grow too large for a display
+            if not safe(non):
+                break
+            ref, non = non, non / 4
+        else:
+            return eps_of(ref)
+    else:
+        ref, non = 16 * s0, s0
+        if not safe(ref):
+            return 0.0
+    for _ in range(7):
+        mid = math.sqrt(ref * non)
+        if safe(mid):
+            ref = mid
+        else:
+            non = mid
+    return eps_of(ref)
+
+
+def fdp_alarm_test(arm: str, m: int, counts: Sequence[tuple[int, int]], curves: CanaryCurves,
+                   delta: float) -> AlarmTest:
+    """The f-DP route: the same in/out guesses as the Steinke route (``OneRunEpsilon.candidates``) against the
+    accountant's add/remove trade-off curve for one canary (:func:`canary_curves`), by Mahloujifar et al.'s
+    recursion (:func:`privleak.audit.fdp.fdp_grid_p_value`, the union over the grid inside).
+    ``bound(a)``: :func:`_family_bound`."""
+    counts = [(int(r), int(v)) for r, v in counts]
+    p = fdp_grid_p_value(m, counts, curves.inclusion, k=2)
+    return AlarmTest(arm=arm, route="one_run_fdp", p_value=p, alarm=True,
+                     bound=lambda level: _family_bound(m, counts, 2, curves, 0, delta, level),
+                     needed=lambda level: [(r, fdp_min_correct(m, r, level / len(counts), curves.inclusion, 2))
+                                           for r, _ in counts],
+                     claim=f"the trade-off curve of {curves.mechanism} for each audit canary added or removed",
+                     detail={"m": m, "counts": counts, "k": 2, "relation": curves.relations[0]})
+
+
+def reconstruction_alarm_test(arm: str, m: int, k: float, counts: Sequence[tuple[int, int]], curves: CanaryCurves,
+                              delta: float) -> AlarmTest:
+    """The reconstruction route: of the m included canaries, the most confident decoded secrets right
+    (``OneRunReconstruction.candidates``, each secret one of k values) against the accountant's replace-one
+    curve for one canary's secret, by Mahloujifar et al.'s k-ary recursion. ``bound(a)``: :func:`_family_bound`."""
+    counts = [(int(r), int(v)) for r, v in counts]
+    p = fdp_grid_p_value(m, counts, curves.secret, k=k)
+    return AlarmTest(arm=arm, route="one_run_kary", p_value=p, alarm=True,
+                     bound=lambda level: _family_bound(m, counts, k, curves, 1, delta, level),
+                     needed=lambda level: [(r, fdp_min_correct(m, r, level / len(counts), curves.secret, k))
+                                           for r, _ in counts],
+                     claim=f"the replace-one trade-off curve of {curves.mechanism} for each audit canary's secret "
+                           f"(one of k = {k:.3g})",
+                     detail={"m": m, "counts": counts, "k": k, "relation": "replace"})
+
+
+# ----------------------------------------------------------------------------- the alarm's power
+
+ROUTE_SHORT = {"one_run": "Steinke test", "one_run_fdp": "f-DP test", "one_run_kary": "reconstruction test"}
+
+
+@dataclass(frozen=True)
+class PowerCheck:
+    """Whether one DP arm's alarm would have caught it broken as badly as ``reference`` (see :func:`alarm_power`)."""
+
+    arm: str
+    verified: bool
+    reference: str
+    route: str | None
+    p_value: float | None
+    level: float | None
+    needed: list[tuple[str, int, int | None]]
+    text: str
+
+
+def _counts_text(test: AlarmTest) -> str:
+    counts = test.detail.get("counts") or []
+    if not counts:
+        return ""
+    r, v = max(counts, key=lambda c: c[0])
+    what = "secrets decoded" if test.route == "one_run_kary" else "guesses right"
+    return f"{v} of {r} {what}"
+
+
+def alarm_power(arm: str, own: Sequence[AlarmOutcome], hypothetical: Sequence[AlarmTest],
+                reference: str) -> PowerCheck:
+    """The alarm's power for one DP arm, as a fact about this audit's size: ``hypothetical`` are the arm's own
+    alarm tests (same claims, same routes) re-run on ``reference``'s guesses — the audit's non-private arm's
+    (a DP-SGD run with no noise and no clipping is that training) or, with none, every guess right — and each
+    is held to the level ``own`` (the arm's real tests) was allotted. ``verified``: some route would reject,
+    so an implementation broken that badly would have raised "DP guarantee violated" here."""
+    level_of = {o.test.route: o.level for o in own}
+    hits = [(t.p_value / level_of[t.route], t) for t in hypothetical if t.route in level_of]
+    needed = [(t.route, r, v) for t in hypothetical if t.route in level_of and t.needed is not None
+              for r, v in t.needed(level_of[t.route])]
+    caught = [(ratio, t) for ratio, t in hits if t.p_value <= level_of[t.route]]
+    if caught:
+        _, t = min(caught, key=lambda x: x[0])
+        text = (f"Checked: had {arm} been broken as badly as {reference} ({_counts_text(t)}), its "
+                f"{ROUTE_SHORT[t.route]} would have raised \"DP guarantee violated\" (p = {t.p_value:.2g} at level "
+                f"{level_of[t.route]:.2g}).")
+        return PowerCheck(arm, True, reference, t.route, t.p_value, level_of[t.route], needed, text)
+    best = min(hits, key=lambda x: x[0])[1] if hits else None
+    # the easiest bar to state: the smallest share of right guesses any test would take
+    need = min(((rt, r, v) for rt, r, v in needed if v is not None), key=lambda x: (x[2] / x[1], -x[1]), default=None)
+    text = (f"Implementation unverified: even guesses as good as {reference}'s"
+            + (f" ({_counts_text(best)})" if best is not None and _counts_text(best) else "")
+            + f" would not refute {arm}'s claim at this audit's size"
+            + (f"; the {ROUTE_SHORT[need[0]]} needs {need[2]} of its {need[1]} guesses right" if need else
+               "; no test here can refute it even with every guess right") + ".")
+    return PowerCheck(arm, False, reference, best.route if best else None, best.p_value if best else None,
+                      level_of.get(best.route) if best else None, needed, text)

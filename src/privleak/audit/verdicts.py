@@ -48,10 +48,14 @@ from ..attacks.base import Finding, Policy
 from .alarms import (
     AlarmTest,
     alarm_decision,
+    alarm_power,
+    canary_curves,
     empirical_epsilon_diagnostic,
+    fdp_alarm_test,
     largest_unit,
     mu_gdp_diagnostic,
     one_run_alarm_test,
+    reconstruction_alarm_test,
     unit_privacy,
 )
 from .one_run import dpsgd_mu_clt
@@ -63,10 +67,12 @@ from ..core.stats import compare_proportions, holm
 from ..results import (
     CONTROL,
     AlarmOutcome,
+    AlarmPower,
     Alarms,
     ArmResult,
     AuditResults,
     Comparison,
+    PowerNeed,
     Verdict,
 )
 
@@ -89,11 +95,29 @@ def findings(arm: ArmResult, control: ArmResult | None, policy: Policy = POLICY)
     return out
 
 
+def _canary_tests(name: str, p, one, curves) -> list[AlarmTest]:
+    """The alarm tests of one DP arm's promise to its audit canaries, from one model's guesses ``one`` (a
+    :class:`~privleak.results.OneRunEpsilon`): Steinke's against the (ε, δ) of a canary's unit, and — where
+    the accountant's curves are known (``curves``, :func:`~.alarms.canary_curves`) — the f-DP test of the same
+    in/out guesses and the reconstruction test of the decoded secrets against them."""
+    eps = p.epsilon if p.unit == "person" else p.epsilon_per_record
+    counts = [(c.guesses, c.correct) for c in one.candidates]
+    tests = [one_run_alarm_test(name, one.m, counts, eps, p.delta)]  # the arm's δ (what its one-run summary used)
+    if curves is not None:
+        tests.append(fdp_alarm_test(name, one.m, counts, curves, p.delta))
+        rec = one.reconstruction
+        if rec is not None and rec.candidates:
+            tests.append(reconstruction_alarm_test(name, rec.m, rec.k, [(c.guesses, c.correct) for c in rec.candidates],
+                                                   curves, p.delta))
+    return tests
+
+
 def alarm_tests(results: AuditResults) -> list[AlarmTest]:
     """Every test of every DP arm's claim the audit can make (:mod:`privleak.audit.alarms`): the one-run
-    canary test (the alarm route: each canary is one record, its own person, held to the arm's record ε —
-    or its person ε for an arm accounted per person), and as diagnostics the empirical ε and the ROC band
-    (against the ε of the units evaluated) and the μ-GDP test (against the μ the DP-SGD run implies)."""
+    canary tests (the alarm routes: each canary is one record, its own person, held to the arm's record ε —
+    or its person ε for an arm accounted per person — and, by the f-DP routes, to the accountant's trade-off
+    curves), and as diagnostics the empirical ε and the ROC band (against the ε of the units evaluated) and
+    the μ-GDP test (against the μ the DP-SGD run implies)."""
     design = results.data.membership_design
     k = largest_unit(design.strata) if design is not None and any(design.strata.values()) else 1
     tests: list[AlarmTest] = []
@@ -104,9 +128,9 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
         eps = p.epsilon if p.unit == "person" else p.epsilon_per_record
         one = arm.one_run_epsilon
         if one is not None and one.available and one.candidates:
-            counts = [(c.guesses, c.correct) for c in one.candidates]
-            tests.append(one_run_alarm_test(name, one.m, counts, eps, one.delta))
+            tests += _canary_tests(name, p, one, canary_curves(p))
             if p.unit == "record" and p.sigma > 0 and p.steps > 0:
+                counts = [(c.guesses, c.correct) for c in one.candidates]
                 tests.append(mu_gdp_diagnostic(name, one.m, counts, dpsgd_mu_clt(p.sigma, p.sample_rate, p.steps)))
         emp = arm.empirical_epsilon
         if emp is not None and emp.attack in emp.by_attack:
@@ -122,8 +146,53 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
     return tests
 
 
+#: The arm kinds whose guesses stand for "a DP arm broken as badly as no DP at all" (first present wins).
+REFERENCE_KINDS = ("baseline", "best")
+
+
+def _reference(results: AuditResults) -> tuple[str, object] | None:
+    """The audit's non-private trained arm with one-run guesses: what a DP-SGD run with no noise and no
+    clipping approaches (None: the audit has none)."""
+    for kind in REFERENCE_KINDS:
+        for name, arm in results.arms.items():
+            one = arm.one_run_epsilon
+            if arm.kind == kind and arm.privacy is None and one is not None and one.available and one.candidates:
+                return name, one
+    return None
+
+
+def _perfect(one):
+    """``one`` with every guess right: the strongest evidence this audit's size could hold."""
+    cands = [c.model_copy(update={"correct": c.guesses}) for c in one.candidates]
+    rec = one.reconstruction
+    if rec is not None:
+        rec = rec.model_copy(update={"candidates": [c.model_copy(update={"correct": c.guesses}) for c in rec.candidates],
+                                     "reconstructed": rec.m})
+    return one.model_copy(update={"candidates": cands, "reconstruction": rec})
+
+
+def _power(results: AuditResults, decision) -> dict[str, AlarmPower]:
+    """Per DP arm with alarm tests: its tests re-run on the reference's guesses (:func:`_reference`, else
+    every guess right) at the levels its own tests were allotted (:func:`~.alarms.alarm_power`)."""
+    ref = _reference(results)
+    out: dict[str, AlarmPower] = {}
+    for name, arm in results.arms.items():
+        own = [o for o in decision.alarms if o.test.arm == name]
+        one = arm.one_run_epsilon
+        if not own or arm.privacy is None or one is None:
+            continue
+        label, guesses = (ref[0], ref[1]) if ref is not None else ("every guess right", _perfect(one))
+        hypothetical = _canary_tests(name, arm.privacy, guesses, canary_curves(arm.privacy))
+        check = alarm_power(name, own, hypothetical, label)
+        out[name] = AlarmPower(arm=name, verified=check.verified, reference=check.reference, route=check.route,
+                               p_value=check.p_value, level=check.level, text=check.text,
+                               needed=[PowerNeed(route=r, guesses=g, correct=c) for r, g, c in check.needed])
+    return out
+
+
 def decide_alarms(results: AuditResults, policy: Policy = POLICY) -> Alarms | None:
-    """"DP guarantee violated", decided once for the audit at ``policy.alarm_alpha`` (None: no DP arm)."""
+    """"DP guarantee violated", decided once for the audit at ``policy.alarm_alpha`` (None: no DP arm), with
+    each DP arm's alarm power (:func:`_power`)."""
     tests = alarm_tests(results)
     if not tests:
         return None
@@ -137,7 +206,27 @@ def decide_alarms(results: AuditResults, policy: Policy = POLICY) -> Alarms | No
     return Alarms(alpha=d.alpha, statement=d.statement,
                   violated=sorted({o.test.arm for o in d.alarms if o.rejected}),
                   outcomes=outcomes,
-                  diagnostics_rejected=[f"{o.test.arm}: {o.test.route}" for o in d.diagnostics if o.rejected])
+                  diagnostics_rejected=[f"{o.test.arm}: {o.test.route}" for o in d.diagnostics if o.rejected],
+                  power=_power(results, d))
+
+
+def _fdp_figures(name: str, arm: ArmResult, results: AuditResults) -> list[str]:
+    """The f-DP routes' bounds (the ε of the DP-SGD curves at the arm's q and T they refute) and the alarm's power."""
+    alarms = results.alarms
+    if alarms is None:
+        return []
+    out = []
+    for o in alarms.outcomes:
+        if o.arm != name or o.route not in ("one_run_fdp", "one_run_kary") or o.bound_at_level is None:
+            continue
+        rec = arm.one_run_epsilon.reconstruction if arm.one_run_epsilon else None
+        what = (f"f-DP, {arm.one_run_epsilon.m} canaries in/out" if o.route == "one_run_fdp" else
+                f"reconstruction, {rec.reconstructed} of {rec.m} secrets decoded" if rec else "reconstruction")
+        out.append(f"one-run ε ≥ {o.bound_at_level:.2f} ({what}; the DP-SGD curves at this q and T refuted)")
+    power = alarms.power.get(name)
+    if power is not None:
+        out.append(power.text)
+    return out
 
 
 def _dp_violation(name: str, results: AuditResults) -> str | None:
@@ -308,6 +397,7 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     if one is not None and one.available:
         figures.append(f"one-run ε ≥ {one.epsilon_steinke:.2f} (Steinke et al.; {one.m} canaries)"
                        + (f"; μ-GDP μ ≥ {one.mu_gdp_lb:.2f}" if one.mu_gdp_lb is not None else ""))
+        figures += _fdp_figures(name, arm, results)
     if arm.utility.gain_recovered is not None and control is not None:
         figures.append(f"utility recovered G = {arm.utility.gain_recovered:.2f} (held-out log-perplexity "
                        f"{arm.utility.nll_non_members:.3f} nats; control {control.utility.nll_non_members:.3f})")
