@@ -34,12 +34,18 @@ PRIVACY_CAPTION = ("ε: the accountant's upper bound at δ for the arm's unit (r
                    "brackets. A record-level arm (dp-ε) holds a record to ε and the person with the most records (k) "
                    "only to 'ε per person'; a user-level arm (dp-user-ε) holds every person to ε and a record to "
                    "'ε per record'; a client-level arm (fed-dp-ε) holds a client to ε, a record to 'ε per record', and a person whose records lie in one client to the same. ε PLD / RDP: the same ε by two other accountants. '≥': lower bounds measured by "
-                   "the attacks (one-run: Steinke's ε and the μ of μ-GDP, a μ, never an ε). G: utility gain recovered, only with a best reference (— otherwise).")
+                   "the attacks (one-run: Steinke's ε for any (ε, δ)-DP training / the f-DP tests' — in/out · secrets decoded — the ε of the DP-SGD curves at the arm's q and T they refute). G: utility gain recovered, only with a best reference (— otherwise).")
+
+
+def _fdp_bounds(results: AuditResults, name: str) -> str:
+    """The f-DP routes' bounds of an arm, "in/out · reconstruction" (— where the audit has none)."""
+    got = {o.route: o.bound_at_level for o in (results.alarms.outcomes if results.alarms else []) if o.arm == name}
+    return " · ".join(fmt.num(got.get(r), ".2f") for r in ("one_run_fdp", "one_run_kary"))
 
 
 def privacy_table(results: AuditResults) -> Table:
     t = Table(title="Privacy parameters and utility — every ε with its unit and its δ", caption=PRIVACY_CAPTION)
-    for col in ("arm", "unit", "ε (target)", "ε per record", "ε per person", "δ", "ε PLD / RDP", "one-run ε / μ ≥",
+    for col in ("arm", "unit", "ε (target)", "ε per record", "ε per person", "δ", "ε PLD / RDP", "one-run ε ≥",
                 "empirical ε ≥", "σ", "q", "steps", "G"):
         t.add_column(col, justify="left" if col in ("arm", "unit") else "right")
     design = results.data.membership_design
@@ -62,7 +68,7 @@ def privacy_table(results: AuditResults) -> Table:
             spent = "—" if control else ("none †" if guarantee else "∞ (no DP)")
             if guarantee:
                 notes.append(f"† {name}: {guarantee}")
-        one_s = (f"{fmt.num(one.epsilon_steinke, '.2f')} / {fmt.num(one.mu_gdp_lb, '.2f')}" if one and one.available
+        one_s = (f"{fmt.num(one.epsilon_steinke, '.2f')} / {_fdp_bounds(results, name)}" if one and one.available
                  else "—")
         if results.alarms is not None and name in results.alarms.violated:
             one_s = f"[bold red]{one_s} !![/bold red]"
@@ -215,12 +221,17 @@ def budget_table(results: AuditResults) -> Table | None:
 
 
 def verdict_lines(results: AuditResults) -> list[str]:
-    """One line per arm — its verdict and the figures that decide it (G, ε per record and per person, the
+    """One line per arm — its verdict (a DP arm's with whether the alarm could have caught it broken: "DP
+    implementation checked / unverified") and the figures that decide it (G, ε per record and per person, the
     strongest attack beside the control's figure) — then the recommendation; a smoke run says first that it is
     a tour, not evidence."""
     tour = tour_note(results)
+    power = results.alarms.power if results.alarms is not None else {}
     out = [tour] if tour else []
-    out += [f"{name}: {arm.verdict.label} — {verdict_figures(name, arm, results)}"
+    out += [f"{name}: {arm.verdict.label}"
+            + ("" if name not in power else " (DP implementation checked)" if power[name].verified
+               else " (DP implementation unverified)")
+            + f" — {verdict_figures(name, arm, results)}"
             for name, arm in results.arms.items() if arm.verdict]
     if results.recommendation is not None:
         out.append(results.recommendation.text)

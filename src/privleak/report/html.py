@@ -413,6 +413,10 @@ def section_budget(results: AuditResults) -> Section | None:
     return {"id": "budget", "title": "Privacy budget: the ε a release carries", "blocks": blocks}
 
 
+ONE_RUN_COLUMNS = ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "ε ≥ (f-DP, in/out)", "ε ≥ (f-DP, secrets)",
+                   "secrets decoded", "one-run μ ≥ (μ-GDP, not an ε)", "guesses", "canary AUC in vs out", "check"]
+
+
 def section_one_run(results: AuditResults) -> Section | None:
     rows, plot_rows = [], []
     for name, m in results.models():
@@ -423,20 +427,27 @@ def section_one_run(results: AuditResults) -> Section | None:
         control = is_control(results, name, m)
         auc = _n(one.canary_auc)
         if not one.available:
-            rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"), auc,
-                         _t(one.reason)])
+            rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"), _t("—"),
+                         _t("—"), _t("—"), auc, _t(one.reason)])
             continue
+        power = results.alarms.power.get(name) if results.alarms is not None else None
         if control:
             check = "control: never saw the canaries (the bound's floor)"
         elif acc is None:
             check = "no DP claim to check"
         elif results.alarms is not None and name in results.alarms.violated:
-            check = "DP GUARANTEE VIOLATED: the one-run canary test refutes the accountant's ε (audit-wide α)"
+            check = "DP GUARANTEE VIOLATED: a one-run test refutes the accountant's claim (audit-wide α)"
         else:
-            check = "ok: the one-run test does not refute the accountant's ε"
+            check = "ok: no one-run test refutes the accountant's claim"
+        if power is not None:
+            check += ". " + power.text
         best = one.best
+        bounds = {o.route: o.bound_at_level for o in (results.alarms.outcomes if results.alarms else []) if o.arm == name}
+        rec = one.reconstruction
         acc_cell = _t(f"{acc:.3f}") if acc is not None else _t("—" if control else "∞ (no DP)")
-        rows.append([name, acc_cell, _n(one.epsilon_steinke),
+        rows.append([name, acc_cell, _n(one.epsilon_steinke), _n(bounds.get("one_run_fdp")),
+                     _n(bounds.get("one_run_kary")),
+                     _t(f"{rec.reconstructed}/{rec.m} (k = {rec.k:.2g})" if rec is not None else "—"),
                      _n(one.mu_gdp_lb), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
                                               + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
                      auc, check])
@@ -448,22 +459,23 @@ def section_one_run(results: AuditResults) -> Section | None:
                  None)
     if first is None:  # every arm's bound unavailable (e.g. fewer canaries than it needs): the rows say why
         return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": [table(
-            ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses",
-             "canary AUC in vs out", "check"], rows, caption="The one-run audit canaries' bound, per arm.")]}
+            ONE_RUN_COLUMNS, rows, caption="The one-run audit canaries' bound, per arm.")]}
     blocks = []
     if plot_rows:
         blocks.append(figure(plots.epsilon_compare(plot_rows), "Accountant ε (proven upper bound) beside the one-run lower "
                                                                "bound (95%); a lower bound above the upper bound means the "
                                                                "DP step is broken."))
     blocks += [
-        table(["arm", "accountant ε", "one-run ε ≥ (Steinke)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses",
-               "canary AUC in vs out", "check"], rows),
+        table(ONE_RUN_COLUMNS, rows),
         note(f"{first.m} one-run audit canaries (random rare-word sequences, Panda et al. 2025), each added to every trained "
              f"model's data with probability ½ ({first.n_included} in); score: {first.score} on every token after the first. The "
              "auditor guesses 'in' for the top-k scores (and 'out' for the bottom k), k from a fixed grid with a union "
              f"bound (α = {first.alpha:g} overall), δ = the arm's. Steinke, Nasr & Jagielski 2023 hold for any (ε, δ)-DP "
-             "training and decide the check; the μ-GDP bound (Mahloujifar, Melis & Chaudhuri 2024) is a lower bound "
-             "on the μ of μ-Gaussian DP, a stronger claim than (ε, δ)-DP: it is not an ε and decides nothing.")]
+             "training. The f-DP tests (Mahloujifar, Melis & Chaudhuri 2025) read the same guesses, and the secrets the "
+             "model decodes from each included canary's first words (one of k values), against the accountant's own "
+             "trade-off curve of the DP-SGD it ran (its σ, q and T): their ε is the largest DP-SGD ε at that q and T "
+             "the guesses refute. Every test is one of the alarm's, α split across all of them. The μ-GDP bound is a "
+             "lower bound on the μ of μ-Gaussian DP, not an ε, and decides nothing.")]
     return {"id": "one-run", "title": "One-run DP audit (canaries)", "blocks": blocks}
 
 
