@@ -378,12 +378,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     model = prepare_trainable(model, settings)
     model.train()
     optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
-    used_sigma, used = sigma, settings
-    if settings.debug_break == "no_noise":
-        used_sigma = 0.0
-    elif settings.debug_break == "no_clip":
-        used = dataclasses.replace(settings, max_grad_norm=_NO_CLIP)
-        used_sigma = sigma * settings.max_grad_norm / _NO_CLIP  # the same noise std σC, no clipping
+    used_sigma, used = broken_step(settings, sigma)
     private, optimizer, criterion, loader, engine = make_private(
         model, optimizer, loader, used_sigma, used, sample_rate=sample_rate if settings.data_size is not None else None)
     if public is not None:
@@ -435,6 +430,17 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         trained = merge_lora(trained)
     trained.eval()
     return trained, log
+
+
+def broken_step(settings: DPSettings, sigma: float) -> tuple[float, DPSettings]:
+    """The (noise multiplier, settings) the DP step really runs with: σ and ``settings`` unless
+    ``settings.debug_break`` breaks it on purpose — "no_noise": σ = 0; "no_clip": clipping at a bound no
+    gradient reaches, the noise std kept at σC (so σ·C / bound)."""
+    if settings.debug_break == "no_noise":
+        return 0.0, settings
+    if settings.debug_break == "no_clip":
+        return sigma * settings.max_grad_norm / _NO_CLIP, dataclasses.replace(settings, max_grad_norm=_NO_CLIP)
+    return sigma, settings
 
 
 @contextmanager
