@@ -10,7 +10,8 @@ from conftest import SMALL
 from corpora.email import write_email_corpus
 
 from privleak import pipeline
-from privleak.audit.alarms import alarm_decision, one_run_alarm_test
+from privleak.audit.alarms import alarm_decision, canary_curves
+from privleak.audit.verdicts import _canary_tests
 from privleak.config import build_config
 
 # A tiny audit in which noise-free clipped SGD memorises its audit canaries: many short canaries, a
@@ -29,13 +30,12 @@ def _flags(results) -> list[str]:
 
 
 def _alarm(results):
-    """The family-wise alarm recomputed from what results.json keeps (every DP arm's one-run guess counts
-    against its accountant's record ε): it must agree with the decision the audit wrote."""
-    tests = [one_run_alarm_test(name, arm.one_run_epsilon.m,
-                                [(c.guesses, c.correct) for c in arm.one_run_epsilon.candidates],
-                                arm.privacy.epsilon_per_record, arm.one_run_epsilon.delta)
-             for name, arm in results.arms.items()
-             if arm.privacy is not None and arm.one_run_epsilon is not None and arm.one_run_epsilon.available]
+    """The family-wise alarm recomputed from what results.json keeps (every DP arm's one-run guess counts and
+    decoded secrets against its accountant's claims, every route): it must agree with the decision the audit
+    wrote."""
+    tests = [t for name, arm in results.arms.items()
+             if arm.privacy is not None and arm.one_run_epsilon is not None and arm.one_run_epsilon.available
+             for t in _canary_tests(name, arm.privacy, arm.one_run_epsilon, canary_curves(arm.privacy))]
     decision = alarm_decision(tests, 0.05)
     assert sorted(decision.violated) == results.alarms.violated
     return decision
@@ -51,18 +51,45 @@ def test_broken_dp_step_is_caught(tmp_path):
     assert arm.verdict.label == "DP GUARANTEE VIOLATED"
     assert any("DP GUARANTEE VIOLATED" in w for w in res.warnings)
     decision = _alarm(res)
-    assert decision.violated == ["dp-1"] and decision.alarms[0].bound_at_level > 1.0
+    assert decision.violated == ["dp-1"]
+    by = {o.test.route: o for o in decision.alarms}
+    assert by["one_run"].rejected and by["one_run"].bound_at_level > 1.0
+    assert by["one_run_fdp"].rejected and by["one_run_fdp"].test.p_value < by["one_run"].test.p_value  # the tighter claim
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_correct_dp_is_never_flagged(tmp_path, seed):
-    res = pipeline.run_audit(build_config({**TINY_DP, "seed": seed}), tmp_path)
-    arm = res.arms["dp-1"]
+# The same noise-free clipped SGD, claiming ε = 8: no in/out test of 200 canaries can refute that, so the
+# alarm must come from the secrets the model gives back. Four-word secrets after a two-word query (k = 64⁴ ≈
+# 1.7e7 values each) and a training that memorises (40 epochs at 0.02).
+TINY_DP8 = {**TINY_DP, "arms": ["dp-8"], "one_run": {**TINY_DP["one_run"], "secret_words": 4},
+            "dp": {**TINY_DP["dp"], "epsilons": [8], "epochs": 40, "lr": 0.02}}
+
+
+def test_broken_dp8_step_is_caught_by_its_decoded_secrets(tmp_path):
+    cfg = {**TINY_DP8, "dp": {**TINY_DP8["dp"], "debug_break": {"dp-8": "no_noise"}}}
+    res = pipeline.run_audit(build_config(cfg), tmp_path)
+    arm = res.arms["dp-8"]
+    assert arm.privacy.epsilon <= 8.0
+    assert res.alarms.violated == ["dp-8"] and arm.verdict.label == "DP GUARANTEE VIOLATED"
+    rec = arm.one_run_epsilon.reconstruction
+    assert rec is not None and rec.k == 64.0 ** 4 and rec.reconstructed > 0
+    decision = _alarm(res)
+    by = {o.test.route: o for o in decision.alarms}
+    assert not by["one_run"].rejected and not by["one_run_fdp"].rejected  # m = 200 is too few for ε = 8 …
+    assert by["one_run_kary"].rejected and by["one_run_kary"].bound_at_level > 8.0  # … k ≈ 1.7e7 is not
+    assert res.alarms.power["dp-8"].verified  # with no baseline in the audit: "every guess right" would be caught
+
+
+@pytest.mark.parametrize("seed,cfg", [(0, TINY_DP), (1, TINY_DP), (0, TINY_DP8)], ids=["dp-1-0", "dp-1-1", "dp-8-0"])
+def test_correct_dp_is_never_flagged(tmp_path, seed, cfg):
+    res = pipeline.run_audit(build_config({**cfg, "seed": seed}), tmp_path)
+    name = cfg["arms"][0]
+    arm = res.arms[name]
     one = arm.one_run_epsilon
     assert one.available and one.epsilon_steinke <= arm.privacy.epsilon and not res.alarms.violated
     assert not _flags(res) and arm.verdict.label != "DP GUARANTEE VIOLATED"
     decision = _alarm(res)
-    assert len(decision.alarms) == 1 and not decision.violated
+    assert len(decision.alarms) == 3 and not decision.violated  # Steinke, f-DP in/out, f-DP secrets
+    assert name in res.alarms.power  # what it could have caught is reported either way
 
 
 @pytest.mark.parametrize("seed", [0, 1])

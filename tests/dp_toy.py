@@ -1,0 +1,171 @@
+"""Real DP-SGD runs cheap enough to repeat over seeds, for the alarm's power and false-alarm rate at test size.
+
+The smallest model whose training memorises audit canaries the way an LM memorises a random secret after a
+random prefix: a linear map from a one-hot "prefix" row to ``W`` softmax heads of ``K`` classes (the
+secret's words). Canary i's input is row i scaled by ``SCALE`` (its per-sample gradient is ~``SCALE``× the
+clip norm, so only clipping bounds it), its secret is W labels drawn uniformly — one of k = K^W values — and
+it is in the training data with probability ½; fillers (rows of their own, random labels) make up the rest.
+σ is calibrated by PrivLeak's accountant for the run's q and T (:func:`privleak.models.dp_train._calibrated_sigma`)
+and the step is broken on purpose exactly as :func:`privleak.models.dp_train.broken_step` breaks it.
+
+Two implementations of the same DP-SGD (Poisson sampling at q, per-sample clipping to C, N(0, σ²C²) on the
+sum, divided by the expected batch; Abadi et al. 2016):
+
+* :func:`run` — in numpy, every row at once: a row's gradient comes from its own record only, so a step is a
+  few array operations (≈ 1 ms). What the over-seeds tests repeat;
+* :func:`run_opacus` — the same training through Opacus, set up by PrivLeak's
+  :func:`~privleak.models.dp_train.make_private` (seconds per run), for a few seeds.
+
+After training the auditor reads the weights only: in/out game score Σ_h log p_h(secret_h | row i) for all m
+canaries (:func:`~privleak.audit.one_run.guess_counts`); reconstruction game: every head's argmax for each
+included canary, right only if all W are, ranked by the decoded secret's log-probability
+(:func:`~privleak.audit.one_run.reconstruction_counts`). The alarm tests are the pipeline's own
+(:func:`privleak.audit.verdicts._canary_tests`), decided by :func:`privleak.audit.alarms.alarm_decision`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privleak.accountants import steps_for
+from privleak.audit.alarms import alarm_decision, canary_curves
+from privleak.audit.one_run import guess_counts, reconstruction_counts
+from privleak.audit.verdicts import _canary_tests
+from privleak.models.dp_train import _NO_CLIP, DPSettings, _calibrated_sigma, broken_step
+from privleak.results import OneRunCandidate, OneRunEpsilon, OneRunReconstruction, Privacy, ReconstructionCandidate
+
+M = 400  # audit canaries (about 200 included)
+FILLERS = 200
+K = 16  # classes per head ("pool words")
+W = 5  # heads ("secret words"): k = 16^5 ≈ 1.0e6
+SCALE = 20.0  # input norm: per-sample gradients up to ≈ 20× the clip norm
+C = 1.0
+BATCH = 60
+EPOCHS = 20
+LR = 2.0
+DELTA = 1e-5
+
+
+@dataclass(frozen=True)
+class ToyRun:
+    privacy: Privacy
+    one_run: OneRunEpsilon
+
+
+def setup(epsilon: float) -> tuple[float, float, int]:
+    """(q, σ, T): q from the expected training-set size (public, never the coin flips), T = E·⌊1/q⌋, σ for
+    (ε, δ) by the accountant PrivLeak trains with (cached on disk after the first call)."""
+    q = BATCH / (FILLERS + M // 2)
+    steps = steps_for(sample_rate=q, epochs=EPOCHS)
+    return q, _calibrated_sigma(epsilon, DELTA, q, steps, "prv"), steps
+
+
+def _data(rng: np.random.Generator):
+    included = rng.random(M) < 0.5
+    secrets = rng.integers(0, K, size=(M, W))
+    rows = np.concatenate([np.flatnonzero(included), M + np.arange(FILLERS)])
+    labels = np.concatenate([secrets[included], rng.integers(0, K, size=(FILLERS, W))])
+    return included, secrets, rows, labels
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _audit(weights: np.ndarray, epsilon: float, included, secrets, q: float, sigma: float, steps: int) -> ToyRun:
+    """The one-run guesses of trained ``weights`` (≥ M rows × W × K; the canaries' rows first), as the pipeline
+    types them."""
+    logp = _log_softmax(SCALE * weights[:M])
+    score = np.take_along_axis(logp, secrets[:, :, None], axis=2)[:, :, 0].sum(1)
+    counts = guess_counts(score, included)
+    right = (logp.argmax(-1) == secrets).all(1)[included]
+    recon = reconstruction_counts(logp.max(-1).sum(1)[included], right)
+    privacy = Privacy(target_epsilon=epsilon, epsilon=epsilon, accountant="prv", delta=DELTA, sigma=sigma,
+                      sample_rate=q, steps=steps, max_grad_norm=C, epsilon_rdp=None, epsilon_pld=None, epsilon_prv=None)
+    one = OneRunEpsilon(available=True, m=M, n_included=int(included.sum()), delta=DELTA,
+                        candidates=[OneRunCandidate(k_in=a, k_out=b, guesses=r, correct=v, epsilon_steinke=0.0)
+                                    for a, b, r, v in counts],
+                        reconstruction=OneRunReconstruction(
+                            m=int(included.sum()), pool_size=K, secret_words=W, k=float(K) ** W,
+                            reconstructed=int(right.sum()),
+                            candidates=[ReconstructionCandidate(guesses=r, correct=v) for r, v in recon]))
+    return ToyRun(privacy=privacy, one_run=one)
+
+
+def _settings(epsilon: float, seed: int, debug_break: str | None) -> DPSettings:
+    return DPSettings(target_epsilon=epsilon, delta=DELTA, max_grad_norm=C, epochs=EPOCHS, expected_batch_size=BATCH,
+                      lr=LR, seed=seed, debug_break=debug_break)  # type: ignore[arg-type]
+
+
+def run(seed: int, epsilon: float = 8.0, debug_break: str | None = None) -> ToyRun:
+    """One DP-SGD training (numpy, see the module docstring) at target ``epsilon``, broken by ``debug_break``."""
+    rng = np.random.default_rng(seed)
+    included, secrets, rows, labels = _data(rng)
+    q, sigma, steps = setup(epsilon)
+    used_sigma, used = broken_step(_settings(epsilon, seed, debug_break), sigma)
+    clip = used.max_grad_norm
+    # Only the canaries' rows are simulated: a filler's row is touched by its own gradient and by noise alone, so
+    # it never changes a canary's (the fillers only make q what it is; the sum is divided by the fixed B).
+    weights = np.zeros((M, W, K))
+    planted = np.flatnonzero(included)
+    onehot = np.zeros((planted.size, W, K))
+    onehot[np.arange(planted.size)[:, None], np.arange(W)[None, :], secrets[included]] = 1.0
+    for _ in range(steps):
+        batch = rng.random(planted.size) < q  # Poisson sampling of the canary records
+        r = planted[batch]
+        # per-sample gradient of the mean (over heads) cross-entropy: on its own row only
+        g = SCALE * (np.exp(_log_softmax(SCALE * weights[r])) - onehot[batch]) / W
+        norm = np.sqrt((g ** 2).sum(axis=(1, 2)))
+        g *= np.minimum(1.0, clip / np.maximum(norm, 1e-12))[:, None, None]
+        total = rng.normal(0.0, used_sigma * clip, size=weights.shape)
+        total[r] += g  # rows are distinct: one record per row
+        weights -= LR * total / BATCH
+    return _audit(weights, epsilon, included, secrets, q, sigma, steps)
+
+
+def run_opacus(seed: int, epsilon: float = 8.0, debug_break: str | None = None) -> ToyRun:
+    """The same training through Opacus as PrivLeak sets it up (:func:`~privleak.models.dp_train.make_private`)."""
+    import torch
+
+    from privleak.models.dp_train import _step_on_empty_batch, make_private
+
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    included, secrets, rows, labels = _data(rng)
+    q, sigma, steps = setup(epsilon)
+    used_sigma, used = broken_step(_settings(epsilon, seed, debug_break), sigma)
+    x = torch.zeros((rows.size, M + FILLERS))
+    x[torch.arange(rows.size), torch.from_numpy(rows)] = SCALE
+    y = torch.from_numpy(labels)
+    model = torch.nn.Linear(M + FILLERS, W * K, bias=False)
+    torch.nn.init.zeros_(model.weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH)
+    private, optimizer, _, loader, _ = make_private(model, optimizer, loader, used_sigma, used, sample_rate=q)
+    taken = 0
+    for _ in range(EPOCHS):
+        for bx, by in loader:
+            optimizer.zero_grad(set_to_none=True)
+            if bx.shape[0] == 0:
+                _step_on_empty_batch(optimizer)
+            else:
+                logits = private(bx).view(-1, W, K)
+                torch.nn.functional.cross_entropy(logits.reshape(-1, K), by.reshape(-1)).backward()
+                optimizer.step()
+            taken += 1
+    assert taken == steps
+    with torch.no_grad():
+        weights = model.weight.T.reshape(M + FILLERS, W, K).double().numpy()
+    return _audit(weights, epsilon, included, secrets, q, sigma, steps)
+
+
+def alarm(runs: dict[str, ToyRun], alpha: float = 0.05):
+    """The audit's decision over these arms, every route of every arm counted (family-wise ``alpha``)."""
+    tests = [t for name, r in runs.items() for t in _canary_tests(name, r.privacy, r.one_run, canary_curves(r.privacy))]
+    return alarm_decision(tests, alpha)
+
+
+assert _NO_CLIP > SCALE * 2  # "no_clip" must clip nothing here
