@@ -41,6 +41,14 @@ def _alarm(results):
     return decision
 
 
+def _reads_power(results, name):
+    """The recommendation's standing for DP arm ``name`` says what the alarm's power figure says."""
+    power = results.alarms.power[name]
+    standing = next(s for s in results.recommendation.standings if s.arm == name)
+    assert standing.verified is power.verified and standing.power == power.text
+    return standing
+
+
 def test_broken_dp_step_is_caught(tmp_path):
     cfg = {**TINY_DP, "dp": {**TINY_DP["dp"], "debug_break": {"dp-1": "no_noise"}}}
     res = pipeline.run_audit(build_config(cfg), tmp_path)
@@ -77,6 +85,7 @@ def test_broken_dp8_step_is_caught_by_its_decoded_secrets(tmp_path):
     assert not by["one_run"].rejected and not by["one_run_fdp"].rejected  # m = 200 is too few for ε = 8 …
     assert by["one_run_kary"].rejected and by["one_run_kary"].bound_at_level > 8.0  # … k ≈ 1.7e7 is not
     assert res.alarms.power["dp-8"].verified  # with no baseline in the audit: "every guess right" would be caught
+    assert _reads_power(res, "dp-8").lacking == "alarm"
 
 
 @pytest.mark.parametrize("seed,cfg", [(0, TINY_DP), (1, TINY_DP), (0, TINY_DP8)], ids=["dp-1-0", "dp-1-1", "dp-8-0"])
@@ -90,6 +99,7 @@ def test_correct_dp_is_never_flagged(tmp_path, seed, cfg):
     decision = _alarm(res)
     assert len(decision.alarms) == 3 and not decision.violated  # Steinke, f-DP in/out, f-DP secrets
     assert name in res.alarms.power  # what it could have caught is reported either way
+    _reads_power(res, name)  # and the recommendation reads it
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -64,14 +64,14 @@ def unit_epsilon(arm: ArmResult, unit: str) -> float | None:
     return person_epsilon(arm) if unit == "person" else arm.privacy.epsilon_per_record
 
 
-def alarm_power(arm: ArmResult) -> tuple[bool | None, str]:
-    """Whether the one-run audit could have caught this DP arm broken at this audit's size, and its words: the
-    arm's ``one_run_epsilon.power`` block where the audit computed one (None: no such figure)."""
-    one = arm.one_run_epsilon
-    power = getattr(one, "power", None) if one is not None else None
+def alarm_power(name: str, results: AuditResults) -> tuple[bool | None, str]:
+    """Whether the one-run audit could have caught DP arm ``name`` broken at this audit's size, and its words:
+    the arm's entry in ``results.alarms.power`` (:class:`~privleak.results.AlarmPower`, decided with the alarm
+    because it is held to the levels the alarm allotted the arm's tests; None: the audit computed none)."""
+    power = results.alarms.power.get(name) if results.alarms is not None else None
     if power is None:
         return None, ""
-    return bool(getattr(power, "verified", False)), str(getattr(power, "text", ""))
+    return bool(power.verified), power.text
 
 
 def _budget(results: AuditResults, arm: str, unit: str) -> tuple[float | None, float | None]:
@@ -92,7 +92,7 @@ def formal_standing(name: str, arm: ArmResult, req: Requirement, results: AuditR
     """Does ``arm`` meet the formal requirement? From the accountant and the alarm only (module docstring)."""
     p = arm.privacy
     eps = unit_epsilon(arm, req.unit)
-    verified, power_text = alarm_power(arm) if p is not None else (None, "")
+    verified, power_text = alarm_power(name, results) if p is not None else (None, "")
     _, together = _budget(results, name, req.unit)
     common = dict(arm=name, epsilon=eps, delta=p.delta if p else None, unit=req.unit, verified=verified,
                   power=power_text, epsilon_all_together=together, **_utility(arm))
@@ -131,7 +131,7 @@ def empirical_standing(name: str, arm: ArmResult, req: Requirement, results: Aud
     p = arm.privacy
     _, together = _budget(results, name, "person")
     common = dict(arm=name, epsilon=person_epsilon(arm), delta=p.delta if p else None, unit="person",
-                  verified=alarm_power(arm)[0] if p is not None else None, epsilon_all_together=together,
+                  verified=alarm_power(name, results)[0] if p is not None else None, epsilon_all_together=together,
                   **_utility(arm))
     if results.alarms is not None and name in results.alarms.violated:
         return Standing(meets=False, lacks=wording.lacks("alarm"), lacking="alarm", **common)
