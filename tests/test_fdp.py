@@ -164,7 +164,8 @@ def _dpsgd_lr_scores(rng, s: np.ndarray, q: float, sigma: float, steps: int) -> 
 
 def test_dpsgd_at_its_own_curve_is_flagged_at_most_alpha():
     """The f-DP route against the accountant's curve, on a correct DP-SGD read as well as it can be read: three
-    such arms per audit (their three alarm routes each), α split as the audit splits it."""
+    such arms per audit, α split over their three f-DP tests alone (α/3 each: a larger level than an audit's
+    α/9 over three routes of three arms, so a harder test of the guarantee)."""
     q, sigma, steps, m = 0.2, 1.0, 50, 1000
     privacy = {"sigma": sigma, "sample_rate": q, "steps": steps, "unit": "record"}
     curves = canary_curves(privacy)
