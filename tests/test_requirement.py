@@ -167,6 +167,33 @@ def test_an_alarm_or_a_larger_delta_makes_an_arm_ineligible():
     assert rec.arm is None and {s.arm: s.lacking for s in rec.standings}["dp-user-10"] == "delta"
 
 
+def test_the_recommendation_says_whether_the_alarm_could_have_caught_it_broken():
+    """A formal recommendation names the alarm's power figure for the arm (``alarms.power``): checked, or
+    unverified in the figure's own words, said once."""
+    from privleak.audit.recommend import recommend
+    from privleak.results import AlarmPower
+
+    results = judge(_results(_default_like()))
+    unverified = ("Implementation unverified: even guesses as good as baseline's (44 of 100 guesses right) would "
+                  "not refute dp-user-10's claim at this audit's size; the reconstruction test needs 5 of its 10 "
+                  "guesses right.")
+    for verified, text in ((True, "Checked: had dp-user-10 been broken …"), (False, unverified)):
+        results.alarms = Alarms(alpha=0.05, statement="", violated=[], outcomes=[],
+                                power={"dp-user-10": AlarmPower(arm="dp-user-10", verified=verified,
+                                                                reference="baseline", text=text)})
+        rec = recommend(results, Requirement(), Policy())
+        s = {x.arm: x for x in rec.standings}["dp-user-10"]
+        assert rec.arm == "dp-user-10" and s.verified is verified and s.power == text
+        if verified:
+            assert "had the power to catch it broken at this size" in rec.text and "unverified" not in rec.text
+        else:
+            assert rec.text.count("nverified") == 1 and "; implementation unverified: even guesses" in rec.text
+            assert "guesses right.." not in rec.text
+    results.alarms = None  # no power figure: neither claim
+    s = {x.arm: x for x in recommend(results, Requirement(), Policy()).standings}["dp-user-10"]
+    assert s.verified is None and s.power == ""
+
+
 def test_per_record_requirement_reads_the_record_epsilon():
     rec = judge(_results(_default_like()), requirement=Requirement(epsilon=8, unit="record")).recommendation
     # dp-8 (record ε 8) has the most utility among dp-1 and dp-8; dp-user-10 holds a record only to 18.

@@ -229,8 +229,10 @@ def recommendation_text(rec: Recommendation, results: AuditResults, seeds_allowe
             if s.verified is True:
                 head += ", and the one-run audit had the power to catch it broken at this size"
             elif s.verified is False:
-                head += "; implementation unverified: " + (s.power or "the one-run audit could not have caught a "
-                                                                        "broken DP-SGD at this arm's ε at this size")
+                # the power figure's own sentence ("Implementation unverified: …."), as a clause of this one
+                why = (s.power or "Implementation unverified: the one-run audit could not have caught a broken "
+                                  "DP-SGD at this arm's ε at this size").rstrip(".")
+                head += "; " + why[:1].lower() + why[1:]
         else:
             head += (" meets it: every test that can judge at this size shows its leakage within the tolerances at "
                      f"level α/{len(rec.standings)} (Bonferroni over the candidate arms), on every measured training "
