@@ -29,7 +29,7 @@ word is; the audit layer counts right guesses among the most confident r
 (:func:`privleak.audit.one_run.reconstruction_counts`). Under DP a right
 guess is evidence in proportion to k, which is why this game, not the
 in/out one, can refute ε = 8 at a thousand canaries
-(docs/results/2026-12-01-fdp-audit.md).
+(docs/definitions.md, "One-run f-DP tests": why both, and the sizes).
 
 :func:`rare_word_pool` picks the canary vocabulary: whole-word tokens of the
 base tokenizer that public text uses least.
