@@ -53,8 +53,15 @@ def test_dp_violation_is_loud_and_never_recommended(results):
     if one is None or not one.available or not one.candidates:
         pytest.skip("the verdicts fixture has no one-run audit canaries")
     # Every guess right, on an arm claiming ε = 1: no (1, δ)-DP training makes that likely with this many
-    # canaries (at ε = 8 a hundred canaries cannot refute the claim: e^8/(1 + e^8) ≈ 0.9997 per guess).
-    arm.privacy.epsilon, arm.privacy.epsilon_record = 1.0, None
+    # canaries (at ε = 8 a hundred canaries cannot refute the claim: e^8/(1 + e^8) ≈ 0.9997 per guess). The
+    # claim is made whole — σ for ε = 1 at the arm's q and T — since the f-DP routes test the accountant's
+    # curve of σ, q and T; and α is split over the three alarm routes of each arm, at which Steinke's test
+    # alone (p ≈ 0.017 at m = 100) no longer rejects.
+    from privleak.models.dp_train import _calibrated_sigma
+
+    p = arm.privacy
+    p.epsilon, p.epsilon_record = 1.0, None
+    p.sigma = _calibrated_sigma(1.0, p.delta, p.sample_rate, p.steps, p.accountant)
     for c in one.candidates:
         c.correct = c.guesses
     judged = judge(results)
