@@ -283,8 +283,9 @@ def _reconstruction(target: ModelHandle, ctx: AttackContext, canaries: Sequence[
     planted = [c for c, inc in zip(canaries, included) if inc]
     if not planted or not isinstance(getattr(target, "model", None), torch.nn.Module):
         return {"reconstruction_note": "no included canaries" if not planted else "not a model the auditor can read"}, None
-    pool = ctx.shared_memo(f"audit_canary_pool:{id(target.tokenizer)}",
-                           lambda: rare_word_pool(target.tokenizer, [r.text for r in ctx.public]))
+    # the data stage's pool, rebuilt from what it read (the tokenizer, the public split): once per stage
+    pool = ctx.memo(f"audit_canary_pool:{id(target.tokenizer)}",
+                    lambda: rare_word_pool(target.tokenizer, [r.text for r in ctx.public]))
     index = {w: i for i, w in enumerate(pool)}
     query = ctx.settings.one_run_canaries[3]
     lengths = {len(c.text.split()) for c in canaries}
