@@ -2,7 +2,9 @@
 
 Its block says what was audited: the model or adapter named, the directory
 loaded, for a PEFT adapter the base it was merged into, for a GGUF file its
-quantization, and the text format the model was scored in.
+quantization, and the text format the model was scored in. A model trained
+with a DP claim its audit canaries test (:mod:`privleak.integrations`) carries
+that claim as its privacy block: the alarm then holds it to the claimed ε.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ class External(ArmKind):
     def details(self, inputs: ArmInputs) -> ExternalModel | None:
         target = inputs.extra.get("target")
         return ExternalModel.model_validate({"kind": "external", **target}) if target else None
+
+    def result(self, name: str, inputs: ArmInputs, common: dict[str, Any]):
+        from ..results import Privacy
+
+        arm = super().result(name, inputs, common)
+        claim = inputs.extra.get("privacy")  # the (ε, δ) the user's accountant states (pipeline.attack)
+        if claim is not None:
+            arm.privacy = Privacy.model_validate(claim)
+        return arm
 
 
 class ExternalJudging(ArmJudging):

@@ -284,7 +284,10 @@ def _budget_trainings(audit: Audit, arm_specs: list[ArmSpec], arms: dict[str, Ar
     r = audit.inputs
     for spec in arm_specs:
         a = arms[spec.name]
-        if a.privacy is None or a.serves is not None or not a.privacy.sigma > 0:
+        # A DP model trained outside the run (privleak.integrations: the user's own loop) has no training
+        # record here: only the run's own trainings are composed.
+        if (a.privacy is None or a.serves is not None or not a.privacy.sigma > 0
+                or not r.available(TRAINING, spec.name)):
             continue
         records = r.get(TRAINING_RECORDS, spec.name)
         # The seeds trained: the arms named in recommendation.arms, and the contenders the recommendation asked for.

@@ -32,6 +32,7 @@ from ..arms import ArmSpec
 from ..attacks.inputs import AUDIT_CANARIES, BASE, MODEL, SPLITS
 from ..config import AuditConfig
 from ..core.io import stable_hash, staging_dir, write_json
+from ..data.audit_canaries import save_audit_canaries
 from ..data.canaries import save_canaries
 from ..data.records import write_jsonl
 from ..models.external import ModelRef
@@ -59,6 +60,13 @@ def _write_data(audit: Audit, inputs: AttackInputs) -> None:
         write_json(tmp / "origin.json", {"drawn_by": "user", "files": inputs.files})
 
 
+def _write_audit_canaries(audit: Audit, inputs: AttackInputs) -> None:
+    """The audit canaries the user's training inserted, where ``run``'s own audit-canaries stage writes them (its
+    loader reads them back: :data:`~privleak.attacks.inputs.AUDIT_CANARIES`)."""
+    save_audit_canaries(audit.run.path("audit_canaries.json"), inputs.audit_canaries,
+                        {"n_included": sum(c.included for c in inputs.audit_canaries), "inserted_by": "user"})
+
+
 def _reference_stage(audit: Audit, ref: ModelRef) -> None:
     """The control: the user's reference model, evaluated like ``run``'s base model."""
     write_json(audit.run.path("base_model.json"), {"kind": "user", "ref": ref.ref, "path": ref.path})
@@ -70,17 +78,32 @@ def _data_key(cfg: AuditConfig, inputs: AttackInputs) -> str:
                        [dataclasses.asdict(c) for c in inputs.canaries])
 
 
+def _claimed(inputs: AttackInputs) -> list:
+    """What a claimed DP guarantee adds to the keys: the audit canaries and the claim (nothing without one, so
+    ``privleak attack``'s keys are unchanged)."""
+    if not inputs.audit_canaries and inputs.claim is None:
+        return []
+    return [[dataclasses.asdict(c) for c in inputs.audit_canaries], inputs.claim]
+
+
 def attack_graph(audit: Audit, inputs: AttackInputs, dkey: str) -> Graph:
     """The same tasks as ``run``'s, planned from the same declarations: the user's files are the splits (the
     data stage, done first, keyed by their content), the reference model is the control (its stage here
     writes ``base_model.json``), the target is a provided model keyed by its files; the blind baseline runs
     before every stage that reads the evaluation sets (whether the user's sets support an ε bound decides
-    what the attacks report). Nothing is trained: no audit canaries, no release."""
+    what the attacks report). Nothing is trained and nothing released; audit canaries only when the user's
+    training inserted them (their stage here writes ``audit_canaries.json``, keyed by them and the claim)."""
     cfg, r = audit.cfg, audit.inputs
     r.fix(SPLITS, value=dkey)
-    r.fix(AUDIT_CANARIES, absent=True)
     r.fix(RELEASE, absent=True)
     first: list[Task] = []
+    if inputs.audit_canaries:
+        akey = stable_hash("user-audit-canaries", *_claimed(inputs))
+        r.fix(AUDIT_CANARIES, value=akey)
+        first.append(Task("audit-canaries", akey, partial(_write_audit_canaries, inputs=inputs), (DATA,),
+                          ("audit_canaries.json",)))
+    else:
+        r.fix(AUDIT_CANARIES, absent=True)
     if inputs.reference is not None:
         ref = inputs.reference
         rkey = stable_hash("external-model", model_fingerprint(ref.path), cfg.model.max_length, audit.text_format())
@@ -92,7 +115,7 @@ def attack_graph(audit: Audit, inputs: AttackInputs, dkey: str) -> Graph:
     t = inputs.target
     r.fix(MODEL, TARGET, value=stable_hash("external-model", model_fingerprint(t.path),
                                            t.base and model_fingerprint(t.base.path), cfg.model.max_length,
-                                           audit.text_format()))
+                                           audit.text_format(), *_claimed(inputs)))
     r.models[TARGET] = ModelInfo(TARGET, "provided", TARGET_SPEC, {"reference": "base"} if inputs.reference else {},
                                  model_dir=t.path, adapter_base=t.base.path if t.base else None)
     return planned_graph(audit, first=tuple(first))
@@ -104,6 +127,19 @@ def resolve_format(cfg: AuditConfig) -> AuditConfig:
     if cfg.model.text_format != "auto":
         return cfg
     return cfg.model_copy(update={"model": cfg.model.model_copy(update={"text_format": "plain"})})
+
+
+def with_claim(cfg: AuditConfig, inputs: AttackInputs) -> AuditConfig:
+    """The run's config for a target trained with audit canaries and a DP claim: its ``one_run`` section names
+    the m canaries given (which the audit-canaries input loads and the canaries family scores), and every
+    bound — one-run and empirical — is computed at the claim's δ (``dp.delta``, which the target's stages read
+    as any arm's). Unchanged without either (``privleak attack``)."""
+    update: dict = {}
+    if inputs.audit_canaries:
+        update["one_run"] = cfg.one_run.model_copy(update={"canaries": len(inputs.audit_canaries)})
+    if inputs.claim is not None:
+        update["dp"] = cfg.dp.model_copy(update={"delta": float(inputs.claim["delta"])})
+    return cfg.model_copy(update=update) if update else cfg
 
 
 def text_frame(paths: list[str], fmt: str) -> str | None:
@@ -151,7 +187,7 @@ def run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path,
 
 def _run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path, notify: Callable[[str], None],
                 executor: Executor | None) -> AuditResults:
-    cfg = resolve_format(cfg)
+    cfg = with_claim(resolve_format(cfg), inputs)
     run = RunDir.open(out_dir)
     notify(f"PrivLeak attack → {run.root}  (target: {inputs.target.ref}; texts framed as {cfg.model.text_format})")
     audit = Audit(cfg=cfg, run=run, notify=notify)
@@ -160,6 +196,8 @@ def _run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path, not
               "files": inputs.files, "data": cfg.data.model_dump(mode="json", include={"text_field", "group_field"}),
               "model": {"max_length": cfg.model.max_length, "text_format": cfg.model.text_format},
               "canaries": cfg.canaries.model_dump(mode="json"), "attacks": cfg.attacks.model_dump(mode="json")}
+    if inputs.audit_canaries or inputs.claim is not None:
+        record.update({"one_run": cfg.one_run.model_dump(mode="json"), "claim": inputs.claim})
     write_json(run.path("config.json"), record)
     dkey = _data_key(cfg, inputs)
     executor = executor or Sequential()
@@ -172,8 +210,9 @@ def _run_attack(cfg: AuditConfig, inputs: AttackInputs, out_dir: str | Path, not
     t = inputs.target
     target = {**t.describe(), "text_format": cfg.model.text_format,
               "text_frame": text_frame([t.path] + ([t.base.path] if t.base else []), cfg.model.text_format)}
+    extra = {"target": target, **({"privacy": inputs.claim} if inputs.claim is not None else {})}
     results = assemble(audit, [TARGET_SPEC], control=inputs.reference is not None,
                        source=f"{inputs.files['--members']} (members) / {inputs.files['--non-members']} (non-members)",
-                       extra={TARGET: {"target": target}})
+                       extra={TARGET: extra})
     write_json(run.path("results.json"), results.to_json())
     return results

@@ -13,14 +13,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..attacks.membership.selection import mia_selection
 from ..config import AuditConfig
 from ..core.errors import UserError
 from ..core.io import stable_hash
 from ..core.jsonlimits import loads
+from ..data.audit_canaries import AuditCanary
 from ..data.canaries import Canary, load_canaries
 from ..data.loaders import load_corpus, read_text_file
 from ..data.records import PiiSpan, Record
@@ -43,6 +45,11 @@ class AttackInputs:
     population: list[Record]
     canaries: list[Canary]
     files: dict[str, str]  # option → path, for the record and the cache keys
+    #: One-run audit canaries the target's training inserted, each with probability ½ (all m, with their inclusion
+    #: bits: ``privleak.integrations`` inserts them into a user's training data), and the (ε, δ)-DP claim they test
+    #: (the target's ``Privacy`` block, as the user's accountant states it). Empty / None: ``privleak attack``.
+    audit_canaries: list[AuditCanary] = field(default_factory=list)
+    claim: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------- reading the user's files
