@@ -1,16 +1,16 @@
-"""``privleak attack``: audit a model you already trained (parse, check at the door, call the pipeline, print)."""
+"""``privleak attack``: audit a model you already trained (parse the flags, call :func:`privleak.api.attack`, print)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from ..config import MAX_SEED
 from ..core.limits import MAX_LENGTH
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, named_field, notify, out, put, shown
+from .common import err, out, shown
 
 
 def attack(
@@ -32,49 +32,19 @@ def attack(
     device: str = typer.Option("auto", "--device", help="Where the models run: auto (default: CUDA when present, else cpu), cpu, cuda, cuda:N or mps."),
 ) -> None:
     """Audit a model you already trained: every attack that needs no training, the same results.json and report."""
-    from ..config import build_config, read_config_file
-    from ..models.external import check_full_model, check_target
-    from ..pipeline.attack import run_attack
-    from ..pipeline.attack_inputs import check_inputs
+    from ..api import attack as attack_model
     from ..report.console import all_tables, verdict_lines
 
-    from ..models.device import resolve_device, use_policy
-
-    for flag, value in (("--text-field", text_field), ("--group-field", group_field)):
-        named_field(flag, value)
-    resolve_device(device)  # a device that is not here: one line, exit 2, before the files are read
-    file_data = read_config_file(config) if config else {}
-    over: dict[str, Any] = {"one_run": {"canaries": 0}, "device": device}  # audit canaries: only in PrivLeak's models
-    # The attack sizes are the quick profile's unless named: a GPU speeds the audit up, it does not resize it.
-    over["profile"] = profile or file_data.get("profile") or "quick"
-    for path, value in (("seed", seed), ("data.text_field", text_field), ("data.group_field", group_field),
-                        ("model.max_length", max_length)):
-        put(over, path, value)
-    if text_format is not None:
-        from ..models.batching import check_format
-
-        over.setdefault("model", {})["text_format"] = check_format(text_format)
-    cfg = build_config(file_data, over)
-    policy = cfg.compute_policy()
-    # Every check that needs no work, cheapest first, before anything is created.
-    tgt = check_target(target, base)
-    ref = check_full_model(reference, "--reference") if reference is not None else None
-    inputs = check_inputs(cfg, tgt, ref, members, non_members, population, canaries)
-    check_out_dir(out_dir)
-    from ..executors import make_executor
-    from ..pipeline.rundir import RunDir
-
-    # One process per run directory, from here (or where run_attack creates it) until the report is written.
-    with RunDir.locked(out_dir), use_policy(policy):  # every model call on --device, bf16 autocast on CUDA
-        results = run_attack(cfg, inputs, out_dir, notify=notify,
-                             executor=make_executor(cfg.executor, notify=notify, device=policy.device))
-        for table in all_tables(results):
-            out.print(table)
-        for line in verdict_lines(results):
-            out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
-        for w in results.warnings:
-            err.print(f"[yellow]warning:[/yellow] {shown(w)}", soft_wrap=True)
-        err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
-        from ..report.html import write_report
-
-        err.print(f"report: {shown(write_report(out_dir))}")
+    # The library call makes every check that needs no work, cheapest first, before anything is created.
+    results = attack_model(target, members, non_members, reference, base=base, population=population,
+                           canaries=canaries, config=config, out=out_dir, seed=seed, profile=profile,
+                           max_length=max_length, text_format=text_format, text_field=text_field,
+                           group_field=group_field, device=device, progress=True)
+    for table in all_tables(results):
+        out.print(table)
+    for line in verdict_lines(results):
+        out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
+    for w in results.warnings:
+        err.print(f"[yellow]warning:[/yellow] {shown(w)}", soft_wrap=True)
+    err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
+    err.print(f"report: {shown(Path(out_dir).expanduser() / 'report.html')}")

@@ -1,4 +1,4 @@
-"""``privleak run``: run (or resume) a whole audit (parse, check at the door, call the pipeline, print)."""
+"""``privleak run``: run (or resume) a whole audit (parse the flags into a config, call :func:`privleak.api.audit`, print)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..config import MAX_SEED
 from ..core.errors import UserError
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
 from ..core.terminal import escape_control
-from .common import check_out_dir, err, named_field, notify, out, parse_epsilons, put, shown
+from .common import err, named_field, out, parse_epsilons, put, shown
 
 
 def run(
@@ -75,40 +75,21 @@ def run(
 
     cfg = resolve(build_config(file_data, over))  # the arms checked and named canonically (the kinds need no torch)
     _refuse_unused_flags(cfg, text_field, group_field, plant_canaries, delta)
-    if cfg.data.path is not None and not Path(cfg.data.path).expanduser().exists():
-        raise UserError(f"--data {cfg.data.path}: file does not exist; pass a JSONL, CSV, text file or saved dataset directory")
-    if cfg.data.public is not None and not Path(cfg.data.public).expanduser().exists():
-        raise UserError(f"--public {cfg.data.public}: file does not exist; pass a JSONL, CSV or text file of public text")
-    # Every check that needs no work, before anything is created: a refused
-    # run leaves no (empty) --out directory behind (run_audit preflights the
-    # corpus, the model and memory before it opens the run directory).
-    check_out_dir(out_dir)
-    from ..pipeline.checks import preflight
-    from ..pipeline.rundir import RunDir
+    from ..api import audit
 
-    # The corpus, the model reference and the sizes, before torch loads (run_audit checks them again, cheaply).
-    preflight(cfg)
+    # The library call checks the rest before any work (the data files, --out, the corpus, the model, memory,
+    # the device): a refused run leaves no (empty) --out directory behind.
+    results = audit(cfg, out_dir, progress=True)
+    from ..report.console import all_tables, verdict_lines
 
-    # One process per run directory, from here (or where run_audit creates it) until the report is written;
-    # a directory another run holds is refused before torch loads.
-    with RunDir.locked(out_dir):
-        policy = cfg.compute_policy()  # a device that is not here: one line, exit 2, before any work
-        from ..executors import make_executor
-        from ..pipeline import run_audit
-        from ..report.console import all_tables, verdict_lines
-
-        results = run_audit(cfg, out_dir, notify=notify,
-                            executor=make_executor(cfg.executor, notify=notify, device=policy.device))
-        for table in all_tables(results):
-            out.print(table)
-        for line in verdict_lines(results):
-            out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
-        for w in results.warnings:
-            err.print(f"[yellow]warning:[/yellow] {shown(w)}")
-        err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
-        from ..report.html import write_report
-
-        err.print(f"report: {shown(write_report(out_dir))}")
+    for table in all_tables(results):
+        out.print(table)
+    for line in verdict_lines(results):
+        out.print(escape_control(line), markup=False, highlight=False, soft_wrap=True)
+    for w in results.warnings:
+        err.print(f"[yellow]warning:[/yellow] {shown(w)}")
+    err.print(f"results: {shown(Path(out_dir) / 'results.json')}")
+    err.print(f"report: {shown(Path(out_dir).expanduser() / 'report.html')}")
 
 
 def _refuse_unused_flags(cfg: Any, text_field: str | None, group_field: str | None, plant_canaries: bool,

@@ -1,7 +1,9 @@
 """Progress bars for anything that takes more than a few seconds.
 
 Bars go to stderr through rich and disappear when the output is not a
-terminal (CI logs stay readable); ``PRIVLEAK_PROGRESS=0`` turns them off.
+terminal (CI logs stay readable); ``PRIVLEAK_PROGRESS=0`` turns them off, and
+so does :func:`suppressed` for a block (library calls print nothing unless
+asked: :mod:`privleak.api`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,24 @@ from rich.progress import (
 )
 
 _console = Console(stderr=True)
+#: Blocks inside :func:`suppressed` (a count: nested library calls).
+_suppressed = 0
+
+
+@contextmanager
+def suppressed(on: bool = True) -> Iterator[None]:
+    """No bars within the block when ``on`` (whatever the terminal)."""
+    global _suppressed
+    _suppressed += bool(on)
+    try:
+        yield
+    finally:
+        _suppressed -= bool(on)
 
 
 def enabled() -> bool:
+    if _suppressed:
+        return False
     if os.environ.get("PRIVLEAK_PROGRESS", "").lower() in ("0", "false", "no"):
         return False
     return sys.stderr.isatty()
