@@ -38,7 +38,7 @@ def _python(code: str) -> str:
 
 def test_import_loads_neither_torch_nor_transformers():
     out = _python("import sys, privleak\n"
-                  "privleak.attack; privleak.DPClaim; privleak.PrivLeakError\n"
+                  "privleak.attack; privleak.DPClaim; privleak.PrivLeakError; privleak.AuditHook\n"
                   "print(callable(privleak.audit), callable(privleak.attack),\n"
                   "      sorted(m for m in ('torch', 'transformers', 'opacus', 'pydantic') if m in sys.modules))")
     assert out.split() == ["True", "True", "[]"]

@@ -1,9 +1,12 @@
 """PrivLeak: audit language models for privacy leakage and compare defences.
 
-The library's entry points (:mod:`privleak.api`; the guide's page docs/guide/library.md)::
+The library's entry points (:mod:`privleak.api`, :mod:`privleak.integrations`; the guide's page
+docs/guide/library.md)::
 
     privleak.audit(config, out=...)                      # what `privleak run` does
     privleak.attack(model, members, non_members, ...)    # what `privleak attack` does, in-memory models too
+    privleak.PrivLeakCallback(...)                       # a transformers TrainerCallback: audit your DP fine-tune
+    privleak.AuditHook(...)                              # the same for your own training loop
     privleak.PrivLeakError                               # the one exception: the one-line message the CLI prints
 
 ``privleak.audit`` is also the package of the judging layer (``privleak.audit.verdicts`` …): that module is made
@@ -20,7 +23,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["AuditResults", "DPClaim", "PrivLeakError", "attack", "audit", "__version__"]
+__all__ = ["AuditHook", "AuditResults", "DPClaim", "PrivLeakCallback", "PrivLeakError", "attack", "audit",
+           "__version__"]
 
 
 class _CallableModule(types.ModuleType):
@@ -45,7 +49,8 @@ def _make_audit_callable() -> None:
 _make_audit_callable()
 
 _LAZY = {"attack": ("api", "attack"), "DPClaim": ("api", "DPClaim"), "PrivLeakError": ("core.errors", "UserError"),
-         "AuditResults": ("results", "AuditResults")}
+         "AuditResults": ("results", "AuditResults"), "AuditHook": ("integrations", "AuditHook"),
+         "PrivLeakCallback": ("integrations", "PrivLeakCallback")}
 
 
 def _load(module: str, attr: str) -> Any:
