@@ -22,14 +22,16 @@ def _words(node: ast.AST) -> list[object]:
 
 
 def _starts_an_audit(tree: ast.AST) -> list[int]:
-    """Lines that call ``run_audit(…)``, or spell a ``privleak run`` command line (``["run", …]`` or
+    """Lines that call ``run_audit(…)`` or ``privleak.audit(…)``, or spell a ``privleak run`` command line (``["run", …]`` or
     ``[…, "privleak", "run", …]``, however the test invokes it: ``main``, a harness, a subprocess) that is not a
     request for help."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name == "run_audit":
+            library = (isinstance(node.func, ast.Attribute) and name == "audit"
+                       and getattr(node.func.value, "id", None) == "privleak")  # privleak.audit(config, …)
+            if name == "run_audit" or library:
                 out.append(node.lineno)
         elif isinstance(node, (ast.List, ast.Tuple)):
             words = _words(node)

@@ -41,6 +41,8 @@ STARTS_ITS_OWN = {
     "test_foreign_corpus_audit.py": "a user corpus written by the test (another generator's data)",
     "test_pipeline_shadows.py": "a shadow run changed between runs (which stages it redoes)",
     "test_cli_commands.py": "the command line's own flags and output files",
+    "test_library.py": "privleak.audit's own run against the shared `privleak run` one (the two doors agree), and "
+                       "refusals at the door",
 }
 
 #: Modules that train and attack models beyond the session's tiny one, without an audit: the longest groups of
@@ -52,7 +54,8 @@ HEAVY = frozenset({
     "test_unlearning_audit", "test_attack_cmd", "test_worker_orphans",
     "test_dp_fast", "test_dp_train", "test_exposure", "test_guard_audit", "test_lira_rmia", "test_lora_archs",
     "test_lora_bf16", "test_lora_dp", "test_pii_attacks", "test_shadow_attacks", "test_train_fast",
-    "test_unlearning", "test_public_q", "test_frozen_prefix", "test_llama_fast",
+    "test_unlearning", "test_public_q", "test_frozen_prefix", "test_llama_fast", "test_trainer_callback",
+    "test_library_docs",
 })
 
 #: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or

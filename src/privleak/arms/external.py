@@ -9,7 +9,7 @@ that claim as its privacy block: the alarm then holds it to the claimed ε.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.typed import ArmDetails, GgufSource
 from .base import ArmInputs, ArmJudging, ArmKind, KindSettings
