@@ -38,7 +38,8 @@ DELTA = 1e-4
 EPOCHS, BATCH, LR, CLIP = 16, 16, 1e-2, 1.0
 MAX_LENGTH = 32
 ONE_RUN = {"canaries": 200, "prefix_words": 2, "secret_words": 3}
-ATTACKS = {"model": {"max_length": MAX_LENGTH}, "attacks": {"bootstrap": 10, "select": ["membership", "one_run_canaries"]}}
+ATTACKS = {"model": {"max_length": MAX_LENGTH},
+           "attacks": {"bootstrap": 10, "select": ["membership", "one_run_canaries"]}}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,9 @@ def _fine_tune(tmp_path: Path, train: list[str], heldout: list[str], public: lis
 
     tok = _tokenizer(train + heldout + public)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=MAX_LENGTH, n_embd=64, n_layer=2, n_head=2,
+    # n_positions above the training length: the one-run reconstruction game decodes past a canary's tokens.
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=4 * MAX_LENGTH, n_embd=64, n_layer=2,
+                                       n_head=2,
                                        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id))
 
     audit = PrivLeakCallback(tok, non_members=heldout, delta=DELTA, seed=1, config=ATTACKS, public=public,
@@ -85,9 +88,10 @@ def _fine_tune(tmp_path: Path, train: list[str], heldout: list[str], public: lis
     audit.privacy_engine = engine
 
     class DPTrainer(Trainer):
-        """Opacus's Poisson loader, its optimizer cleared each step, and a per-sequence mean loss (a record's gradient is its own: clipping
-        bounds what one record adds, as DP-SGD's guarantee needs); position ids of the batch's shape (GPT-2's
-        own are (1, T), which Opacus's per-sample embedding gradient cannot split by record)."""
+        """Opacus's Poisson loader, its optimizer cleared each step, and a per-sequence mean loss (a record's
+        gradient is its own: clipping bounds what one record adds, as DP-SGD's guarantee needs); position ids of
+        the batch's shape (GPT-2's own are (1, T), which Opacus's per-sample embedding gradient cannot split by
+        record)."""
 
         def get_train_dataloader(self):
             return loader
