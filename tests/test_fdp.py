@@ -283,3 +283,22 @@ def test_alarm_power_reads_the_reference():
     # the fewest right guesses each candidate needs, as fdp_min_correct gives them at the allotted level / grid
     assert no.needed == [("one_run_kary", r, fdp_min_correct(m, r, own[0].level / 4, curves.secret, k))
                          for r in (4, 20, 60, 200)]
+
+
+def test_decoding_past_a_small_models_window_keeps_its_last_tokens(tiny_model_dir):
+    """A canary longer than the model's positions (a user's small model through the callback): the decoder
+    reads the last tokens that fit instead of indexing past the position embeddings (IndexError before)."""
+    import transformers
+
+    from privleak.attacks.one_run_canaries import rare_word_pool, reconstruct_secrets
+    from privleak.data.audit_canaries import make_audit_canaries
+    from privleak.models.handle import ModelHandle
+
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=len(tok), n_positions=6, n_embd=16,
+                                                                 n_layer=1, n_head=2)).eval()
+    handle = ModelHandle(model=model, tokenizer=tok, max_length=6, name="window-6")
+    pool = rare_word_pool(tok, [])
+    cans = make_audit_canaries(pool, 3, 6, 4, seed=2, query_words=6)
+    guesses, conf = reconstruct_secrets(handle, cans, pool, 6)
+    assert len(guesses) == 3 and all(len(g) == 4 for g in guesses) and np.isfinite(conf).all()

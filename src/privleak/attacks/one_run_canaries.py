@@ -134,6 +134,12 @@ def _last_logits(handle: ModelHandle, contexts: list[list[int]]) -> torch.Tensor
     from ..models.device import model_device
 
     model, dev = handle.model, model_device(handle.model)
+    # A context longer than the model's positions keeps its last tokens (the ones the next token follows): a
+    # canary longer than a small model's window would otherwise index past its position embeddings.
+    cfg = getattr(model, "config", None)
+    window = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+    if window:
+        contexts = [c[-int(window):] for c in contexts]
     out = []
     with torch.inference_mode():
         for b0 in range(0, len(contexts), _DECODE_BATCH):

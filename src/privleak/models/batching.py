@@ -213,3 +213,23 @@ def head_trainable(model: torch.nn.Module) -> bool:
     """Whether ``model``'s output layer has a trainable weight (then per-sample clipping must see its rows)."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     return head is not None and any(p.requires_grad for p in head.parameters())
+
+
+def micro_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Split one logical batch into length-sorted physical micro-batches.
+
+    A Poisson batch mixes short and long records, and one padded tensor
+    pads every row to the longest; sorted micro-batches of at most
+    ``max_tokens`` padded tokens cut that waste and bound memory.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and lengths[i] * (len(cur) + 1) > max_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out

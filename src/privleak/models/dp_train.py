@@ -74,7 +74,8 @@ from . import (
     conv1d_grad,  # noqa: F401  (registers the Conv1D grad sampler)
     ghost_norms,  # noqa: F401  (registers the Conv1D norm sampler)
 )
-from .batching import Encoded, head_trainable, pad_batch, per_sequence_nll, position_ids_for, sequence_nll
+from .batching import (  # noqa: F401  (dp_train.micro_batches: the DP step's name for it)
+    Encoded, head_trainable, micro_batches, pad_batch, per_sequence_nll, position_ids_for, sequence_nll)
 from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 from .fp32_samplers import ensure_fp32_samplers
@@ -224,26 +225,6 @@ def freeze_embeddings(model: PreTrainedModel) -> int:
             module.weight.requires_grad_(False)
             frozen += module.weight.numel()
     return frozen
-
-
-def micro_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
-    """Split one logical batch into length-sorted physical micro-batches.
-
-    A Poisson batch mixes short and long records, and one padded tensor
-    pads every row to the longest; sorted micro-batches of at most
-    ``max_tokens`` padded tokens cut that waste and bound memory.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    out: list[list[int]] = []
-    cur: list[int] = []
-    for i in order:
-        if cur and lengths[i] * (len(cur) + 1) > max_tokens:
-            out.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        out.append(cur)
-    return out
 
 
 def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max_tokens: int, criterion=None) -> float:
