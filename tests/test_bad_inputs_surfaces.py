@@ -59,6 +59,9 @@ def _edited(**privacy) -> Build:
         r["arms"]["dp-8"]["privacy"].update(privacy)
         (d / "edited").mkdir()
         (d / "edited" / "results.json").write_text(json.dumps(r))
+        # A second, unedited run for compare (a run compared with itself is refused first).
+        (d / "other").mkdir()
+        (d / "other" / "results.json").write_text(json.dumps(results_json()))
     return build
 
 
@@ -140,7 +143,7 @@ CASES: list[tuple[str, str, list[Build], str]] = [
     ("report-epsilon-and-delta", "report {d}/edited", [_edited(epsilon=-5.0, delta=2.0)], "privacy.epsilon"),
     ("report-sample-rate-above-one", "report {d}/edited", [_edited(sample_rate=3.0)], "privacy.sample_rate"),
     ("report-epsilon-nan", "report {d}/edited", [_edited(epsilon_pld=float("nan"))], "privacy.epsilon_pld"),
-    ("compare-edited", "compare {d}/edited {d}/edited --out {d}/c.html", [_edited(delta=2.0)], "privacy.delta"),
+    ("compare-edited", "compare {d}/other {d}/edited --out {d}/c.html", [_edited(delta=2.0)], "privacy.delta"),
     # ---- row 7: archives checked by their declared sizes before anything is unpacked; a .gguf by its magic
     ("run-model-bomb-whl", "run --model {d}/bomb.whl --out {d}/run", [_bomb()], "decompression bomb"),
     ("attack-reference-bomb-whl", "attack --target {model} --reference {d}/bomb.whl --members {d}/mem.txt "

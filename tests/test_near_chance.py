@@ -36,6 +36,8 @@ def _mia(pos: np.ndarray, neg: np.ndarray) -> MembershipResult:
 
 
 def _exposure(exposures) -> ExposureResult:
+    # An exposure is log2 R − log2 rank with 1 ≤ rank ≤ R: within [0, log2 R] (results validate the range).
+    exposures = np.clip(np.asarray(exposures, dtype=float), 0.0, math.log2(R))
     return ExposureResult(chance_exposure=chance_exposure(R), canaries=[
         CanaryExposure(canary_id=f"c{i}", repeats=(1, 2, 4, 8, 16)[i % 5], exposure=float(e),
                        max_exposure=math.log2(R), rank=R * 2.0 ** -float(e), n_candidates=R,

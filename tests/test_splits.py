@@ -91,7 +91,7 @@ def test_too_few_records() -> None:
 def test_too_few_distinct_texts() -> None:
     with pytest.raises(UserError) as info:
         split_corpus(_recs(["a"] * 50 + ["b"] * 50), min_per_split=1)
-    assert "100 records and 2 distinct" in str(info.value)
+    assert "100 records in 2 independent units (2 distinct texts" in str(info.value)
 
 
 def test_min_per_split() -> None:

@@ -34,7 +34,6 @@ from ...core.stats import auc_null_se, tost_normal
 from ...core.typed import Probability, ProbabilityInterval
 from ...data.clients import client_labels
 from ...core.present import Table, interval
-from ...models.handle import ModelHandle
 from ..base import AttackContext, AttackResult, Figure, Finding, Policy, PresentContext, Runs
 from .scores import loss_scores, reference_scores
 
