@@ -55,7 +55,7 @@ def test_results_contract(first_run):
 
 def test_attack_family_and_empirical_epsilon(first_run):
     _, results = first_run
-    family = {"loss", "zlib", "min_k", "min_k_pp", "reference", "rmia"}
+    family = {"loss", "zlib", "min_k", "min_k_pp", "reference", "rmia", "recall", "con_recall", "dc_pdd"}
     for name, arm in results.arms.items():
         assert set(arm.membership()) == family | {"loss_group"}, name
         for a in arm.membership().values():
