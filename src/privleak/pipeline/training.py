@@ -186,18 +186,23 @@ def ledger_people(records: list[Record], cfg: AuditConfig, record: dict[str, Any
     return training_people(records, clients), cap
 
 
+def _ledger(view: View, name: str, settings: Any, records: list[Record], record: dict[str, Any]) -> None:
+    """A DP training (σ > 0) joins the privacy-budget ledger with the people it trained on, once it is saved."""
+    if (record.get("privacy") or {}).get("sigma"):
+        people, cap = ledger_people(records, view.cfg, record)
+        entry = entry_for(members_hash(view[SPLITS]["members"]), name, view.resolver.store.root,
+                          settings_key(settings), record["privacy"], people, cap)
+        if entry is not None:
+            record_training(view.resolver.store.root, entry, people)
+
+
 def train_arm(view: View) -> None:
     """Train one arm: ``arms/<arm>/model`` (safetensors) and ``arms/<arm>/train.json``; a DP training joins the
     privacy-budget ledger (:mod:`.ledger`), with the people it trained on, once it is saved."""
     spec, settings, records = view.info.spec, _settings(view), view[TRAINING_RECORDS]
     model, record = fit(view, spec, spec.name, settings, records)
     _save(view, spec.name, model, record)
-    if (record.get("privacy") or {}).get("sigma"):
-        people, cap = ledger_people(records, view.cfg, record)
-        entry = entry_for(members_hash(view[SPLITS]["members"]), spec.name, view.resolver.store.root,
-                          settings_key(settings), record["privacy"], people, cap)
-        if entry is not None:
-            record_training(view.resolver.store.root, entry, people)
+    _ledger(view, spec.name, settings, records, record)
 
 
 def training_seed(seed: int, k: int) -> int:
@@ -227,13 +232,8 @@ def train_seed(view: View) -> None:
     records = view[TRAINING_RECORDS]
     model, record = fit(view, info.spec, info.name, settings, records, seed=seed)
     _save(view, info.name, model, record)
-    if (record.get("privacy") or {}).get("sigma"):
-        # The same people as the arm's own training, and the same per-person cap: the ledger composes it for them.
-        people, cap = ledger_people(records, view.cfg, record)
-        entry = entry_for(members_hash(view[SPLITS]["members"]), info.name, view.resolver.store.root,
-                          settings_key(settings), record["privacy"], people, cap)
-        if entry is not None:
-            record_training(view.resolver.store.root, entry, people)
+    # The same people as the arm's own training, and the same per-person cap: the ledger composes it for them.
+    _ledger(view, info.name, settings, records, record)
 
 
 def derive_arm(view: View) -> None:
