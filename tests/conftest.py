@@ -215,9 +215,10 @@ XDIST_GROUPS = {
 #: The groups that take longest, in the order xdist starts them, so no worker is left alone with a long one at
 #: the end (from `make test --durations`; the rest follow in collection order).
 LONGEST_FIRST = ("small", "test_real_tokenizer", "test_long_texts", "test_federated", "test_dp_audit", "all-arms",
-                 "test_foreign_corpus_audit", "test_bad_inputs_budget", "test_run_lock", "test_user_dp",
-                 "test_smoke_profile", "test_dp_user_arm", "test_cli_commands", "test_unlearning_audit",
-                 "test_crash_reports", "test_attack_cmd", "test_worker_orphans")
+                 "test_fdp_seeds", "test_trainer_callback", "test_recommendation_seeds", "test_library",
+                 "test_requirement", "test_foreign_corpus_audit", "test_budget_units", "test_bad_inputs_budget",
+                 "test_run_lock", "test_user_dp", "test_smoke_profile", "test_dp_user_arm", "test_cli_commands",
+                 "test_unlearning_audit", "test_crash_reports", "test_attack_cmd", "test_worker_orphans")
 _GROUP_OF = {mod: group for group, mods in XDIST_GROUPS.items() for mod in mods}
 
 

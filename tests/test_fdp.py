@@ -73,6 +73,19 @@ def test_limits_and_monotonicity():
         min(1.0, 2 * min(fdp_p_value(1000, 100, 90, f), fdp_p_value(1000, 200, 150, f))))
 
 
+
+@pytest.mark.parametrize("curve", [GaussianCurve(0.8), EpsilonDeltaCurve(2.0, 1e-5)])
+def test_grid_p_value_is_the_smallest_candidates_bisected_or_not(curve):
+    """fdp_grid_p_value skips the bisection of a count not refuted at the best level so far: the minimum, and so
+    the p-value, is exactly the one of bisecting every count."""
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        m = int(rng.integers(50, 600))
+        counts = []
+        for r in sorted(set(rng.integers(1, m + 1, size=int(rng.integers(1, 9))).tolist())):
+            counts.append((r, int(rng.binomial(r, rng.uniform(0.5, 1.0)))))
+        full = min(1.0, len(counts) * min(fdp_p_value(m, r, v, curve) for r, v in counts))
+        assert fdp_grid_p_value(m, counts, curve) == full
 def test_profile_curve_is_exact_envelope_and_below_the_true_curve():
     # One (ε, δ) point: the curve of (ε, δ)-DP exactly.
     one, ref = ProfileCurve((2.0,), (1e-5,)), EpsilonDeltaCurve(2.0, 1e-5)

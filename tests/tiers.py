@@ -56,6 +56,10 @@ HEAVY = frozenset({
     "test_lora_bf16", "test_lora_dp", "test_pii_attacks", "test_shadow_attacks", "test_train_fast",
     "test_unlearning", "test_public_q", "test_frozen_prefix", "test_llama_fast", "test_trainer_callback",
     "test_library_docs",
+    # No model, but most of a minute each (the slowest of `make test-fast --durations`): dp_accounting's PLD
+    # compositions as the ledger's oracle, 360 DP-SGD runs over seeds, the released summary's accounting, a
+    # guard server saturated on purpose.
+    "test_budget_units", "test_fdp_seeds", "test_release", "test_guard_pool",
 })
 
 #: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or
