@@ -86,6 +86,22 @@ def test_an_attack_table_promises_chance_and_floor_only_where_its_cells_show_the
     assert "chance" not in str(table.title) and "floor" not in str(table.title)  # no cell shows either
 
 
+
+def test_an_attack_table_promises_the_floor_alone_where_its_cells_show_only_floors():
+    """The smoke tour's extraction table said "(in brackets: chance · non-member floor)" above cells showing a floor
+    only ("0.0% (0/30) (floor 0.0%)"): the title names exactly the baselines its cells show."""
+    from privleak.attacks.extraction import PrefixCell, PrefixExtractionResult
+    from privleak.report.console import attack_tables
+
+    r = _results()
+    for arm in (r.base_model, *r.arms.values()):
+        arm.attacks["prefix_extraction"] = PrefixExtractionResult(
+            cells=[PrefixCell(k=16, m=16, n_members=30, members_extracted=0, n_non_members=30,
+                              non_members_extracted=0)], n_members_total=30, n_non_members_total=30)
+    [table] = [t for t in attack_tables(r, "extraction") if "result" in str(t.title)]
+    assert str(table.title).endswith("(in brackets: non-member floor)"), table.title
+    assert "(floor 0.0%)" in " ".join(_text(table).split())
+
 def test_the_client_level_attack_says_what_a_client_is():
     from privleak.attacks.membership.client import ClientMembershipResult
     from privleak.report.console import attack_tables

@@ -132,7 +132,7 @@ def attack_tables(results: AuditResults, family: str) -> list[Table]:
             r = m.attacks.get(a)
             if r is not None:
                 cols += [(a, f.label) for f in r.headline() if (a, f.label) not in cols]
-    rows, bases = [], False
+    rows, shown_bases = [], set()
     for name, m in results.models():
         if not any(a in m.attacks for a in rest):
             continue
@@ -141,10 +141,12 @@ def attack_tables(results: AuditResults, family: str) -> list[Table]:
             r = m.attacks.get(a)
             f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
             cells.append("—" if f is None else fmt.figure_text(f))
-            bases = bases or (f is not None and bool(fmt.baselines(f)))
+            if f is not None:
+                shown_bases.update(b.split()[0] for b in fmt.baselines(f).split(" · ") if b)
         rows.append((name, cells))
-    # The title promises what the cells hold: "(chance · non-member floor)" only where some cell shows them.
-    t = Table(title=f"{FAMILY_TITLES[family]} — result" + (" (in brackets: chance · non-member floor)" if bases else ""))
+    # The title promises what the cells hold: chance and the non-member floor, each only where some cell shows it.
+    promised = " · ".join(w for k, w in (("chance", "chance"), ("floor", "non-member floor")) if k in shown_bases)
+    t = Table(title=f"{FAMILY_TITLES[family]} — result" + (f" (in brackets: {promised})" if promised else ""))
     t.add_column("arm")
     for a, label in cols:
         t.add_column(f"{short(a)}: {label}", justify="right")
