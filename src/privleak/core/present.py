@@ -79,16 +79,16 @@ def value(f: Figure) -> str:
     return num(f.value, ".3f")
 
 
+def baseline_kinds(f: Figure) -> tuple[str, ...]:
+    """Which of "chance" and "floor" a figure's cell shows beside it (an AUC's chance, 0.5, goes without saying)."""
+    return tuple(k for k, v in (("chance", f.chance if f.fmt != "auc" else None), ("floor", f.floor)) if v is not None)
+
+
 def baselines(f: Figure) -> str:
-    """What the figure has to beat: ``floor 1.0% · chance 10.0%`` (empty when neither is known)."""
+    """What the figure has to beat: ``chance 10.0% · floor 1.0%`` (empty when neither is known)."""
     def show(x: float) -> str:
         return pct(x) if f.fmt == "rate" else num(x, ".1f" if f.fmt == "bits" else ".3f")
-    parts = []
-    if f.chance is not None and f.fmt != "auc":
-        parts.append(f"chance {show(f.chance)}")
-    if f.floor is not None:
-        parts.append(f"floor {show(f.floor)}")
-    return " · ".join(parts)
+    return " · ".join(f"{k} {show(f.chance if k == 'chance' else f.floor)}" for k in baseline_kinds(f))
 
 
 def figure_text(f: Figure, with_ci: bool = False) -> str:

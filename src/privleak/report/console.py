@@ -142,7 +142,7 @@ def attack_tables(results: AuditResults, family: str) -> list[Table]:
             f = next((f for f in r.headline() if f.label == label), None) if r is not None else None
             cells.append("—" if f is None else fmt.figure_text(f))
             if f is not None:
-                shown_bases.update(b.split()[0] for b in fmt.baselines(f).split(" · ") if b)
+                shown_bases.update(fmt.baseline_kinds(f))
         rows.append((name, cells))
     # The title promises what the cells hold: chance and the non-member floor, each only where some cell shows it.
     promised = " · ".join(w for k, w in (("chance", "chance"), ("floor", "non-member floor")) if k in shown_bases)
