@@ -84,8 +84,7 @@ def main() -> int:
                 continue
             ci = a.auc_ci95
             ci_s = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-            tpr = a.tpr_at_1pct_fpr
-            print(f"{name:<12} {a.auc:6.3f} {ci_s:>15} {tpr if tpr is None else f'{tpr:.3f}':>7}")
+            print(f"{name:<12} {a.auc:6.3f} {ci_s:>15} {a.tpr_at_1pct_fpr:7.3f}")
     return 0
 
 
