@@ -11,7 +11,7 @@ from corpora.email import write_email_corpus
 
 from privleak import pipeline
 from privleak.audit.alarms import alarm_decision, canary_curves
-from privleak.audit.verdicts import _canary_tests
+from privleak.audit.verdicts import _canary_tests, _whitebox_test
 from privleak.config import build_config
 
 # A tiny audit in which noise-free clipped SGD memorises its audit canaries: many short canaries, a
@@ -36,6 +36,8 @@ def _alarm(results):
     tests = [t for name, arm in results.arms.items()
              if arm.privacy is not None and arm.one_run_epsilon is not None and arm.one_run_epsilon.available
              for t in _canary_tests(name, arm.privacy, arm.one_run_epsilon, canary_curves(arm.privacy))]
+    tests += [_whitebox_test(name, arm.privacy, arm.privacy.gradient_canaries) for name, arm in results.arms.items()
+              if arm.privacy is not None and arm.privacy.gradient_canaries is not None]
     decision = alarm_decision(tests, 0.05)
     assert sorted(decision.violated) == results.alarms.violated
     return decision
@@ -97,7 +99,8 @@ def test_correct_dp_is_never_flagged(tmp_path, seed, cfg):
     assert one.available and one.epsilon_steinke <= arm.privacy.epsilon and not res.alarms.violated
     assert not _flags(res) and arm.verdict.label != "DP GUARANTEE VIOLATED"
     decision = _alarm(res)
-    assert len(decision.alarms) == 3 and not decision.violated  # Steinke, f-DP in/out, f-DP secrets
+    # Steinke, f-DP in/out, f-DP secrets, the white-box gradient canaries
+    assert len(decision.alarms) == 4 and not decision.violated
     assert name in res.alarms.power  # what it could have caught is reported either way
     _reads_power(res, name)  # and the recommendation reads it
 

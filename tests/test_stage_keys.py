@@ -9,7 +9,9 @@ scoring pass where they are not read; in ``privleak attack``, the blind baseline
 read the evaluation sets), and the unlearn-ga arm waits for the training records it reads. A key that moves
 makes every existing run directory redo that stage and all after it: change one only on purpose, and say so.
 Moved on purpose since: the audit canaries and the canary family (issue 45's reconstruction game: queries
-unique across the canaries, ``one_run.query_words`` in their key), so a run directory written before redoes them.
+unique across the canaries, ``one_run.query_words`` in their key), so a run directory written before redoes them;
+the DP arms (their white-box gradient canaries, ``dp.gradient_canaries`` in their key: each DP step's noise also
+draws the canaries' coordinates), so a DP arm and its stages retrain once.
 
 Regenerate (only when a key is meant to change): run
 ``stage_plan.stage_plan`` (and ``attack_plan``) for each entry and write the rows, sorted keys, one space indent.

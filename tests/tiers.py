@@ -55,7 +55,7 @@ HEAVY = frozenset({
     "test_dp_fast", "test_dp_train", "test_exposure", "test_guard_audit", "test_lira_rmia", "test_lora_archs",
     "test_lora_bf16", "test_lora_dp", "test_pii_attacks", "test_shadow_attacks", "test_train_fast",
     "test_unlearning", "test_public_q", "test_frozen_prefix", "test_llama_fast", "test_trainer_callback",
-    "test_library_docs",
+    "test_library_docs", "test_whitebox_training",
     # No model, but most of a minute each (the slowest of `make test-fast --durations`): dp_accounting's PLD
     # compositions as the ledger's oracle, 360 DP-SGD runs over seeds, the released summary's accounting, a
     # guard server saturated on purpose.

@@ -166,6 +166,22 @@ class Training(Typed):
     rehearsal_records: int | None = None  # the best arm: public records trained on beside the members
 
 
+class GradientCanaryCheck(Typed):
+    """The white-box gradient canaries of a DP arm's training (:mod:`privleak.models.gradient_canaries`): m
+    canaries (``included`` of them in) read through every one of ``steps`` DP steps, in units of the claimed C, as
+    the sufficient statistics S_nn = Σ N_i², S_ny = Σ N_i·y_i, S_yy = Σ y_i² (N_i: steps canary i joined; y_i:
+    its summed noised reading); ``scale``: a canary's gradient norm over C. Judged by
+    :func:`privleak.audit.alarms.whitebox_alarm_test`."""
+
+    canaries: int = Field(ge=3)
+    included: int
+    steps: int
+    scale: float = Field(gt=0)
+    sum_nn: float = Field(ge=0)
+    sum_ny: float
+    sum_yy: float = Field(ge=0)
+
+
 class Privacy(Typed):
     """DP-SGD parameters and the ε spent, by the training accountant and cross-checked by dp_accounting."""
 
@@ -198,6 +214,8 @@ class Privacy(Typed):
     epsilon_canary: Epsilon | None = None
     canary_records: int | None = None
     records_per_canary: dict[str, int] = {}
+    # The white-box check of the DP step (None: not run — a "hooks" step, a federated arm, a model trained elsewhere).
+    gradient_canaries: GradientCanaryCheck | None = None
 
     @property
     def epsilon_per_record(self) -> float:

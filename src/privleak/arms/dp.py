@@ -58,6 +58,7 @@ class DPArmSettings(KindSettings):
     debug_break: str | None = None
     data_size: int
     lora_base: str | None = None
+    gradient_canaries: int = 0  # white-box canaries (dp.gradient_canaries)
     lora_layers: int | None = None  # adapters in the top N decoder layers only (dp.lora_layers)
 
 
@@ -122,6 +123,7 @@ class DP(ArmKind):
             **({"lora_alpha": s.lora_alpha, "qlora": bool(s.qlora), "lora_base_bf16": s.lora_base == "bf16",
                 "lora_targets": s.lora_targets, "lora_layers": s.lora_layers} if s.lora else {}),
             public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64,
+            gradient_canaries=s.gradient_canaries,
         )
         public = ctx[ENCODE]([r.text for r in ctx[PUBLIC]]) if dps.public_weight > 0 else None
         model, tlog = train_dp(model, ctx.data, dps, ctx.pad, ctx.max_length, desc=f"train {ctx.label}", public=public)
@@ -131,7 +133,7 @@ class DP(ArmKind):
                    "delta": dps.delta, "sigma": tlog.sigma, "sample_rate": tlog.sample_rate, "steps": tlog.steps,
                    "max_grad_norm": dps.max_grad_norm, "epsilon_rdp": cross.epsilon_rdp,
                    "epsilon_pld": cross.epsilon_pld, "epsilon_prv": cross.epsilon_prv,
-                   "empty_batches": tlog.empty_batches,
+                   "empty_batches": tlog.empty_batches, "gradient_canaries": tlog.gradient_canaries,
                    **person_privacy(ctx.records, sample_rate=tlog.sample_rate, noise_multiplier=tlog.sigma,
                                     steps=tlog.steps, delta=dps.delta)}
         # Poisson sampling: each step sees q·n records in expectation.

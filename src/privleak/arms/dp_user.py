@@ -113,6 +113,7 @@ class DPUserSettings(KindSettings):
     seed: int
     data_defences: dict[str, Any]
     expected_audit_canaries: int
+    gradient_canaries: int = 0  # white-box canaries (dp.gradient_canaries)
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: str | tuple[str, ...] | None = None
@@ -148,7 +149,8 @@ class DPUser(ArmKind):
             "train_output": dp.train_output, "micro_batch_tokens": dp.micro_batch_tokens,
             "seed": cfg.seed, "data_defences": data_settings(cfg, spec),
             # q's unit count: the members' own plus the audit canaries a training is expected to hold (½ m)
-            "expected_audit_canaries": int(round(cfg.one_run.canaries / 2))}
+            "expected_audit_canaries": int(round(cfg.one_run.canaries / 2)),
+            "gradient_canaries": dp.gradient_canaries}
         if lora:
             settings.update({f: getattr(dp, f) for f in _LORA_FIELDS})
             if dp.lora_layers is not None:  # only then in the key, as the dp arms do
@@ -191,7 +193,8 @@ class DPUser(ArmKind):
             lora_rank=s.lora_rank if s.lora else None,
             **({"lora_alpha": s.lora_alpha, "lora_targets": s.lora_targets, "lora_layers": s.lora_layers}
                if s.lora else {}),
-            public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64)
+            public_weight=s.public_weight or 0.0, public_batch_size=s.public_batch_size or 64,
+            gradient_canaries=s.gradient_canaries)
         public = ctx[ENCODE]([r.text for r in ctx[PUBLIC]]) if uds.public_weight > 0 else None
         model, log = train_user_dp(model, ctx.data, uds, ctx.pad, ctx.max_length, persons, desc=f"train {ctx.label}",
                                    public=public)
@@ -207,7 +210,7 @@ class DPUser(ArmKind):
             "target_epsilon": uds.target_epsilon, "accountant": log.accountant if uls else "prv",
             "delta": uds.delta, "sigma": log.sigma, "sample_rate": log.sample_rate, "steps": log.steps,
             "max_grad_norm": uds.max_grad_norm, "epsilon_rdp": eps_rdp, "epsilon_pld": eps_pld,
-            "epsilon_prv": eps_prv, "empty_batches": log.empty_batches,
+            "epsilon_prv": eps_prv, "empty_batches": log.empty_batches, "gradient_canaries": log.gradient_canaries,
             # ULS: the mechanism's unit is the person. ELS: record-level DP-SGD whose person-level ε is a
             # group figure, like a dp arm's (the ledger composes the record-level mechanism).
             "unit": "person" if uls else "record",

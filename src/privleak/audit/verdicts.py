@@ -54,9 +54,11 @@ from .alarms import (
     fdp_alarm_test,
     largest_unit,
     mu_gdp_diagnostic,
+    noiseless,
     one_run_alarm_test,
     reconstruction_alarm_test,
     unit_privacy,
+    whitebox_alarm_test,
 )
 from .one_run import dpsgd_mu_clt
 from . import wording
@@ -112,6 +114,11 @@ def _canary_tests(name: str, p, one, curves) -> list[AlarmTest]:
     return tests
 
 
+def _whitebox_test(name: str, p, check) -> AlarmTest:
+    """The white-box route of one DP arm (:func:`~.alarms.whitebox_alarm_test`) on ``check``'s statistics."""
+    return whitebox_alarm_test(name, check, p.sigma, p.sample_rate, p.max_grad_norm, p.delta)
+
+
 def alarm_tests(results: AuditResults) -> list[AlarmTest]:
     """Every test of every DP arm's claim the audit can make (:mod:`privleak.audit.alarms`): the one-run
     canary tests (the alarm routes: each canary is one record, its own person, held to the arm's record ε —
@@ -129,6 +136,8 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
         one = arm.one_run_epsilon
         if one is not None and one.available and one.candidates:
             tests += _canary_tests(name, p, one, canary_curves(p))
+        if p.gradient_canaries is not None and p.sigma > 0:
+            tests.append(_whitebox_test(name, p, p.gradient_canaries))
             if p.unit == "record" and p.sigma > 0 and p.steps > 0:
                 counts = [(c.guesses, c.correct) for c in one.candidates]
                 tests.append(mu_gdp_diagnostic(name, one.m, counts, dpsgd_mu_clt(p.sigma, p.sample_rate, p.steps)))
@@ -173,16 +182,22 @@ def _perfect(one):
 
 def _power(results: AuditResults, decision) -> dict[str, AlarmPower]:
     """Per DP arm with alarm tests: its tests re-run on the reference's guesses (:func:`_reference`, else
-    every guess right) at the levels its own tests were allotted (:func:`~.alarms.alarm_power`)."""
+    every guess right) at the levels its own tests were allotted (:func:`~.alarms.alarm_power`); its white-box
+    test on the readings of a step without noise or clipping (:func:`~.alarms.noiseless`)."""
     ref = _reference(results)
     out: dict[str, AlarmPower] = {}
     for name, arm in results.arms.items():
         own = [o for o in decision.alarms if o.test.arm == name]
         one = arm.one_run_epsilon
-        if not own or arm.privacy is None or one is None:
+        if not own or arm.privacy is None:
             continue
-        label, guesses = (ref[0], ref[1]) if ref is not None else ("every guess right", _perfect(one))
-        hypothetical = _canary_tests(name, arm.privacy, guesses, canary_curves(arm.privacy))
+        hypothetical: list[AlarmTest] = []
+        label = ref[0] if ref is not None else "every guess right"
+        if one is not None and one.available and one.candidates:
+            guesses = ref[1] if ref is not None else _perfect(one)
+            hypothetical += _canary_tests(name, arm.privacy, guesses, canary_curves(arm.privacy))
+        if arm.privacy.gradient_canaries is not None and arm.privacy.sigma > 0:
+            hypothetical.append(_whitebox_test(name, arm.privacy, noiseless(arm.privacy.gradient_canaries)))
         check = alarm_power(name, own, hypothetical, label)
         out[name] = AlarmPower(arm=name, verified=check.verified, reference=check.reference, route=check.route,
                                p_value=check.p_value, level=check.level, text=check.text,
@@ -217,6 +232,11 @@ def _fdp_figures(name: str, arm: ArmResult, results: AuditResults) -> list[str]:
         return []
     out = []
     for o in alarms.outcomes:
+        if o.arm == name and o.route == "whitebox" and o.bound_at_level is not None and arm.privacy is not None:
+            wb = arm.privacy.gradient_canaries
+            out.append(f"white-box ε ≥ {o.bound_at_level:.2f} ({wb.canaries} gradient canaries read through its "
+                       f"{wb.steps} DP steps; the DP-SGD noise multipliers at this q and T refuted)")
+            continue
         if o.arm != name or o.route not in ("one_run_fdp", "one_run_kary") or o.bound_at_level is None:
             continue
         rec = arm.one_run_epsilon.reconstruction if arm.one_run_epsilon else None

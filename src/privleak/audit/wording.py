@@ -227,7 +227,7 @@ def recommendation_text(rec: Recommendation, results: AuditResults, seeds_allowe
         if req.formal:
             head += f" meets it by its accountant"
             if s.verified is True:
-                head += ", and the one-run audit had the power to catch it broken at this size"
+                head += ", and the audit's alarm had the power to catch it broken at this size"
             elif s.verified is False:
                 # the power figure's own sentence ("Implementation unverified: …."), as a clause of this one
                 why = (s.power or "Implementation unverified: the one-run audit could not have caught a broken "

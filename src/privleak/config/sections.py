@@ -231,6 +231,10 @@ class DPConfig(_Strict):
     # unchanged. Off by default: not yet chosen on public / population data (bench/bench_user_dp.py "+pub").
     public_weight: float = Field(0.0, ge=0, le=100)
     public_batch_size: int = Field(64, ge=1, le=L.MAX_BATCH)
+    # White-box gradient canaries per DP arm (models.gradient_canaries): each on a coordinate no record touches,
+    # clipped and noised by the arm's own step and read back every step, so the audit checks the step's clipping
+    # and noise against σ and C directly (audit.alarms.whitebox_alarm_test). 0: off. Costs m numbers per step.
+    gradient_canaries: int = Field(1000, ge=0, le=1_000_000)
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.
     debug_break: dict[str, Literal["no_noise", "no_clip"]] = {}
@@ -243,6 +247,14 @@ class DPConfig(_Strict):
                 raise ValueError(f"every ε must be from {L.MIN_EPSILON:g} to {L.MAX_EPSILON:g}, got {e} (above "
                                  f"{L.MAX_EPSILON:g} a DP guarantee certifies nothing; below {L.MIN_EPSILON:g} the "
                                  "accountant's error margin swamps it)")
+        return v
+
+    @field_validator("gradient_canaries")
+    @classmethod
+    def _canaries_valid(cls, v: int) -> int:
+        if 0 < v < 3:
+            raise ValueError(f"gradient_canaries must be 0 (off) or at least 3 (the check estimates the noise from "
+                             f"them), got {v}")
         return v
 
     @field_validator("delta")

@@ -57,6 +57,13 @@ def unsupported_layers(model: nn.Module) -> list[str]:
     ]
 
 
+def clip_factors(norms: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
+    """DP-SGD's flat clipping factors c_i = min(1, C / (‖g_i‖ + 1e-6)) (Opacus's, verbatim): the one function that
+    clips the records here and the white-box gradient canaries (:mod:`.gradient_canaries`), so those see the
+    clipping the records get."""
+    return (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+
+
 def keeps_grads(seq_len: int, fan_in: int, fan_out: int) -> bool:
     """Whether a layer's clipped sum comes from its explicit per-sample gradients (see the module docstring):
     they hold at most twice the floats of the layer's activations and output gradients, in·out ≤ 2T·(in + out),
@@ -212,7 +219,7 @@ class BookKeeping:
         """Norms from the summed squares, factors c = min(1, C/‖g‖) (gathered by ``index``: a person's factor for
         each of their records), and every layer's clipped sum written to ``p.grad``. Returns the norms."""
         norms = total_sq.clamp_min(0).sqrt()
-        c = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        c = clip_factors(norms, self.max_grad_norm)
         if index is not None:
             c = c[index]
         for clipped in parts:

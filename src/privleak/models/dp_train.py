@@ -79,6 +79,7 @@ from .batching import (  # noqa: F401  (dp_train.micro_batches: the DP step's na
 from .book_keeping import BookKeeping, unsupported_layers
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 from .fp32_samplers import ensure_fp32_samplers
+from .gradient_canaries import GradientCanaries
 from .frozen_prefix import frozen_prefix
 from .lora import AUTO, add_lora, bf16_base, check_qlora, merge_lora, quantized_base, transfer_adapters
 from .public_grad import PublicTerm
@@ -124,6 +125,8 @@ class DPSettings:
     # public records) outside the noised private sum (``public_grad``: no privacy cost, ε unchanged).
     public_weight: float = 0.0
     public_batch_size: int = 64
+    # White-box gradient canaries (``gradient_canaries``) observed through the step's own clipping and noise; 0: none.
+    gradient_canaries: int = 0
 
 
 #: The clipping bound "no_clip" uses instead of C: far above any per-sample gradient norm here.
@@ -137,6 +140,8 @@ class DPTrainLog(TrainLog):
     epsilon: float = 0.0
     accountant: str = ""
     empty_batches: int = 0
+    # The white-box canaries' statistics (gradient_canaries.GradientCanaryStats as a dict); None: not run.
+    gradient_canaries: dict | None = None
 
 
 def _step_on_empty_batch(optimizer) -> None:
@@ -149,7 +154,7 @@ def _step_on_empty_batch(optimizer) -> None:
     ghost = isinstance(optimizer, DPOptimizerFastGradientClipping)
     for p in optimizer.params:
         if ghost:  # ghost clipping hands the optimiser the clipped sum in p.grad
-            p.grad = torch.zeros_like(p)
+            p.grad = torch.zeros_like(p)  # (the gradient canaries' sum, if any, enters at accumulation)
         else:
             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
     optimizer.step()
@@ -365,6 +370,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     if public is not None:
         attach_public_term(optimizer, PublicTerm(private._module, public, settings.public_weight, settings.public_batch_size,
                                                  settings.seed + 2, pad_id, max_length, quiet=lambda: _hooks_off(private)))
+    canaries = _attach_canaries(private, optimizer, criterion, settings, sample_rate)
     log = DPTrainLog(sigma=float(sigma), sample_rate=float(sample_rate), accountant=settings.accountant)
     total = settings.epochs * len(loader)
     if total != planned_steps:
@@ -395,6 +401,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     else:  # the claim a broken library would make: the ε of the σ it calibrated
         log.epsilon = float(_EPSILON[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigma, steps=step,
                                                           delta=settings.delta))
+    if canaries is not None:
+        log.gradient_canaries = canaries.stats().as_dict()
     optimizer.zero_grad(set_to_none=True)
     private._close()
     if isinstance(criterion, BookKeeping):
@@ -411,6 +419,20 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         trained = merge_lora(trained)
     trained.eval()
     return trained, log
+
+
+def _attach_canaries(private, optimizer, criterion, settings: DPSettings,
+                     sample_rate: float) -> GradientCanaries | None:
+    """``settings.gradient_canaries`` white-box canaries joined to the step (:mod:`.gradient_canaries`), clipped at
+    the bound the step clips its records at (book-keeping's own; Opacus's for ghost clipping and per-sample hooks)
+    and judged against the claimed C; None when none are asked for."""
+    if not settings.gradient_canaries:
+        return None
+    bound = criterion.max_grad_norm if isinstance(criterion, BookKeeping) else None
+    canaries = GradientCanaries(settings.gradient_canaries, sample_rate, settings.max_grad_norm, settings.seed + 5,
+                                device=model_device(private))
+    canaries.attach(optimizer, bound)
+    return canaries
 
 
 def broken_step(settings: DPSettings, sigma: float) -> tuple[float, DPSettings]:
@@ -481,6 +503,9 @@ def check_settings(settings: DPSettings) -> None:
     """Reject option combinations that have no meaning, before any work starts."""
     if settings.grad_sample_mode not in ("hooks", "ghost", "bk"):
         raise UserError(f"grad_sample_mode={settings.grad_sample_mode!r} is unknown; use 'hooks', 'ghost' or 'bk'")
+    g = settings.gradient_canaries
+    if isinstance(g, bool) or not isinstance(g, int) or g < 0 or 0 < g < 3:
+        raise UserError(f"gradient_canaries={g!r} must be 0 (no white-box check) or an integer of at least 3")
     if settings.grad_sample_mode == "bk" and settings.train_embeddings:
         raise UserError("grad_sample_mode='bk' clips Conv1D/Linear/LayerNorm weights only; with train_embeddings=True use 'ghost' or 'hooks'")
     if settings.lora_rank is not None:

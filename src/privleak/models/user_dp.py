@@ -67,6 +67,7 @@ from .batching import Encoded, head_trainable, pad_batch, sequence_nll
 from .book_keeping import unsupported_layers
 from .device import autocast, current, model_device, oom_as_error, training_kernels
 from .frozen_prefix import frozen_prefix
+from .gradient_canaries import GradientCanaries
 from .dp_train import (DPSettings, _calibrated_sigma, dp_token_budget, prepare_trainable, public_sample_rate,
                        train_dp)
 from .lora import AUTO, merge_lora
@@ -103,6 +104,8 @@ class UserDPSettings:
     lora_layers: int | None = None  # adapters in the top N decoder layers only (dp_train.DPSettings.lora_layers)
     public_weight: float = 0.0  # with public=: w · ∇L_pub joins each step outside the noised sum
     public_batch_size: int = 64
+    # White-box gradient canaries (``gradient_canaries``; each a one-record person in ULS); 0: none.
+    gradient_canaries: int = 0
     # The unit count q is computed from (ULS: people; ELS: kept records): the members' own, which the split fixes,
     # plus the one-run audit canaries a training is expected to include (½ m) — never the realised count, which
     # moves with the canaries' random inclusion (issue 37 item 6). None: the realised count (direct callers).
@@ -132,6 +135,7 @@ class UserDPLog(TrainLog):
     records_used: int = 0  # ELS: records kept after the cap; ULS: all records are candidates
     records_per_person_distribution: dict[int, int] = field(default_factory=dict)  # {records: people}, before the cap
     public_weight: float = 0.0
+    gradient_canaries: dict | None = None  # the white-box canaries' statistics (dp_train.DPTrainLog's)
 
 
 def person_labels(records: Sequence[Record]) -> list[str]:
@@ -194,7 +198,8 @@ def _dp_settings(s: UserDPSettings, **over) -> DPSettings:
               warmup_fraction=s.warmup_fraction, seed=s.seed, accountant=s.accountant,
               micro_batch_tokens=s.micro_batch_tokens, train_output=s.train_output, grad_sample_mode="bk",
               lora_rank=s.lora_rank, lora_alpha=s.lora_alpha, lora_targets=s.lora_targets, lora_layers=s.lora_layers,
-              public_weight=s.public_weight, public_batch_size=s.public_batch_size)
+              public_weight=s.public_weight, public_batch_size=s.public_batch_size,
+              gradient_canaries=s.gradient_canaries)
     kw.update(over)
     return DPSettings(**kw)
 
@@ -293,6 +298,14 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     noise_gen = torch.Generator(device=dev).manual_seed(s.seed + 1)
     term = (PublicTerm(model, public, s.public_weight, s.public_batch_size, s.seed + 2, pad_id, max_length)
             if public is not None else None)
+    canaries = (GradientCanaries(s.gradient_canaries, q, s.max_grad_norm, s.seed + 5, device=dev)
+                if s.gradient_canaries else None)
+
+    def privatised(total: torch.Tensor) -> torch.Tensor:
+        """(Σ clipped + N(0, σ²C²)) / B: the step's noise, the same draw for the weights and the canaries."""
+        noise = torch.normal(0.0, sigma * s.max_grad_norm, size=total.shape, generator=noise_gen, device=dev)
+        return (total + noise) / s.expected_batch_size
+
     log = UserDPLog(method="uls", sigma=float(sigma), sample_rate=float(q), accountant=s.accountant, delta=s.delta,
                     max_grad_norm=s.max_grad_norm, records_per_person=s.records_per_person, people=n_people,
                     expected_people_per_step=float(s.expected_batch_size), records_used=len(seqs),
@@ -312,8 +325,9 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
                 batch = [_pick(people[p], s.records_per_person, picking) for p in chosen]
                 sums, loss = clipped_person_sum(model, pbk, seqs, batch, pad_id, s.reduction, max_tokens, params)
                 for p in params:
-                    noise = torch.normal(0.0, sigma * s.max_grad_norm, size=p.shape, generator=noise_gen, device=dev)
-                    p.grad = ((sums[p] + noise) / s.expected_batch_size).to(p.dtype)
+                    p.grad = privatised(sums[p].view_as(p)).to(p.dtype)
+                if canaries is not None:  # clipped at the bound the people were, noised by the same draw
+                    canaries.observe(privatised(canaries.contribution(pbk.max_grad_norm)) * s.expected_batch_size)
                 if term is not None:
                     term.apply(params)
                 optimizer.step()
@@ -330,6 +344,7 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     finally:
         pbk.remove()
     log.steps = steps
+    log.gradient_canaries = canaries.stats().as_dict() if canaries is not None else None
     log.people_per_step = people_seen / steps
     log.records_per_step = records_seen / steps
     run = dict(sample_rate=q, noise_multiplier=sigma, steps=steps, delta=s.delta)
@@ -399,4 +414,5 @@ def train_els(model: PreTrainedModel, data: Encoded, settings: UserDPSettings, p
                     records_per_step=q * len(kept), empty_batches=dlog.empty_batches, records_used=len(kept),
                     records_per_person_distribution=records_per_person(persons), public_weight=s.public_weight)
     log.steps, log.losses = dlog.steps, dlog.losses
+    log.gradient_canaries = dlog.gradient_canaries
     return model, log

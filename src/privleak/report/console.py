@@ -34,13 +34,14 @@ PRIVACY_CAPTION = ("ε: the accountant's upper bound at δ for the arm's unit (r
                    "brackets. A record-level arm (dp-ε) holds a record to ε and the person with the most records (k) "
                    "only to 'ε per person'; a user-level arm (dp-user-ε) holds every person to ε and a record to "
                    "'ε per record'; a client-level arm (fed-dp-ε) holds a client to ε, a record to 'ε per record', and a person whose records lie in one client to the same. ε PLD / RDP: the same ε by two other accountants. '≥': lower bounds measured by "
-                   "the attacks (one-run: Steinke's ε for any (ε, δ)-DP training / the f-DP tests' — in/out · secrets decoded — the ε of the DP-SGD curves at the arm's q and T they refute). G: utility gain recovered, only with a best reference (— otherwise).")
+                   "the attacks (one-run: Steinke's ε for any (ε, δ)-DP training / the f-DP tests' — in/out · secrets decoded — the ε of the DP-SGD curves at the arm's q and T they refute · the white-box gradient canaries' — the ε of the noise multipliers at the arm's q and T their readings refute). G: utility gain recovered, only with a best reference (— otherwise).")
 
 
 def _fdp_bounds(results: AuditResults, name: str) -> str:
-    """The f-DP routes' bounds of an arm, "in/out · reconstruction" (— where the audit has none)."""
+    """The f-DP routes' bounds of an arm and the white-box one, "in/out · reconstruction · white-box" (— where the
+    audit has none)."""
     got = {o.route: o.bound_at_level for o in (results.alarms.outcomes if results.alarms else []) if o.arm == name}
-    return " · ".join(fmt.num(got.get(r), ".2f") for r in ("one_run_fdp", "one_run_kary"))
+    return " · ".join(fmt.num(got.get(r), ".2f") for r in ("one_run_fdp", "one_run_kary", "whitebox"))
 
 
 def privacy_table(results: AuditResults) -> Table:

@@ -414,7 +414,7 @@ def section_budget(results: AuditResults) -> Section | None:
 
 
 ONE_RUN_COLUMNS = ["arm", "accountant ε", "one-run ε ≥ (Steinke)", "ε ≥ (f-DP, in/out)", "ε ≥ (f-DP, secrets)",
-                   "secrets decoded", "one-run μ ≥ (μ-GDP, not an ε)", "guesses", "canary AUC in vs out", "check"]
+                   "secrets decoded", "ε ≥ (white-box gradient canaries)", "one-run μ ≥ (μ-GDP, not an ε)", "guesses", "canary AUC in vs out", "check"]
 
 
 def section_one_run(results: AuditResults) -> Section | None:
@@ -428,7 +428,7 @@ def section_one_run(results: AuditResults) -> Section | None:
         auc = _n(one.canary_auc)
         if not one.available:
             rows.append([name, _t(f"{acc:.3f}" if acc is not None else "—"), _t("unavailable"), _t("—"), _t("—"), _t("—"),
-                         _t("—"), _t("—"), auc, _t(one.reason)])
+                         _t("—"), _t("—"), _t("—"), auc, _t(one.reason)])
             continue
         power = results.alarms.power.get(name) if results.alarms is not None else None
         if control:
@@ -448,7 +448,7 @@ def section_one_run(results: AuditResults) -> Section | None:
         rows.append([name, acc_cell, _n(one.epsilon_steinke), _n(bounds.get("one_run_fdp")),
                      _n(bounds.get("one_run_kary")),
                      _t(f"{rec.reconstructed}/{rec.m} (k = {rec.k:.2g})" if rec is not None else "—"),
-                     _n(one.mu_gdp_lb), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
+                     _n(bounds.get("whitebox")), _n(one.mu_gdp_lb), _t(f"{best.correct}/{best.guesses} right (top {best.k_in}"
                                               + (f", bottom {best.k_out}" if best.k_out else "") + ")" if best else "—"),
                      auc, check])
         if not control:
