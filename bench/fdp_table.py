@@ -16,7 +16,8 @@ that their one-run guess counts are the clean run's, and says so when they are n
 (per record; per person for a user-level arm), Steinke et al.'s one-run bound (``one_run_epsilon``, at the
 summary's α), the f-DP bounds of the in/out and the reconstruction game (each at the level the alarm allotted
 it: the largest ε of the DP-SGD curves at the arm's q and T the guesses refute), the secrets decoded, the
-alarm's decision (which routes reject, p against level) and whether the alarm had the power to catch the arm
+white-box gradient canaries' bound (the ε of the smallest noise multiplier their readings refute, at the level the
+alarm allotted them), the alarm's decision (which routes reject, p against level) and whether the alarm had the power to catch the arm
 broken. A non-private arm (the baseline) has no claim; its f-DP bounds are its guesses read against the
 curves of the run's record-level DP-SGD arm of largest ε, at that arm's levels — what that arm's power
 check reads.
@@ -31,8 +32,9 @@ from privleak.audit.alarms import canary_curves, fdp_alarm_test, reconstruction_
 from privleak.report.schema import load_results
 from privleak.results import AuditResults
 
-ROUTES = ("one_run", "one_run_fdp", "one_run_kary")
-SHORT = {"one_run": "Steinke", "one_run_fdp": "f-DP in/out", "one_run_kary": "reconstruction"}
+ROUTES = ("one_run", "one_run_fdp", "one_run_kary", "whitebox")
+SHORT = {"one_run": "Steinke", "one_run_fdp": "f-DP in/out", "one_run_kary": "reconstruction",
+         "whitebox": "white-box"}
 
 
 def _breaks(res: AuditResults) -> dict[str, str]:
@@ -76,18 +78,20 @@ def row(res: AuditResults, name: str, label: str) -> str:
     steinke = _fmt(one.epsilon_steinke) if one is not None and one.available else "—"
     if p is None:
         inout, kary, against = _reference_bounds(res, name)
-        return f"| {label} | none | {steinke} | {inout}{against} | {kary} | {decoded} | {auc} | no claim to test | — |"
+        return (f"| {label} | none | {steinke} | {inout}{against} | {kary} | {decoded} | {auc} | — | no claim to test "
+                f"| — |")
     claimed = p.epsilon if p.unit == "person" else p.epsilon_per_record
     unit = "person" if p.unit == "person" else "record"
     outs = {o.route: o for o in (res.alarms.outcomes if res.alarms else []) if o.arm == name and o.route in ROUTES}
-    fdp, kary = outs.get("one_run_fdp"), outs.get("one_run_kary")
+    fdp, kary, white = outs.get("one_run_fdp"), outs.get("one_run_kary"), outs.get("whitebox")
     rejected = [f"{SHORT[r]} p = {o.p_value:.2g} ≤ {o.level:.2g}" for r, o in outs.items() if o.rejected]
     decision = ("**VIOLATED** (" + "; ".join(rejected) + ")") if rejected else (
         "no alarm (smallest p/level: " + min((f"{o.p_value / o.level:.3g}" for o in outs.values()), default="—") + ")")
     power = res.alarms.power.get(name) if res.alarms else None
     checked = "—" if power is None else ("yes" if power.verified else "no")
     return (f"| {label} | {claimed:.2f} per {unit} | {steinke} | {_fmt(fdp.bound_at_level if fdp else None)} | "
-            f"{_fmt(kary.bound_at_level if kary else None)} | {decoded} | {auc} | {decision} | {checked} |")
+            f"{_fmt(kary.bound_at_level if kary else None)} | {decoded} | {auc} | "
+            f"{_fmt(white.bound_at_level if white else None)} | {decision} | {checked} |")
 
 
 def _counts(res: AuditResults, name: str) -> tuple:
@@ -106,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(path, load_results(path)) for path in args.results]
     clean = next((r for _, r in runs if not _breaks(r)), None)
     print("| arm | claimed ε | Steinke ε ≥ | f-DP in/out ε ≥ | reconstruction ε ≥ | secrets decoded | "
-          "canary AUC | alarm | power: checked |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "canary AUC | white-box ε ≥ | alarm | power: checked |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for path, res in runs:
         broken = _breaks(res)
