@@ -51,7 +51,8 @@ def chats():
     return texts[:80], texts[80:], [r["text"] for r in public]
 
 
-def _fine_tune(tmp_path: Path, train: list[str], heldout: list[str], public: list[str], break_noise: bool):
+def _fine_tune(tmp_path: Path, train: list[str], heldout: list[str], public: list[str], break_noise: bool,
+               epsilon: float = 1.0):
     """The user's script: Trainer + Opacus, with PrivLeak's callback."""
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
@@ -78,7 +79,7 @@ def _fine_tune(tmp_path: Path, train: list[str], heldout: list[str], public: lis
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
     private, optimizer, loader = engine.make_private_with_epsilon(
         module=model, optimizer=optimizer, data_loader=DataLoader(data, batch_size=BATCH, collate_fn=collate),
-        target_epsilon=1.0, target_delta=DELTA, epochs=EPOCHS, max_grad_norm=CLIP,
+        target_epsilon=epsilon, target_delta=DELTA, epochs=EPOCHS, max_grad_norm=CLIP,
         noise_generator=torch.Generator().manual_seed(2))
     if break_noise:  # the bug: the clipped sum goes out without its noise; the accountant never knows
         def add_no_noise():
@@ -131,6 +132,12 @@ def test_correct_dp_fine_tune_raises_no_alarm(chats, tmp_path, caplog):
     assert one.available and one.m == 200 and one.epsilon_steinke <= arm.privacy.epsilon
     assert res.alarms is not None and not res.alarms.violated
     assert arm.verdict.label != "DP GUARANTEE VIOLATED"
+    # the white-box gradient canaries rode the user's own optimizer through every step
+    wb = arm.privacy.gradient_canaries
+    assert wb is not None and wb.steps == trainer.state.global_step and wb.canaries == 1000
+    white = next(o for o in res.alarms.outcomes if o.route == "whitebox")
+    assert white.alarm and not white.rejected
+    assert res.alarms.power["target"].verified and "white-box" in res.alarms.power["target"].text
     # results.json and the report in the run directory; the headline figures in the Trainer's log.
     assert json.loads((tmp_path / "audit" / "results.json").read_text())["arms"]["target"]["privacy"]["epsilon"] \
         == arm.privacy.epsilon
@@ -154,6 +161,22 @@ def test_noise_removed_is_dp_guarantee_violated(chats, tmp_path):
     assert arm.privacy.epsilon <= 1.05  # the claim the broken loop's accountant makes
     assert res.alarms.violated == ["target"] and arm.verdict.label == "DP GUARANTEE VIOLATED"
     assert arm.one_run_epsilon.epsilon_steinke > arm.privacy.epsilon
+    assert next(o for o in res.alarms.outcomes if o.route == "whitebox").rejected
     written = json.loads((tmp_path / "audit" / "results.json").read_text())
     assert written["alarms"]["violated"] == ["target"]
     assert trainer.state.log_history[-1]["privleak/dp_violated"] is True
+
+
+def test_noise_removed_at_epsilon_8_is_caught_by_the_white_box_check(chats, tmp_path):
+    """ε = 8 claimed, the noise removed: 200 audit canaries cannot refute ε = 8 however well they are guessed (the
+    black-box routes stop near ε ≈ 5 at this m), but the gradient canaries in the user's own optimizer read a step
+    with no noise at all."""
+    audit, trainer, engine = _fine_tune(tmp_path, *chats, break_noise=True, epsilon=8.0)
+    with pytest.raises(DPGuaranteeViolated) as caught:
+        trainer.train()
+    res = caught.value.results
+    arm = res.arms["target"]
+    assert 7.0 < arm.privacy.epsilon <= 8.05
+    rejected = {o.route for o in res.alarms.outcomes if o.arm == "target" and o.alarm and o.rejected}
+    assert "whitebox" in rejected and not {"one_run", "one_run_fdp"} & rejected
+    assert "white-box" in str(caught.value) or "whitebox" in str(caught.value)

@@ -30,6 +30,9 @@ class DPClaim:
     steps: int
     max_grad_norm: float
     accountant: str = "stated"
+    #: The white-box gradient canaries' statistics from the training's own DP steps
+    #: (:meth:`privleak.integrations.AuditHook.watch`; :class:`privleak.results.GradientCanaryCheck`'s fields).
+    gradient_canaries: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         checks = (
@@ -92,7 +95,8 @@ class DPClaim:
             checked = {"epsilon_rdp": None, "epsilon_pld": None, "epsilon_prv": None}
         return {"target_epsilon": self.epsilon, "epsilon": self.epsilon, "accountant": self.accountant,
                 "delta": self.delta, "sigma": self.noise_multiplier, "sample_rate": self.sample_rate,
-                "steps": self.steps, "max_grad_norm": self.max_grad_norm, **checked, "unit": "record"}
+                "steps": self.steps, "max_grad_norm": self.max_grad_norm, **checked, "unit": "record",
+                **({"gradient_canaries": dict(self.gradient_canaries)} if self.gradient_canaries else {})}
 
 
 def _max_grad_norm(optimizer: Any) -> float | None:

@@ -13,11 +13,18 @@ your held-out records as non-members) with the one-run audit of the claimed (ε,
 DP GUARANTEE VIOLATED (the audit-wide alarm, false-alarm rate ≤ 5 %: :mod:`privleak.audit.alarms`), raised as
 :class:`DPGuaranteeViolated` unless ``on_violation="warn"``.
 
+White-box too (:meth:`AuditHook.watch`): given your Opacus DP optimizer before training, the hook adds gradient
+canaries to its own steps (:mod:`privleak.models.gradient_canaries`: coordinates no record touches, clipped and
+noised by your optimizer, read back after every step), so the audit also tests the step itself — the route
+that catches a DP step without its noise or its clipping at any claimed ε, where 1,000 audit canaries cannot
+refute ε much above 5. The Trainer callback watches the Trainer's optimizer by itself.
+
 :class:`~privleak.integrations.trainer.PrivLeakCallback` is the same hook for the ``transformers`` Trainer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,9 +74,13 @@ class AuditHook:
                  canaries: int | None = None, prefix_words: int | None = None, secret_words: int | None = None,
                  public: Sequence[str] | None = None, config: Any = None, seed: int | None = None,
                  text_field: str | None = None, out: str | Path | None = None, progress: Progress = None,
-                 on_violation: Literal["raise", "warn"] = "raise") -> None:
+                 on_violation: Literal["raise", "warn"] = "raise", gradient_canaries: int = 1000) -> None:
         if on_violation not in ("raise", "warn"):
             raise UserError(f"on_violation={on_violation!r}: use 'raise' or 'warn'")
+        if isinstance(gradient_canaries, bool) or not isinstance(gradient_canaries, int) or not (
+                gradient_canaries == 0 or gradient_canaries >= 3):
+            raise UserError(f"gradient_canaries={gradient_canaries!r}: give 0 (no white-box check) or at least 3 "
+                            "(default 1000)")
         if tokenizer is None or not hasattr(tokenizer, "get_vocab"):
             raise UserError("tokenizer: give the model's transformers tokenizer (the audit canaries are words of its "
                             "vocabulary)")
@@ -81,6 +92,9 @@ class AuditHook:
         self._design = {k: v for k, v in (("canaries", canaries), ("prefix_words", prefix_words),
                                           ("secret_words", secret_words)) if v is not None}
         self._canaries: list[AuditCanary] | None = None
+        self.gradient_canaries = gradient_canaries
+        self._watched: Any = None
+        self._gradient: Any = None
         self.results: AuditResults | None = None
 
     # ------------------------------------------------------------------ before training
@@ -142,6 +156,33 @@ class AuditHook:
                            else {field: text} if isinstance(first, dict) else text)
         return out if rebuild is None else rebuild(out)
 
+    def watch(self, optimizer: Any) -> None:
+        """White-box gradient canaries in ``optimizer``'s own DP steps: the Opacus DP optimizer ``make_private``
+        returned (or a wrapper of it, as the Trainer's), before the first step. ``gradient_canaries`` canaries
+        (default 1,000) each own a coordinate of a vector that joins the optimizer's parameters and that your
+        model never reads, so your weights train as before (the noise generator draws those coordinates too);
+        each joins a step with probability ½ and is clipped and noised by your optimizer. :meth:`finish` then
+        tests the step's clipping and noise against the claim (:func:`privleak.audit.alarms.whitebox_alarm_test`).
+        Flat clipping only (one ``max_grad_norm``)."""
+        if not self.gradient_canaries:
+            return
+        dp = _dp_optimizer(optimizer)
+        if dp is None:
+            raise UserError("watch: give the DP optimizer Opacus's make_private returned (or the Trainer's, which "
+                            "wraps it); this one has no DP step to watch")
+        if dp is self._watched:
+            return
+        clip = getattr(dp, "max_grad_norm", None)
+        if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0:
+            raise UserError("watch: the white-box check needs one flat clipping bound (max_grad_norm); per-layer "
+                            "clipping is not supported — pass gradient_canaries=0")
+        from ..models.gradient_canaries import GradientCanaries
+
+        device = next((p.device for p in dp.params), "cpu")
+        self._gradient = GradientCanaries(self.gradient_canaries, 0.5, float(clip), self._cfg().seed + 5, device=device)
+        self._gradient.attach(dp)
+        self._watched = dp
+
     # ------------------------------------------------------------------ after training
 
     def claim(self, *, privacy_engine: Any = None, optimizer: Any = None, delta: float | None = None,
@@ -158,7 +199,14 @@ class AuditHook:
             return None
         if delta is None:
             raise UserError("delta: the claim is (ε, δ); give the δ your accountant's ε is for (delta=1e-5, say)")
-        return DPClaim.from_engine(engine, delta, optimizer=optimizer, max_grad_norm=max_grad_norm, epsilon=epsilon)
+        return self._with_gradient(DPClaim.from_engine(engine, delta, optimizer=optimizer, max_grad_norm=max_grad_norm,
+                                                       epsilon=epsilon))
+
+    def _with_gradient(self, claim: DPClaim | None) -> DPClaim | None:
+        """``claim`` with the watched steps' gradient canaries (:meth:`watch`), when it has none of its own."""
+        if claim is None or claim.gradient_canaries is not None or self._gradient is None or not self._gradient.steps:
+            return claim
+        return dataclasses.replace(claim, gradient_canaries=self._gradient.stats().as_dict())
 
     def finish(self, model: Any, *, privacy_engine: Any = None, optimizer: Any = None, claim: DPClaim | None = None,
                delta: float | None = None, epsilon: float | None = None, max_grad_norm: float | None = None,
@@ -172,6 +220,7 @@ class AuditHook:
         if claim is None:
             claim = self.claim(privacy_engine=privacy_engine, optimizer=optimizer, delta=delta, epsilon=epsilon,
                                max_grad_norm=max_grad_norm)
+        claim = self._with_gradient(claim)
         results = attack(model, self.members, self.non_members, self.reference, self.tokenizer,
                          population=self.population, config=self.config, out=out if out is not None else self.out,
                          seed=self._cfg().seed, text_field=self.text_field, progress=self.progress,
@@ -215,6 +264,17 @@ def violation_line(results: "AuditResults", out: Any) -> str:
     return (f"DP GUARANTEE VIOLATED: the {o.route.replace('_', '-')} test refutes {o.claim} (p = {o.p_value:.2g} at "
             f"level {o.level:.3g}; false-alarm rate ≤ {100 * alarms.alpha:g} %): the DP step of this training does not "
             f"deliver its guarantee (missing noise or clipping?){where}")
+
+
+def _dp_optimizer(optimizer: Any) -> Any:
+    """The Opacus DP optimizer inside ``optimizer`` (itself, or through the wrappers a trainer puts around it,
+    ``.optimizer``); None when there is none."""
+    seen = 0
+    while optimizer is not None and seen < 8:
+        if hasattr(optimizer, "original_optimizer") and hasattr(optimizer, "add_noise"):
+            return optimizer
+        optimizer, seen = getattr(optimizer, "optimizer", None), seen + 1
+    return None
 
 
 def _rows(train: Any) -> tuple[list[Any], Any]:

@@ -8,10 +8,11 @@ Usage (docs/guide/library.md)::
     trainer.train()                              # ends with the audit: raises DPGuaranteeViolated if refuted
     audit.results                                # the typed results; <output_dir>/privleak/ holds results.json
 
-At ``on_train_end`` (the main process only) the trained model — through Opacus's ``GradSampleModule`` — is
-attacked as ``privleak attack`` attacks a directory (:meth:`~privleak.integrations.hook.AuditHook.finish`), the
-claim read from the ``PrivacyEngine`` and the clipping bound from the Trainer's DP optimizer; the headline figures
-join the Trainer's log (``trainer.state.log_history``, keys ``privleak/…``) and the ``privleak`` logger.
+At ``on_train_begin`` the Trainer's DP optimizer gets PrivLeak's white-box gradient canaries
+(:meth:`~privleak.integrations.hook.AuditHook.watch`). At ``on_train_end`` (the main process only) the trained
+model — through Opacus's ``GradSampleModule`` — is attacked as ``privleak attack`` attacks a directory
+(:meth:`~privleak.integrations.hook.AuditHook.finish`), the claim read from the ``PrivacyEngine`` and the
+clipping bound from the Trainer's DP optimizer; the headline figures join the Trainer's log (``trainer.state.log_history``, keys ``privleak/…``) and the ``privleak`` logger.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from .hook import AuditHook, headline
+from .hook import AuditHook, _dp_optimizer, headline
 
 __all__ = ["PrivLeakCallback"]
 
@@ -29,6 +30,13 @@ __all__ = ["PrivLeakCallback"]
 class PrivLeakCallback(AuditHook, TrainerCallback):
     """:class:`~privleak.integrations.hook.AuditHook` as a Trainer callback (the same arguments; ``out`` defaults
     to ``<args.output_dir>/privleak``)."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> Any:
+        """The white-box gradient canaries join the Trainer's DP optimizer (:meth:`AuditHook.watch`) before its
+        first step (none with ``gradient_canaries=0``)."""
+        if _dp_optimizer(optimizer) is not None:  # a plain optimizer: no DP step to watch (nothing claimed)
+            self.watch(optimizer)
+        return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
                      **kwargs: Any) -> Any:
