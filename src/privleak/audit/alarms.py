@@ -207,10 +207,12 @@ def _statement(alarms: list[AlarmOutcome], alpha: float) -> str:
     routes = sorted({o.test.route for o in alarms})
     levels = sorted({round(o.level, 6) for o in alarms})
     level = f"{levels[0]:.3g}" if len(levels) == 1 else f"{levels[0]:.3g}–{levels[-1]:.3g}"
-    return (f"\"DP guarantee violated\" is raised only by the {' and '.join(ROUTE_TITLES[r] for r in routes)}, at level "
-            f"{level} for each of the {len(arms)} DP arm{'s' if len(arms) != 1 else ''} (α = {alpha:g} split across "
-            f"them; each test pays for its own guess counts): if every arm is as private as its accountant claims, "
-            f"this audit raises a false alarm with probability at most {100 * alpha:g} %.")
+    titles = [ROUTE_TITLES[r] for r in routes]
+    named = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
+    return (f"\"DP guarantee violated\" is raised only by the {named}, each test at level {level} (α = {alpha:g} "
+            f"split across the {len(arms)} DP arm{'s' if len(arms) != 1 else ''} and each arm's tests; each test pays "
+            f"for its own guess counts): if every arm is as private as its accountant claims, this audit raises a "
+            f"false alarm with probability at most {100 * alpha:g} %.")
 
 
 # ----------------------------------------------------------------------------- the routes
