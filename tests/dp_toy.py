@@ -16,6 +16,12 @@ sum, divided by the expected batch; Abadi et al. 2016):
 * :func:`run_opacus` — the same training through Opacus, set up by PrivLeak's
   :func:`~privleak.models.dp_train.make_private` (seconds per run), for a few seeds.
 
+Each run also carries the audit's white-box gradient canaries (GRADIENT of them, :mod:`privleak.models.gradient_canaries`):
+:func:`run_opacus` attaches the product's own :class:`~privleak.models.gradient_canaries.GradientCanaries` to the
+Opacus optimizer; :func:`run` adds them to its numpy step as the product's step treats them (in with probability
+½, joining at q, gradient 100·C clipped at the step's bound, the step's noise), from a generator of their own so
+the training's draws are those of a run without them.
+
 After training the auditor reads the weights only: in/out game score Σ_h log p_h(secret_h | row i) for all m
 canaries (:func:`~privleak.audit.one_run.guess_counts`); reconstruction game: every head's argmax for each
 included canary, right only if all W are, ranked by the decoded secret's log-probability
@@ -32,7 +38,7 @@ import numpy as np
 from privleak.accountants import steps_for
 from privleak.audit.alarms import alarm_decision, canary_curves
 from privleak.audit.one_run import guess_counts, reconstruction_counts
-from privleak.audit.verdicts import _canary_tests
+from privleak.audit.verdicts import _canary_tests, _whitebox_test
 from privleak.models.dp_train import _NO_CLIP, DPSettings, _calibrated_sigma, broken_step
 from privleak.results import OneRunCandidate, OneRunEpsilon, OneRunReconstruction, Privacy, ReconstructionCandidate
 
@@ -46,6 +52,7 @@ BATCH = 60
 EPOCHS = 20
 LR = 2.0
 DELTA = 1e-5
+GRADIENT = 1000  # white-box gradient canaries (the default dp.gradient_canaries)
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,8 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def _audit(weights: np.ndarray, epsilon: float, included, secrets, q: float, sigma: float, steps: int) -> ToyRun:
+def _audit(weights: np.ndarray, epsilon: float, included, secrets, q: float, sigma: float, steps: int,
+           gradient: dict | None = None) -> ToyRun:
     """The one-run guesses of trained ``weights`` (≥ M rows × W × K; the canaries' rows first), as the pipeline
     types them."""
     logp = _log_softmax(SCALE * weights[:M])
@@ -84,7 +92,8 @@ def _audit(weights: np.ndarray, epsilon: float, included, secrets, q: float, sig
     right = (logp.argmax(-1) == secrets).all(1)[included]
     recon = reconstruction_counts(logp.max(-1).sum(1)[included], right)
     privacy = Privacy(target_epsilon=epsilon, epsilon=epsilon, accountant="prv", delta=DELTA, sigma=sigma,
-                      sample_rate=q, steps=steps, max_grad_norm=C, epsilon_rdp=None, epsilon_pld=None, epsilon_prv=None)
+                      sample_rate=q, steps=steps, max_grad_norm=C, epsilon_rdp=None, epsilon_pld=None, epsilon_prv=None,
+                      gradient_canaries=gradient)
     one = OneRunEpsilon(available=True, m=M, n_included=int(included.sum()), delta=DELTA,
                         candidates=[OneRunCandidate(k_in=a, k_out=b, guesses=r, correct=v, epsilon_steinke=0.0)
                                     for a, b, r, v in counts],
@@ -115,7 +124,12 @@ def run(seed: int, epsilon: float = 8.0, debug_break: str | None = None) -> ToyR
     onehot = np.zeros((planted.size, W, K))
     onehot[np.arange(planted.size)[:, None], np.arange(W)[None, :], secrets[included]] = 1.0
     std = used_sigma * clip
+    white = np.random.default_rng(seed + 10_000)  # the gradient canaries' own draws
+    inside, joined, reading = white.random(GRADIENT) < 0.5, np.zeros(GRADIENT), np.zeros(GRADIENT)
     for _ in range(steps):
+        join = inside & (white.random(GRADIENT) < q)
+        joined += join
+        reading += (join * min(1.0, clip / (100 * C + 1e-6)) * 100 * C + std * white.standard_normal(GRADIENT)) / C
         batch = rng.random(planted.size) < q  # Poisson sampling of the canary records
         # per-sample gradient of the mean (over heads) cross-entropy: on its own row only
         g = SCALE * (np.exp(_log_softmax(SCALE * rows[batch])) - onehot[batch]) / W
@@ -127,7 +141,10 @@ def run(seed: int, epsilon: float = 8.0, debug_break: str | None = None) -> ToyR
     weights = np.zeros((M, W, K))
     weights[planted] = rows
     weights[~included] = -LR / BATCH * std * np.sqrt(steps) * rng.standard_normal(((~included).sum(), W, K))
-    return _audit(weights, epsilon, included, secrets, q, sigma, steps)
+    gradient = {"canaries": GRADIENT, "included": int(inside.sum()), "steps": steps, "scale": 100.0,
+                "sum_nn": float((joined ** 2).sum()), "sum_ny": float((joined * reading).sum()),
+                "sum_yy": float((reading ** 2).sum())}
+    return _audit(weights, epsilon, included, secrets, q, sigma, steps, gradient)
 
 
 def run_opacus(seed: int, epsilon: float = 8.0, debug_break: str | None = None) -> ToyRun:
@@ -135,6 +152,7 @@ def run_opacus(seed: int, epsilon: float = 8.0, debug_break: str | None = None) 
     import torch
 
     from privleak.models.dp_train import _step_on_empty_batch, make_private
+    from privleak.models.gradient_canaries import GradientCanaries
 
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
@@ -149,6 +167,8 @@ def run_opacus(seed: int, epsilon: float = 8.0, debug_break: str | None = None) 
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH)
     private, optimizer, _, loader, _ = make_private(model, optimizer, loader, used_sigma, used, sample_rate=q)
+    canaries = GradientCanaries(GRADIENT, q, C, seed + 10_000)
+    canaries.attach(optimizer)
     taken = 0
     for _ in range(EPOCHS):
         for bx, by in loader:
@@ -163,12 +183,14 @@ def run_opacus(seed: int, epsilon: float = 8.0, debug_break: str | None = None) 
     assert taken == steps
     with torch.no_grad():
         weights = model.weight.T.reshape(M + FILLERS, W, K).double().numpy()
-    return _audit(weights, epsilon, included, secrets, q, sigma, steps)
+    return _audit(weights, epsilon, included, secrets, q, sigma, steps, canaries.stats().as_dict())
 
 
 def alarm(runs: dict[str, ToyRun], alpha: float = 0.05):
     """The audit's decision over these arms, every route of every arm counted (family-wise ``alpha``)."""
     tests = [t for name, r in runs.items() for t in _canary_tests(name, r.privacy, r.one_run, canary_curves(r.privacy))]
+    tests += [_whitebox_test(name, r.privacy, r.privacy.gradient_canaries) for name, r in runs.items()
+              if r.privacy.gradient_canaries is not None]
     return alarm_decision(tests, alpha)
 
 

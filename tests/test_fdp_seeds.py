@@ -1,7 +1,7 @@
 """Over seeds, at test size: a DP-SGD that claims ε = 8 but runs without noise, or without clipping, is caught
 by the audit's alarm in ≥ 95 % of seeds, and a correct one is flagged in ≤ 5 % — with enough seeds that a true
 10 % would fail either check: 120 audits, each of three DP arms (the correct one and both broken ones, every
-alarm route of all three counted in the family-wise α), so each rate is read on 120 runs — a true 90 % catch
+alarm route of all three — Steinke, f-DP in/out, reconstruction, white-box — counted in the family-wise α), so each rate is read on 120 runs — a true 90 % catch
 rate reaches 114 of 120 with probability 0.038, a true 10 % false-alarm rate stays ≤ 6 of 120 with probability
 0.038. The DP-SGD runs are tests/dp_toy.py's."""
 
@@ -45,12 +45,14 @@ def test_a_correct_dp8_is_not_flagged(audits):
     assert flagged <= 0.05 * len(audits), f"flagged in {flagged} of {len(audits)} seeds"
 
 
-def test_the_catch_is_the_reconstruction_route(audits):
-    """Which route does it, at ε = 8: the in/out tests (Steinke's and the f-DP one) cannot, m = 400 perfect
-    guesses being too few; the decoded secrets (k ≈ 10⁶ values each) can."""
+def test_the_catch_is_the_reconstruction_and_white_box_routes(audits):
+    """Which routes do it, at ε = 8: the in/out tests (Steinke's and the f-DP one) cannot, m = 400 perfect
+    guesses being too few; the decoded secrets (k ≈ 10⁶ values each) can, and so can the white-box gradient
+    canaries' readings of the step itself."""
     for d in audits[:3]:
-        rejected = {o.test.route for o in d.alarms if o.rejected and o.test.arm != "dp-8"}
-        assert rejected == {"one_run_kary"}
+        for mode in ("no_noise", "no_clip"):
+            rejected = {o.test.route for o in d.alarms if o.rejected and o.test.arm == f"dp-8 {mode}"}
+            assert rejected == {"one_run_kary", "whitebox"}, (mode, rejected)
 
 
 def test_opacus_runs_agree():
