@@ -86,7 +86,8 @@ def row(res: AuditResults, name: str, label: str) -> str:
     fdp, kary, white = outs.get("one_run_fdp"), outs.get("one_run_kary"), outs.get("whitebox")
     rejected = [f"{SHORT[r]} p = {o.p_value:.2g} ≤ {o.level:.2g}" for r, o in outs.items() if o.rejected]
     decision = ("**VIOLATED** (" + "; ".join(rejected) + ")") if rejected else (
-        "no alarm (smallest p/level: " + min((f"{o.p_value / o.level:.3g}" for o in outs.values()), default="—") + ")")
+        "no alarm (smallest p/level: " + (f"{min(o.p_value / o.level for o in outs.values()):.3g}" if outs else "—")
+        + ")")
     power = res.alarms.power.get(name) if res.alarms else None
     checked = "—" if power is None else ("yes" if power.verified else "no")
     return (f"| {label} | {claimed:.2f} per {unit} | {steinke} | {_fmt(fdp.bound_at_level if fdp else None)} | "
