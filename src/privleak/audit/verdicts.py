@@ -136,11 +136,11 @@ def alarm_tests(results: AuditResults) -> list[AlarmTest]:
         one = arm.one_run_epsilon
         if one is not None and one.available and one.candidates:
             tests += _canary_tests(name, p, one, canary_curves(p))
-        if p.gradient_canaries is not None and p.sigma > 0:
-            tests.append(_whitebox_test(name, p, p.gradient_canaries))
             if p.unit == "record" and p.sigma > 0 and p.steps > 0:
                 counts = [(c.guesses, c.correct) for c in one.candidates]
                 tests.append(mu_gdp_diagnostic(name, one.m, counts, dpsgd_mu_clt(p.sigma, p.sample_rate, p.steps)))
+        if p.gradient_canaries is not None and p.sigma > 0:
+            tests.append(_whitebox_test(name, p, p.gradient_canaries))
         emp = arm.empirical_epsilon
         if emp is not None and emp.attack in emp.by_attack:
             units = 1 if p.unit == "person" else k
