@@ -6,8 +6,10 @@ the window's left context. Both are sums of log p over token paths that share pr
 sequences are merged into a trie (:class:`_Trie`) and, for a GPT-2 in fp32, every trie node is run once
 through the blocks with one query attending to the shared prefix's cached keys/values and to its own path's
 (:func:`_tree_forward`) — the same sums as a full forward pass per text, to float tolerance
-(``tests/test_exposure.py``, ``tests/test_prefix_scoring.py``). Other models take a batched pass with the
-prefix's key/value cache repeated (:func:`_batched_forward`) or the plain scoring pass.
+(``tests/test_exposure.py``, ``tests/test_prefix_scoring.py``). The Llama family (Llama, Mistral, Qwen2:
+SmolLM2 is a Llama) takes the same pass through its own blocks (:func:`_llama_chunk_hidden`: RMSNorm, rotary
+positions, grouped key/value heads). Other models take a batched pass with the prefix's key/value cache
+repeated (:func:`_batched_forward`) or the plain scoring pass.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from transformers import GPT2LMHeadModel, PreTrainedModel
+from transformers.models.llama.modeling_llama import rotate_half
 
 from ..core.progress import progress_bar
 from ..models.batching import decoder_and_head, encode, token_ids
@@ -84,24 +87,32 @@ class _Trie:
         return np.where(self.path >= 0, vals, 0.0).sum(axis=1)
 
 
+#: ``…ForCausalLM`` classes whose decoder layer is Llama's — pre-RMSNorm, q/k/v projections, rotary positions
+#: on q and k, grouped key/value heads, o_proj, post-RMSNorm and an MLP — so :func:`_llama_chunk_hidden` is
+#: their forward pass. Mistral's sliding window is wider than any canary; Qwen3 (q/k norms) is not here.
+_LLAMA_LIKE = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"})
+
+
 def _prefix_pass(model: PreTrainedModel, p_ids: list[int]) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """Final hidden states (after ln_f) of every prefix token, (P, width), and every layer's prefix
-    keys/values (H, P, hd)."""
+    """Final hidden states (after the final norm) of every prefix token, (P, width), and every layer's prefix
+    keys/values (heads, P, hd) as the cache holds them (for the Llama family: after the rotary, key/value heads)."""
     ids = torch.tensor([p_ids], device=model_device(model))
-    out = model.transformer(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+    decoder = model.transformer if isinstance(model, GPT2LMHeadModel) else model.model
+    out = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
     cache = out.past_key_values
     layers = [(layer.keys[0], layer.values[0]) for layer in cache.layers] if hasattr(cache, "layers") else [(k[0], v[0]) for k, v in cache]
-    return out.last_hidden_state[0], layers  # GPT2Model applies ln_f
+    return out.last_hidden_state[0], layers  # both decoders apply their final norm
 
 
 def _tree_supported(model: PreTrainedModel) -> bool:
-    """Whether :func:`_tree_forward` reproduces ``model``'s forward pass (plain float32 GPT-2)."""
+    """Whether :func:`_tree_forward` reproduces ``model``'s forward pass: a float32 GPT-2, or a float32 model of
+    :data:`_LLAMA_LIKE` (a PEFT wrapper is not: its adapters would have to be walked too)."""
     cfg = model.config
-    return (
-        isinstance(model, GPT2LMHeadModel)
-        and not getattr(cfg, "add_cross_attention", False)
-        and next(model.parameters()).dtype == torch.float32
-    )
+    if next(model.parameters()).dtype != torch.float32:
+        return False
+    if isinstance(model, GPT2LMHeadModel):
+        return not getattr(cfg, "add_cross_attention", False)
+    return type(model).__name__ in _LLAMA_LIKE and getattr(cfg, "model_type", None) in {"llama", "mistral", "qwen2"}
 
 
 def _attention_scale(attn: torch.nn.Module, layer_idx: int) -> float:
@@ -212,7 +223,47 @@ def _chunk_hidden(
     return tr.ln_f(x)
 
 
-def _tree_forward(model: GPT2LMHeadModel, p_ids: list[int], trie: _Trie, chunk: int) -> np.ndarray:
+def _llama_chunk_hidden(
+    model: PreTrainedModel,
+    tokens: np.ndarray,
+    position: int,
+    rows: np.ndarray,
+    store: list[tuple[torch.Tensor, torch.Tensor]],
+    prefix_kv: list[tuple[torch.Tensor, torch.Tensor]],
+) -> torch.Tensor:
+    """:func:`_chunk_hidden` for the Llama family: the same one-query-per-node pass through Llama's blocks.
+
+    A node's query and key take the rotary of its position (one position per chunk, so one cos/sin pair);
+    keys are stored after the rotary, as the cache stores the prefix's; each of the ``n_kv`` stored key/value
+    heads serves ``heads / n_kv`` query heads (``repeat_kv``'s order: query head h reads key head h // groups).
+    """
+    dec = model.model
+    n, d = rows.shape
+    own = slice(int(rows[0, -1]), int(rows[0, -1]) + n)
+    dev = model_device(model)
+    path = torch.from_numpy(rows.reshape(-1)).to(dev)
+    x = dec.embed_tokens(torch.from_numpy(np.ascontiguousarray(tokens)).to(dev))
+    cos, sin = dec.rotary_emb(x, torch.tensor([[position]], device=dev))
+    cos, sin = cos[0].to(x.dtype), sin[0].to(x.dtype)  # (1, hd): broadcast over (n, heads, hd)
+    for layer, (ks, vs), (kp, vp) in zip(dec.layers, store, prefix_kv):
+        attn = layer.self_attn
+        hd, groups = attn.head_dim, attn.num_key_value_groups
+        h = layer.input_layernorm(x)
+        q = attn.q_proj(h).view(n, -1, hd)
+        k = attn.k_proj(h).view(n, -1, hd)
+        q = q * cos + rotate_half(q) * sin
+        ks[own], vs[own] = k * cos + rotate_half(k) * sin, attn.v_proj(h).view(n, -1, hd)
+        n_kv = ks.shape[1]
+        path_k = ks.index_select(0, path).view(n, d, n_kv, hd).repeat_interleave(groups, dim=2)
+        path_v = vs.index_select(0, path).view(n, d, n_kv, hd).repeat_interleave(groups, dim=2)
+        prefix = (kp.repeat_interleave(groups, dim=0), vp.repeat_interleave(groups, dim=0))
+        att = _tree_attention(q, prefix, path_k, path_v, attn.scaling)
+        x = x + attn.o_proj(att.reshape(n, -1))
+        x = x + layer.mlp(layer.post_attention_layernorm(x))
+    return dec.norm(x)
+
+
+def _tree_forward(model: PreTrainedModel, p_ids: list[int], trie: _Trie, chunk: int) -> np.ndarray:
     """log p of the edge into every trie node, running each internal node once.
 
     Depth by depth, a chunk of nodes goes through the blocks with one query
@@ -228,15 +279,16 @@ def _tree_forward(model: GPT2LMHeadModel, p_ids: list[int], trie: _Trie, chunk: 
     inner = np.flatnonzero(has_child)
     row_of = np.full(len(trie.parent), -1, dtype=np.int64)
     row_of[inner] = np.arange(len(inner))
-    store = [(torch.empty(len(inner), *k.transpose(0, 1).shape[1:], device=k.device),
-              torch.empty(len(inner), *v.transpose(0, 1).shape[1:], device=v.device)) for k, v in prefix_kv]
+    store = [(torch.empty(len(inner), *k.transpose(0, 1).shape[1:], device=k.device, dtype=k.dtype),
+              torch.empty(len(inner), *v.transpose(0, 1).shape[1:], device=v.device, dtype=v.dtype)) for k, v in prefix_kv]
     start_pos = len(p_ids) - 1  # the root's position; depth d sits at start_pos + d
+    chunk_hidden = _chunk_hidden if isinstance(model, GPT2LMHeadModel) else _llama_chunk_hidden
     for d in range(1, int(trie.depth.max(initial=0)) + 1):
         level = inner[trie.depth[inner] == d]
         for c0 in range(0, len(level), chunk):
             ids = level[c0 : c0 + chunk]
             rows = _ancestor_rows(trie, row_of, ids, d)
-            hidden = _chunk_hidden(model, trie.token[ids], start_pos + d, rows, store, prefix_kv)
+            hidden = chunk_hidden(model, trie.token[ids], start_pos + d, rows, store, prefix_kv)
             _children_logp(trie, model, hidden, ids, node_logp)
     return node_logp
 
