@@ -257,6 +257,79 @@ def token_logprobs(handle: ModelHandle, seqs: list[list[int]], max_tokens: int |
     return out
 
 
+def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list[list[int]],
+                            max_tokens: int | None = None) -> list[np.ndarray]:
+    """log p(b_t | prefix, b_<t) for t ≥ 1 of each body b: :func:`token_logprobs` of ``prefix + b``'s last
+    ``len(b) − 1`` entries, with the prefix run once.
+
+    Every record of a ReCaLL pass shares one prefix (as long as the records, so half of each sequence): its
+    keys/values are computed once and repeated over each batch, the bodies continue at the prefix's positions,
+    and the LM head runs on the bodies' predicted tokens only where the logits are ``head(decoder(...))``. The
+    same numbers as the one pass over ``prefix + b`` to float tolerance (``tests/test_recall_prefix.py``).
+    """
+    if not prefix:
+        return token_logprobs(handle, bodies, max_tokens)
+    import copy
+
+    import torch
+
+    from ...models.batching import decoder_and_head, pad_batch, position_ids_for
+    from ...models.device import activation_bytes_per_token, autocast, model_device, token_budget
+
+    model = handle.model
+    model.eval()
+    dev = model_device(model)
+    lengths = [len(b) for b in bodies]
+    if max_tokens is None:
+        max_tokens = token_budget(dev, activation_bytes_per_token(model, len(prefix) + max(lengths, default=1),
+                                                                   training=False), 8192)
+    split = decoder_and_head(model)
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(bodies)
+    order = [i for i in sorted(range(len(bodies)), key=lambda i: lengths[i]) if lengths[i] >= 2]
+    n_prefix = len(prefix)
+    at = 0
+    with torch.inference_mode():
+        with autocast(dev):
+            shared = model(input_ids=torch.tensor([prefix], device=dev), use_cache=True).past_key_values
+        while at < len(order):
+            width, end = lengths[order[at]], at
+            while end < len(order) and max(width, lengths[order[end]]) * (end - at + 1) <= max(max_tokens, width):
+                width = max(width, lengths[order[end]])
+                end += 1
+            idx = order[at:end]
+            ids, mask = pad_batch([bodies[i] for i in idx], handle.pad_id)
+            ids, mask = ids.to(dev), mask.to(dev)
+            cache = copy.deepcopy(shared)  # the forward appends the bodies' keys to the cache it is given
+            cache.batch_repeat_interleave(len(idx))
+            kwargs = dict(input_ids=ids, position_ids=position_ids_for(mask) + n_prefix, past_key_values=cache,
+                          attention_mask=torch.cat([torch.ones(len(idx), n_prefix, dtype=mask.dtype, device=dev),
+                                                    mask], dim=1), use_cache=True)
+            keep = mask[:, 1:].bool()
+            target = ids[:, 1:][keep]
+            with autocast(dev):
+                if split is not None:
+                    hidden = split[0](**kwargs).last_hidden_state[:, :-1][keep]
+                    logits_of = lambda r0: split[1](hidden[r0 : r0 + 1024])  # noqa: E731
+                else:
+                    full = model(**kwargs).logits[:, :-1][keep]
+                    logits_of = lambda r0: full[r0 : r0 + 1024]  # noqa: E731
+                lp = torch.cat([_picked_logp(logits_of(r0).float(), target[r0 : r0 + 1024])
+                                for r0 in range(0, len(target), 1024)])
+            lp = lp.cpu().numpy()
+            ends = np.cumsum([lengths[i] - 1 for i in idx])
+            for i, stop, n in zip(idx, ends, (lengths[i] - 1 for i in idx)):
+                out[i] = lp[stop - n : stop].astype(np.float32)
+            at = end
+    return out
+
+
+def _picked_logp(logits: Any, target: Any) -> Any:
+    """log_softmax(logits)[row, target]: the logit minus the row's logsumexp."""
+    import torch
+
+    return logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
 @dataclass
 class Prefixed:
     """Mean log-likelihoods of the evaluated records (members, then non-members) over the same tokens, with and
@@ -283,7 +356,7 @@ def prefixed_likelihoods(handle: ModelHandle, prefix: list[str], texts: list[str
     keep = prefix_budget(limit, max((len(e) for e in enc), default=0), len(p_ids))
     p_ids = list(p_ids[len(p_ids) - keep:]) if keep else []
     bodies = [e[: max(1, limit - keep)] for e in enc]
-    lps = token_logprobs(handle, [p_ids + b for b in bodies])
+    lps = prefixed_token_logprobs(handle, list(p_ids), bodies)
     ll_p, ll = np.zeros(len(texts)), np.zeros(len(texts))
     for k, (b, lp) in enumerate(zip(bodies, lps)):
         n = len(b) - 1  # x's predicted tokens
