@@ -27,10 +27,11 @@ def test_score_windows_keeps_each_slot_aligned(tiny_handle):
         np.testing.assert_allclose(nll, score_texts(tiny_handle, ws).nll(), rtol=2e-5, atol=2e-5)
 
 
-def test_texts_without_a_common_first_token_take_the_plain_pass(tiny_handle):
+def test_texts_without_a_common_first_token_get_one_trie_per_first_token(tiny_handle):
     from privleak.models.handle import ModelHandle
 
     plain = ModelHandle(model=tiny_handle.model, tokenizer=tiny_handle.tokenizer, max_length=tiny_handle.max_length)
     plain.text_format = "plain"  # GPT-2's tokenizer adds nothing: texts start with their own first token
-    texts = ["Patient Ann", "General advice", "phone 555"]
-    np.testing.assert_allclose(shared_prefix_nll(plain, texts), score_texts(plain, texts).nll(), rtol=1e-6)
+    texts = [left + fill for left in ["Patient Ann", "General advice", "phone 555"] for fill in FILLS] + ["x", "General"]
+    got = shared_prefix_nll(plain, texts, max_nodes=25)
+    np.testing.assert_allclose(got, score_texts(plain, texts).nll(), rtol=2e-5, atol=2e-5)

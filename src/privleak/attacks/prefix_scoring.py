@@ -380,25 +380,17 @@ def continuation_loglik(
         return trie.sums(_tree_forward(model, p_ids, trie, batch_size))
 
 
-def _common_first(seqs: Sequence[Sequence[int]]) -> int | None:
-    """The first token every sequence starts with (None: they do not share one, or one is empty)."""
-    if not seqs or any(len(s) == 0 for s in seqs):
-        return None
-    first = seqs[0][0]
-    return first if all(s[0] == first for s in seqs) else None
-
-
 @torch.inference_mode()
 def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int = 60_000,
                       desc: str = "scoring") -> np.ndarray:
     """NLL(x) = mean token −log p, for every text — exactly what ``score_texts(handle, texts).nll()`` gives,
     to float tolerance — with every shared token prefix run once.
 
-    The texts are framed as the scoring pass frames them (the handle's text format) and merged into one
-    trie below their common first token (PrivLeak's format starts every text with ``<eos>``), so windows
-    around one PII slot share their left context and every distinct path is one node; ``max_nodes`` bounds
-    a call's trie (its cached keys/values). Texts that share no first token, and models the tree pass does
-    not implement, go through the plain scoring pass.
+    The texts are framed as the scoring pass frames them (the handle's text format) and merged into tries
+    below their first token (PrivLeak's format starts every text with ``<eos>``; with the ``plain`` format
+    the windows of one PII slot still start with the same token), so windows around one slot share their
+    left context and every distinct path is one node; ``max_nodes`` bounds a call's trie (its cached
+    keys/values). Models the tree pass does not implement go through the plain scoring pass.
     """
     from .scoring import score_texts
 
@@ -407,17 +399,17 @@ def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int 
     if not texts:
         return np.zeros(0)
     enc = encode(handle.tokenizer, texts, handle.max_length, handle.text_format)
-    first = _common_first(enc.ids)
-    if first is None or not _tree_supported(model):
+    if any(len(ids) == 0 for ids in enc.ids) or not _tree_supported(model):
         return score_texts(handle, texts, desc=desc, moments=False).nll()
     out = np.zeros(len(texts), dtype=np.float64)
-    # Texts in sorted order of their tokens: texts sharing a prefix land in the same call.
+    # Texts in sorted order of their tokens: texts sharing a prefix land in the same call, and one call's
+    # texts share their first token (the trie's root).
     order = sorted(range(len(texts)), key=lambda i: enc.ids[i])
     calls: list[list[int]] = [[]]
     tokens = 0
     for i in order:
         n = len(enc.ids[i]) - 1
-        if calls[-1] and tokens + n > max_nodes:
+        if calls[-1] and (tokens + n > max_nodes or enc.ids[calls[-1][0]][0] != enc.ids[i][0]):
             calls.append([])
             tokens = 0
         calls[-1].append(i)
@@ -426,7 +418,7 @@ def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int 
         for idx in calls:
             rest = [enc.ids[i][1:] for i in idx]
             trie = _Trie.build(rest)
-            sums = trie.sums(_tree_forward(model, [first], trie, 4096))
+            sums = trie.sums(_tree_forward(model, [enc.ids[idx[0]][0]], trie, 4096))
             counts = np.array([max(1, len(r)) for r in rest], dtype=np.float64)
             out[idx] = -sums / counts
             advance(len(idx))
