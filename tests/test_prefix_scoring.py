@@ -35,3 +35,13 @@ def test_texts_without_a_common_first_token_get_one_trie_per_first_token(tiny_ha
     texts = [left + fill for left in ["Patient Ann", "General advice", "phone 555"] for fill in FILLS] + ["x", "General"]
     got = shared_prefix_nll(plain, texts, max_nodes=25)
     np.testing.assert_allclose(got, score_texts(plain, texts).nll(), rtol=2e-5, atol=2e-5)
+
+
+def test_groups_score_each_slot_below_its_common_left_context(tiny_handle):
+    # Groups as score_windows makes them: a slot's windows share a long left context, which becomes the
+    # call's dense prefix; a one-text group is all prefix; texts identical to the shared prefix have no trie path.
+    texts = [left + fill for left in LEFT for fill in FILLS] + ["x", "General"]
+    groups = [list(range(k * len(FILLS), (k + 1) * len(FILLS))) for k in range(len(LEFT))] + [[len(texts) - 2],
+                                                                                               [len(texts) - 1]]
+    got = shared_prefix_nll(tiny_handle, texts, groups=groups)
+    np.testing.assert_allclose(got, score_texts(tiny_handle, texts).nll(), rtol=2e-5, atol=2e-5)

@@ -50,8 +50,15 @@ def score_windows(handle: ModelHandle, windows: Sequence[Sequence[str]], desc: s
     from .prefix_scoring import shared_prefix_nll
 
     uniq = list(dict.fromkeys(w for ws in windows for w in ws))
-    nll = shared_prefix_nll(handle, uniq, desc=desc) if uniq else np.zeros(0)
     pos = {w: i for i, w in enumerate(uniq)}
+    # One call per slot (its windows' common left context is its prefix); a window shared by two slots is
+    # scored with the first.
+    owner: dict[int, int] = {}
+    for k, ws in enumerate(windows):
+        for w in ws:
+            owner.setdefault(pos[w], k)
+    groups = [[i for i in sorted({pos[w] for w in ws}) if owner[i] == k] for k, ws in enumerate(windows)]
+    nll = shared_prefix_nll(handle, uniq, desc=desc, groups=[g for g in groups if g]) if uniq else np.zeros(0)
     return [np.array([nll[pos[w]] for w in ws], dtype=float) for ws in windows]
 
 

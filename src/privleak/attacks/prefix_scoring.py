@@ -263,15 +263,17 @@ def _llama_chunk_hidden(
     return dec.norm(x)
 
 
-def _tree_forward(model: PreTrainedModel, p_ids: list[int], trie: _Trie, chunk: int) -> np.ndarray:
+def _tree_forward(model: PreTrainedModel, p_ids: list[int], trie: _Trie, chunk: int,
+                  prefix: tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]] | None = None) -> np.ndarray:
     """log p of the edge into every trie node, running each internal node once.
 
     Depth by depth, a chunk of nodes goes through the blocks with one query
     each, attending to the shared prefix cache and to its own path's cached
     keys/values. Leaves are never run: only their parent's logits are needed.
+    ``prefix``: :func:`_prefix_pass` of ``p_ids``, when the caller already ran it.
     """
     node_logp = np.zeros(len(trie.parent), dtype=np.float32)
-    prefix_hidden, prefix_kv = _prefix_pass(model, p_ids)
+    prefix_hidden, prefix_kv = prefix if prefix is not None else _prefix_pass(model, p_ids)
     _children_logp(trie, model, prefix_hidden[-1:], np.zeros(1, dtype=np.int64), node_logp)
     has_child = np.zeros(len(trie.parent), dtype=bool)
     has_child[trie.parent[1:]] = True
@@ -380,17 +382,37 @@ def continuation_loglik(
         return trie.sums(_tree_forward(model, p_ids, trie, batch_size))
 
 
+def _prefix_logp_sum(model: PreTrainedModel, hidden: torch.Tensor, p_ids: list[int]) -> float:
+    """Σ log p(p_ids[t] | p_ids[<t]) for t ≥ 1, from the prefix pass's final hidden states."""
+    if len(p_ids) < 2:
+        return 0.0
+    logits = model.lm_head(hidden[:-1]).float()
+    target = torch.tensor(p_ids[1:], device=logits.device)
+    logp = logits.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return float(logp.double().sum())
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for k in range(n):
+        if a[k] != b[k]:
+            return k
+    return n
+
+
 @torch.inference_mode()
 def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int = 60_000,
-                      desc: str = "scoring") -> np.ndarray:
+                      desc: str = "scoring", groups: Sequence[Sequence[int]] | None = None) -> np.ndarray:
     """NLL(x) = mean token −log p, for every text — exactly what ``score_texts(handle, texts).nll()`` gives,
     to float tolerance — with every shared token prefix run once.
 
-    The texts are framed as the scoring pass frames them (the handle's text format) and merged into tries
-    below their first token (PrivLeak's format starts every text with ``<eos>``; with the ``plain`` format
-    the windows of one PII slot still start with the same token), so windows around one slot share their
-    left context and every distinct path is one node; ``max_nodes`` bounds a call's trie (its cached
-    keys/values). Models the tree pass does not implement go through the plain scoring pass.
+    The texts are framed as the scoring pass frames them (the handle's text format) and scored call by call:
+    a call's texts (one of ``groups``, e.g. the windows of one PII slot — by default all texts —, cut where
+    the first token changes or past ``max_nodes`` tokens) share their longest common token prefix, which
+    runs once as a dense prefix pass (its own log p counted once for every text), and the rest of each text
+    merges into a trie below it, every distinct path one node. Keeping the shared prefix out of the trie
+    keeps the trie's paths short (each node attends to its path one key at a time). Models the tree pass
+    does not implement go through the plain scoring pass.
     """
     from .scoring import score_texts
 
@@ -401,25 +423,28 @@ def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int 
     enc = encode(handle.tokenizer, texts, handle.max_length, handle.text_format)
     if any(len(ids) == 0 for ids in enc.ids) or not _tree_supported(model):
         return score_texts(handle, texts, desc=desc, moments=False).nll()
+    ids = enc.ids
     out = np.zeros(len(texts), dtype=np.float64)
-    # Texts in sorted order of their tokens: texts sharing a prefix land in the same call, and one call's
-    # texts share their first token (the trie's root).
-    order = sorted(range(len(texts)), key=lambda i: enc.ids[i])
-    calls: list[list[int]] = [[]]
-    tokens = 0
-    for i in order:
-        n = len(enc.ids[i]) - 1
-        if calls[-1] and (tokens + n > max_nodes or enc.ids[calls[-1][0]][0] != enc.ids[i][0]):
-            calls.append([])
-            tokens = 0
-        calls[-1].append(i)
-        tokens += n
+    calls: list[list[int]] = []
+    for group in (groups if groups is not None else [range(len(texts))]):
+        # In sorted order, texts sharing a prefix are neighbours, and a call's common prefix is that of its
+        # first and last text.
+        tokens = 0
+        for k, i in enumerate(sorted(group, key=lambda i: ids[i])):
+            n = len(ids[i]) - 1
+            if k == 0 or tokens + n > max_nodes or ids[calls[-1][0]][0] != ids[i][0]:
+                calls.append([])
+                tokens = 0
+            calls[-1].append(i)
+            tokens += n
     with progress_bar(desc, total=len(texts)) as advance, oom_as_error(desc, "attacks.pii_sizes"):
         for idx in calls:
-            rest = [enc.ids[i][1:] for i in idx]
-            trie = _Trie.build(rest)
-            sums = trie.sums(_tree_forward(model, [enc.ids[idx[0]][0]], trie, 4096))
-            counts = np.array([max(1, len(r)) for r in rest], dtype=np.float64)
+            shared = max(1, _common_length(ids[idx[0]], ids[idx[-1]]))
+            p_ids = list(ids[idx[0]][:shared])
+            prefix = _prefix_pass(model, p_ids)
+            trie = _Trie.build([list(ids[i][shared:]) for i in idx])
+            sums = trie.sums(_tree_forward(model, p_ids, trie, 4096, prefix)) + _prefix_logp_sum(model, prefix[0], p_ids)
+            counts = np.array([max(1, len(ids[i]) - 1) for i in idx], dtype=np.float64)
             out[idx] = -sums / counts
             advance(len(idx))
     return out
