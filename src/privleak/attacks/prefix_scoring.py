@@ -152,6 +152,29 @@ def _tree_attention(
     return out + (w[..., n_prefix:].transpose(1, 2).unsqueeze(-1) * values).sum(1)
 
 
+def _grouped_tree_attention(
+    q: torch.Tensor, prefix: tuple[torch.Tensor, torch.Tensor], keys: torch.Tensor, values: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """:func:`_tree_attention` with grouped key/value heads, never repeated: (n, heads, hd) out.
+
+    q (n, n_kv, groups, hd), query head h = kv·groups + g reading key/value head kv (``repeat_kv``'s order);
+    prefix K/V (n_kv, P, hd); keys/values (n, d, n_kv, hd). Batched matrix products per (node, key head)
+    instead of the (n, d, heads, hd) products a repeat would materialise.
+    """
+    kp, vp = prefix
+    n, n_kv, groups, hd = q.shape
+    n_prefix = kp.shape[1]
+    qk = q.permute(1, 0, 2, 3).reshape(n_kv, n * groups, hd)
+    s_prefix = torch.matmul(qk, kp.transpose(1, 2)).view(n_kv, n, groups, n_prefix).permute(1, 0, 2, 3)
+    k_path = keys.permute(0, 2, 3, 1)  # (n, n_kv, hd, d)
+    s_path = torch.matmul(q, k_path)  # (n, n_kv, groups, d)
+    w = torch.softmax(torch.cat([s_prefix, s_path], dim=-1) * scale, dim=-1)
+    w_prefix = w[..., :n_prefix].permute(1, 0, 2, 3).reshape(n_kv, n * groups, n_prefix)
+    out = torch.matmul(w_prefix, vp).view(n_kv, n, groups, hd).permute(1, 0, 2, 3)
+    out = out + torch.matmul(w[..., n_prefix:], values.permute(0, 2, 1, 3))
+    return out.reshape(n, n_kv * groups, hd)
+
+
 def _children_logp(
     trie: _Trie, model: PreTrainedModel, hidden: torch.Tensor, ids: np.ndarray, node_logp: np.ndarray, rows: int = 1024
 ) -> None:
@@ -254,10 +277,9 @@ def _llama_chunk_hidden(
         q = q * cos + rotate_half(q) * sin
         ks[own], vs[own] = k * cos + rotate_half(k) * sin, attn.v_proj(h).view(n, -1, hd)
         n_kv = ks.shape[1]
-        path_k = ks.index_select(0, path).view(n, d, n_kv, hd).repeat_interleave(groups, dim=2)
-        path_v = vs.index_select(0, path).view(n, d, n_kv, hd).repeat_interleave(groups, dim=2)
-        prefix = (kp.repeat_interleave(groups, dim=0), vp.repeat_interleave(groups, dim=0))
-        att = _tree_attention(q, prefix, path_k, path_v, attn.scaling)
+        path_k = ks.index_select(0, path).view(n, d, n_kv, hd)
+        path_v = vs.index_select(0, path).view(n, d, n_kv, hd)
+        att = _grouped_tree_attention(q.view(n, n_kv, groups, hd), (kp, vp), path_k, path_v, attn.scaling)
         x = x + attn.o_proj(att.reshape(n, -1))
         x = x + layer.mlp(layer.post_attention_layernorm(x))
     return dec.norm(x)
