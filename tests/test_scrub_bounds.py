@@ -82,14 +82,22 @@ def test_a_signal_leaves_no_temporary_file(tmp_path, monkeypatch, sig, code):
             yield dets
 
     monkeypatch.setattr(PiiAnalyzer, "iter_analyze", signalled)
-    # What was installed before (SIG_DFL, or Ray's handler when a Ray test ran first in this worker).
-    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    proc = run_cli(["scrub", str(src), str(out), "--no-ner"])
+    # The console script starts with Python's own Ctrl-C handler. A test run earlier in this worker may have left
+    # another one behind (a worker pool's or Ray's, which only note the signal): then SIGINT did nothing here and
+    # the scrub finished (make test, twice in two sessions). Give this run what a fresh process has.
+    prior_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # What was installed before (SIG_DFL, or Ray's handler when a Ray test ran first in this worker).
+        before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        proc = run_cli(["scrub", str(src), str(out), "--no-ner"])
+        after = {s: signal.getsignal(s) for s in before}
+    finally:
+        signal.signal(signal.SIGINT, prior_int)
     assert proc.returncode == code, proc.stderr
     assert any(name.startswith(".out.txt.") for name in seen[0])  # the temporary file was there …
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]  # … and is gone, OUT never written
     assert "was not written" in proc.stderr and "Traceback" not in proc.stderr
-    assert {s: signal.getsignal(s) for s in before} == before  # the handlers are put back
+    assert after == before  # the handlers are put back
 
 
 def test_the_pseudonym_key_is_128_bits(tmp_path, analyzer):
