@@ -13,6 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralFo
 from privleak.attacks.prefix_scoring import _tree_supported, continuation_loglik, shared_prefix_nll
 from privleak.attacks.scoring import score_texts
 from privleak.models.handle import ModelHandle
+from test_exposure import _loglik_by_hand as _by_hand  # one forward per candidate, float64
 
 
 def _kw(vocab: int) -> dict:
@@ -36,18 +37,6 @@ def _handle(tiny_handle, arch: str) -> ModelHandle:
             if p.dim() == 2:
                 p.mul_(3.0)
     return ModelHandle(model=model, tokenizer=tiny_handle.tokenizer, max_length=tiny_handle.max_length)
-
-
-def _by_hand(handle, prefix, conts):
-    tok = handle.tokenizer
-    p = [tok.eos_token_id] + tok(prefix, add_special_tokens=False)["input_ids"]
-    out = []
-    for c in conts:
-        q = tok(c, add_special_tokens=False)["input_ids"]
-        with torch.no_grad():
-            logp = torch.log_softmax(handle.model(input_ids=torch.tensor([p + q])).logits[0].double(), -1)
-        out.append(sum(float(logp[len(p) - 1 + j, q[j]]) for j in range(len(q))))
-    return np.array(out)
 
 
 CONTS = [" 555-0101.", " 555-0199 and more", " 1", " 12", " 555", "", " 555-0101.", " 000-00-0000 and more text.",

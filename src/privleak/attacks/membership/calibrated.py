@@ -40,6 +40,7 @@ above 0 (the ``full`` profile).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +221,19 @@ def prefix_budget(limit: int, longest: int, available: int) -> int:
     return max(0, min(available, max(limit - longest, limit // 4)))
 
 
+def length_batches(order: list[int], lengths: list[int], max_tokens: int) -> Iterator[list[int]]:
+    """Consecutive runs of ``order`` (sorted by length) whose padded size, rows × longest, stays within
+    ``max_tokens`` (a sequence longer than that goes alone)."""
+    at = 0
+    while at < len(order):
+        width, end = lengths[order[at]], at
+        while end < len(order) and max(width, lengths[order[end]]) * (end - at + 1) <= max(max_tokens, width):
+            width = max(width, lengths[order[end]])
+            end += 1
+        yield order[at:end]
+        at = end
+
+
 def token_logprobs(handle: ModelHandle, seqs: list[list[int]], max_tokens: int | None = None) -> list[np.ndarray]:
     """log p(s_t | s_<t) for t ≥ 1 of each id sequence (one forward pass per length-sorted batch, right
     padding, as the scoring pass; :func:`privleak.attacks.scoring.score_texts` for texts)."""
@@ -236,14 +250,8 @@ def token_logprobs(handle: ModelHandle, seqs: list[list[int]], max_tokens: int |
         max_tokens = token_budget(dev, activation_bytes_per_token(model, max(lengths, default=1), training=False), 8192)
     order = sorted(range(len(seqs)), key=lambda i: lengths[i])
     out: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(seqs)
-    at = 0
     with torch.inference_mode():
-        while at < len(order):
-            width, end = lengths[order[at]], at
-            while end < len(order) and max(width, lengths[order[end]]) * (end - at + 1) <= max(max_tokens, width):
-                width = max(width, lengths[order[end]])
-                end += 1
-            idx = order[at:end]
+        for idx in length_batches(order, lengths, max_tokens):
             ids, mask = pad_batch([seqs[i] for i in idx], handle.pad_id)
             ids, mask = ids.to(dev), mask.to(dev)
             with autocast(dev):
@@ -253,7 +261,6 @@ def token_logprobs(handle: ModelHandle, seqs: list[list[int]], max_tokens: int |
             lp = lp.cpu().numpy()
             for j, i in enumerate(idx):
                 out[i] = lp[j, : max(0, lengths[i] - 1)].astype(np.float32)
-            at = end
     return out
 
 
@@ -287,16 +294,10 @@ def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list
     out: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(bodies)
     order = [i for i in sorted(range(len(bodies)), key=lambda i: lengths[i]) if lengths[i] >= 2]
     n_prefix = len(prefix)
-    at = 0
     with torch.inference_mode():
         with autocast(dev):
             shared = model(input_ids=torch.tensor([prefix], device=dev), use_cache=True).past_key_values
-        while at < len(order):
-            width, end = lengths[order[at]], at
-            while end < len(order) and max(width, lengths[order[end]]) * (end - at + 1) <= max(max_tokens, width):
-                width = max(width, lengths[order[end]])
-                end += 1
-            idx = order[at:end]
+        for idx in length_batches(order, lengths, max_tokens):
             ids, mask = pad_batch([bodies[i] for i in idx], handle.pad_id)
             ids, mask = ids.to(dev), mask.to(dev)
             cache = copy.deepcopy(shared)  # the forward appends the bodies' keys to the cache it is given
@@ -319,7 +320,6 @@ def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list
             ends = np.cumsum([lengths[i] - 1 for i in idx])
             for i, stop, n in zip(idx, ends, (lengths[i] - 1 for i in idx)):
                 out[i] = lp[stop - n : stop].astype(np.float32)
-            at = end
     return out
 
 
