@@ -71,6 +71,9 @@ def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 10) -> dic
 PRETRAINED_DP = pretrained_dp_recipe(371, 292)
 
 
+#: Attack sizes for a 100 M+ model on a CPU (the ``lite`` and ``smollm2`` profiles; PII sizes: ``PiiSizes.small``).
+LITE_ATTACKS: dict[str, Any] = {"bootstrap": 200, "extraction_samples": 50, "prefix_records": 40, "phi_records": 10}
+
 # What a profile changes; the rest are the defaults above.
 PROFILES: dict[str, dict[str, Any]] = {
     # The quick sweep keeps the two ends of the useful range, dp-1 and dp-8 (dp-4 and the rest by name
@@ -101,6 +104,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "attacks": {"bootstrap": 1000},
         "shadows": {"enabled": True, "n_shadows": 8},
     },
+    # `quick` for a pretrained model of 100 M parameters or more on a CPU, where a scored or generated token
+    # costs ~10³× the embedded model's — what `privleak attack` on a user's fine-tune asks for (issue 47: a 135 M
+    # model, 120 vs 120 records, in minutes instead of half an hour):
+    # * scoring and sampling under bf16 autocast where the CPU multiplies bf16 in hardware (compute.precision
+    #   native; fp32 elsewhere); exposure ranks stay fp32 on every device (prefix_scoring);
+    # * the smollm2 profile's attack sizes: 100 exposure candidates (exposure up to log2 100 = 6.6 bits instead of
+    #   13.3), PiiSizes.small, 50 samples, 40 prefix and 10 PHI records a side.
+    "lite": {"dp": {"epsilons": [1.0, 8.0]}, "compute": {"precision": "native"},
+             "canaries": {"candidates": 100}, "attacks": LITE_ATTACKS},
     # A first look and a developer's inner loop: every stage, every attack family and the report, on a small
     # corpus and a tiny model, in about a minute on 2 cores from a fresh cache. Its figures are not evidence of
     # anything (a 1-layer, 32-wide model trained for seconds); `quick` is the smallest audit that is.
@@ -148,7 +160,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "dp": {"epsilons": [8.0], **{k: v for k, v in PRETRAINED_DP.items() if k != "people_per_step"}},
         "arm_options": {"dp-user": {"batch_size": PRETRAINED_DP["people_per_step"], "epochs": PRETRAINED_DP["epochs"],
                                     "records_per_person": 4}},
-        "attacks": {"bootstrap": 200, "extraction_samples": 50, "prefix_records": 40, "phi_records": 10},
+        "attacks": LITE_ATTACKS,
         "shadows": {"enabled": False},
     },
 }

@@ -50,7 +50,7 @@ class PiiSizes(BaseModel):
 
     @classmethod
     def small(cls) -> PiiSizes:
-        """For a 100 M-parameter model on a CPU (the ``smollm2`` profile), where one scored or generated token
+        """For a 100 M-parameter model on a CPU (the ``lite`` and ``smollm2`` profiles), where one scored or generated token
         costs ~10³× the embedded model's: a quarter of ``quick``'s samples and slots."""
         return cls(extraction_samples=50, extraction_max_new_tokens=32, reconstruction_slots=8,
                    reconstruction_candidates=8, reconstruction_max_new_tokens=12, inference_slots=20,
@@ -58,9 +58,10 @@ class PiiSizes(BaseModel):
 
     @classmethod
     def for_profile(cls, profile: str) -> PiiSizes:
-        """``full()`` for the ``full`` and ``gpu`` profiles, ``smoke()`` for ``smoke``, ``small()`` for ``smollm2``,
-        else ``quick()``."""
-        return {"full": cls.full, "gpu": cls.full, "smoke": cls.smoke, "smollm2": cls.small}.get(profile, cls.quick)()
+        """``full()`` for the ``full`` and ``gpu`` profiles, ``smoke()`` for ``smoke``, ``small()`` for ``smollm2``
+        and ``lite``, else ``quick()``."""
+        return {"full": cls.full, "gpu": cls.full, "smoke": cls.smoke, "smollm2": cls.small,
+                "lite": cls.small}.get(profile, cls.quick)()
 
     @classmethod
     def full(cls) -> PiiSizes:

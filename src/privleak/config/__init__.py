@@ -54,7 +54,7 @@ __all__ = ["MAX_SEED", "AuditConfig", "build_config", "resolve_delta"]
 
 class AuditConfig(_Strict):
     seed: int = 0
-    profile: Literal["quick", "full", "gpu", "smoke", "smollm2"] = "quick"
+    profile: Literal["quick", "lite", "full", "gpu", "smoke", "smollm2"] = "quick"
     # auto: the first CUDA GPU when one is visible, else the CPU; or cpu, cuda, cuda:N, mps.
     device: str = "auto"
     compute: ComputeConfig = ComputeConfig()

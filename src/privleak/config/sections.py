@@ -547,7 +547,8 @@ class ComputeConfig(_Strict):
     """How the models compute on the chosen ``device`` (see :mod:`privleak.models.device`)."""
 
     # auto: train under bf16 autocast where the device multiplies bf16 natively (CUDA, a CPU with AVX-512 BF16 or
-    # AMX), evaluate under bf16 on CUDA only; fp32 everywhere else.
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # AMX), evaluate under bf16 on CUDA only; fp32 everywhere else. native: train and evaluate under bf16 wherever
+    # the device multiplies bf16 natively (exposure ranks stay fp32).
+    precision: Literal["auto", "native", "fp32", "bf16"] = "auto"
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30 % slower (non-DP training)
     memory_fraction: float = Field(0.8, ge=0.05, le=1.0)  # of the free CUDA memory a micro-batch may fill

@@ -17,7 +17,9 @@ they compute; the pipeline sets it from the config (``device``,
   tokens per second of the embedded model's plain and DP steps,
   ``bench/bench_dp_insitu.py``), and evaluates in bf16 on CUDA only: on a
   CPU every score, rank and sample an attack reads is fp32, as it always was.
-  ``fp32`` and ``bf16`` set both. DP-SGD's per-sample norms, clipping factors,
+  ``native`` evaluates in bf16 too wherever the device multiplies bf16 in hardware (the ``lite`` profile's
+  choice for a 100 M+ model on such a CPU: 2-3x faster scoring and sampling). ``fp32`` and ``bf16`` set both.
+  Exposure ranks are fp32 whatever the precision (``prefix_scoring``). DP-SGD's per-sample norms, clipping factors,
   clipped sums and noise are fp32 whatever the precision (``fp32_samplers``,
   ``book_keeping``).
 * **training kernels** — on a CPU, training runs attention as plain matrix
@@ -127,11 +129,15 @@ def resolve_device(spec: str, option: str = "--device") -> torch.device:
 
 
 def resolve_precision(device: torch.device, requested: str, option: str = "compute.precision") -> Precision:
-    """``auto`` → bf16 on a CUDA device with bf16 support, else fp32; ``bf16`` is refused where it cannot run."""
+    """``auto`` → bf16 on a CUDA device with bf16 support, else fp32; ``native`` → bf16 wherever the device
+    multiplies bf16 in hardware (:func:`native_bf16`: a CPU with AVX-512 BF16 or AMX too), else fp32; ``bf16`` is
+    refused where it cannot run."""
     if requested == "fp32":
         return "fp32"
-    if requested not in ("auto", "bf16"):
-        raise UserError(f"{option} {requested}: unknown precision; use auto, fp32 or bf16")
+    if requested not in ("auto", "native", "bf16"):
+        raise UserError(f"{option} {requested}: unknown precision; use auto, native, fp32 or bf16")
+    if requested == "native":
+        return "bf16" if native_bf16(device) else "fp32"
     cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
     if requested == "auto":
         return "bf16" if cuda_bf16 else "fp32"
@@ -141,9 +147,10 @@ def resolve_precision(device: torch.device, requested: str, option: str = "compu
 
 
 def resolve_train_precision(device: torch.device, requested: str) -> Precision:
-    """Training's precision: ``auto`` → bf16 where ``device`` multiplies bf16 in hardware (:func:`native_bf16`),
-    else fp32; ``fp32`` / ``bf16`` as asked (``requested`` was checked by :func:`resolve_precision`)."""
-    if requested == "auto":
+    """Training's precision: ``auto`` and ``native`` → bf16 where ``device`` multiplies bf16 in hardware
+    (:func:`native_bf16`), else fp32; ``fp32`` / ``bf16`` as asked (``requested`` was checked by
+    :func:`resolve_precision`)."""
+    if requested in ("auto", "native"):
         return "bf16" if native_bf16(device) else "fp32"
     return "bf16" if requested == "bf16" else "fp32"
 

@@ -1,0 +1,75 @@
+"""The ``lite`` profile and ``compute.precision: native`` (issue 47, item 4): attack sizes for a 100 M+ model on a
+CPU, bf16 scoring and sampling only where the CPU multiplies bf16 in hardware, exposure ranks fp32 always."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from privleak.attacks.prefix_scoring import shared_prefix_nll
+from privleak.attacks.scoring import score_texts
+from privleak.attacks.settings import PiiSizes
+from privleak.config import build_config
+from privleak.core.errors import UserError
+from privleak.models import device as dev
+from privleak.models.device import make_policy, resolve_precision, resolve_train_precision, use_policy
+from privleak.policy import LITE_ATTACKS, PROFILES
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_native_precision_follows_the_hardware_for_training_and_evaluation(monkeypatch, native):
+    monkeypatch.setattr(dev, "native_bf16", lambda device: native)
+    want = "bf16" if native else "fp32"
+    assert resolve_precision(CPU, "native") == want and resolve_train_precision(CPU, "native") == want
+    policy = make_policy("cpu", "native")
+    assert (policy.precision, policy.train_precision) == (want, want)
+    # auto is unchanged: training follows the hardware, evaluation stays fp32 on a CPU
+    assert resolve_precision(CPU, "auto") == "fp32" and resolve_train_precision(CPU, "auto") == want
+
+
+def test_an_unknown_precision_names_the_choices():
+    with pytest.raises(UserError, match="auto, native, fp32 or bf16"):
+        resolve_precision(CPU, "fp16")
+    with pytest.raises(UserError, match="compute.precision"):
+        build_config({"compute": {"precision": "fp16"}})
+
+
+def test_lite_is_quick_with_the_smollm2_attack_sizes_and_native_precision():
+    quick, lite, smol = (build_config({"profile": p}) for p in ("quick", "lite", "smollm2"))
+    assert lite.dp.epsilons == quick.dp.epsilons and lite.arms == quick.arms
+    assert lite.compute.precision == "native" and quick.compute.precision == "auto"
+    a, s = lite.attack_settings(), smol.attack_settings()
+    assert a.canary_candidates == 100 and a.pii_sizes == PiiSizes.small() == s.pii_sizes
+    for k, v in LITE_ATTACKS.items():
+        assert getattr(a, k) == getattr(s, k) == v
+    assert quick.attack_settings().extraction_samples > a.extraction_samples
+    assert PROFILES["smollm2"]["attacks"] is LITE_ATTACKS  # one table for both
+
+
+def test_the_attack_command_takes_the_lite_profile(tmp_path):
+    """The library door builds its config with ``profile``; a profile it does not know is one line."""
+    from privleak.api import attack
+
+    with pytest.raises(UserError, match="unknown profile"):
+        attack("nowhere", ["a"], ["b"], profile="tiny", out=tmp_path / "run")
+
+
+def test_native_bf16_scores_move_and_exposure_ranks_do_not(tiny_handle):
+    """Under bf16 autocast the membership scores are bf16's (they differ from fp32's, so this test can fail, and
+    stay near them), while the exposure pass is the same fp32 whatever the policy."""
+    from test_tree_llama import _handle
+
+    h = _handle(tiny_handle, "llama")
+    texts = [f"Patient Ann Lee was seen on day {i}, phone 555-01{i}" for i in range(6)]
+    with use_policy(make_policy("cpu", "fp32")):
+        s32 = score_texts(h, texts, moments=False, desc="fp32").logprob
+        e32 = shared_prefix_nll(h, texts, max_nodes=512, desc="fp32")
+    with use_policy(make_policy("cpu", "bf16")):
+        s16 = score_texts(h, texts, moments=False, desc="bf16").logprob
+        e16 = shared_prefix_nll(h, texts, max_nodes=512, desc="bf16")
+    assert not np.array_equal(s32, s16)
+    np.testing.assert_allclose(s16, s32, atol=0.5)  # bf16 rounding of the same model, not another model
+    np.testing.assert_array_equal(e16, e32)
