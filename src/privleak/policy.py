@@ -29,41 +29,39 @@ def dp_recipe(n: int, epsilon: float) -> tuple[int, int]:
     return max(16, min(256, n // 5)), (30 if epsilon >= 4 else 15)
 
 
-def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 10) -> dict[str, Any]:
+def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 20) -> dict[str, Any]:
     """The DP-LoRA recipe for a pretrained checkpoint on a CPU: the ``dp`` settings (and ULS people per step) of
     the ``smollm2`` profile's ``dp-8+lora`` and ``dp-user-10+lora`` arms, for ``n_records`` training records
     (the DP arm's q unit: members with planted canaries and the expected one-run canaries) and ``n_people``.
 
     What the literature does and what we keep (Li et al., ICLR 2022, "Large language models can be strong
     differentially private learners"; Yu et al., ICLR 2022, "Differentially private fine-tuning of language
-    models"): many steps at a fixed ε with a batch large enough that the noise σC/B is small next to the
-    clipped signal; a clipping bound C below the typical per-sample gradient norm, so every gradient is clipped
-    and C only sets the scale Adam removes (Li et al. use C = 0.1); a learning rate tuned for the noisy
-    gradient; and few trainable weights (Yu et al.'s LoRA: the noise norm grows like σC√d).
+    models"): many steps at a fixed ε; a clipping bound C below the typical per-sample gradient norm, so every
+    gradient is clipped and C only sets the scale Adam removes (Li et al. use C = 0.1); a learning rate tuned for
+    the noisy gradient, far above the non-private one; and few trainable weights (Yu et al.'s LoRA: the noise
+    norm grows like σC√d).
 
-    * **q ≈ 1/6** (B = n/6 rounded up to a multiple of 8: 64 of the profile's 371 records, 56 of its 292
-      people): 6 steps an epoch. Larger
-      batches at a fixed number of epochs take fewer steps; smaller ones add noise per step without lowering
-      it over the run (at fixed ε and epochs the noise per unit of signal depends on n, not q, to first order).
-    * **10 epochs** (50 steps): the compute a CPU affords — each epoch is one pass of the adapted layers and
-      the 49,152-wide head, forward and backward, over every record. The recipe of round 4 (3 epochs of
-      batches of 32, 6 steps) learnt G = 0.06.
+    Chosen with ``bench/bench_dp_recipe_smollm2.py`` on population people only (371 records to train on, 100
+    held-out records of other people to measure; no member or non-member is read, so the choice costs no
+    privacy), G = (L_base − L) / (L_base − L_best) at ε = 8 (docs/results/2026-12-06-dp-recipe.md):
+
+    * **learning rate 10⁻²** (Adam, linear warm-up and decay): 3·10⁻³ left the loss falling steadily at the last
+      epoch (G 0.23), 3·10⁻² was noisy (0.30), 10⁻² gave 0.43 at the same batches;
+    * **q ≈ 1/12** (B = n/12 rounded up to a multiple of 8: 32 of the profile's 371 records, 32 of its 292
+      people): at 10 epochs, batches of 32 (110 steps) gave G 0.49 against 0.43 for 64 (50 steps), and
+      batches of 16 (230 steps) no more than 32;
+    * **20 epochs** (220 steps, σ ≈ 0.94): G 0.56 against 0.49 at 10 — the compute a CPU affords, each epoch a
+      pass of the adapted layers and the 49,152-wide head, forward and backward, over every record;
     * **LoRA r = 8, α = 16, on the top 8 of 30 layers** (``lora_layers``): 0.65 M trainable weights instead of
       2.4 M on all 30 (less noise norm), and the 22 frozen layers below run once per record instead of every
-      epoch (``models.frozen_prefix``): an epoch costs ≈ 226 instead of ≈ 540 MFLOP per token.
-    * **C = 0.1, learning rate 3·10⁻³** (Adam, linear warm-up and decay).
-
-    To be checked on population data only with ``bench/bench_dp_recipe_smollm2.py`` (the profile's corpus
-    generated with a larger population split, 370 population records of people outside every audited split to
-    train on, 100 of other people to measure): no member or non-member record is read, so the choice costs no
-    privacy. So far the recipe is the literature's, adapted to this CPU's compute; the comparison of candidates
-    has not been run (only the ``base`` row is measured), and its figures are still to be written up.
+      epoch (``models.frozen_prefix``): an epoch costs ≈ 226 instead of ≈ 540 MFLOP per token;
+    * **C = 0.1**.
     """
-    def sixth(n: int) -> int:  # n/6 rounded up to a multiple of 8
-        return max(8, 8 * math.ceil(n / 6 / 8))
+    def twelfth(n: int) -> int:  # n/12 rounded up to a multiple of 8
+        return max(8, 8 * math.ceil(n / 12 / 8))
 
-    return {"epochs": epochs, "batch_size": sixth(n_records), "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 3e-3,
-            "lora_layers": 8, "max_grad_norm": 0.1, "people_per_step": sixth(n_people)}
+    return {"epochs": epochs, "batch_size": twelfth(n_records), "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 1e-2,
+            "lora_layers": 8, "max_grad_norm": 0.1, "people_per_step": twelfth(n_people)}
 
 
 #: The smollm2 profile's: 300 members + 21 planted canary copies + ½ of 100 one-run canaries = 371 records;
