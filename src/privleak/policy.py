@@ -43,7 +43,7 @@ def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 20) -> dic
 
     Chosen with ``bench/bench_dp_recipe_smollm2.py`` on population people only (371 records to train on, 100
     held-out records of other people to measure; no member or non-member is read, so the choice costs no
-    privacy), G = (L_base − L) / (L_base − L_best) at ε = 8 (docs/results/2026-12-06-dp-recipe.md):
+    privacy), G = (L_base − L) / (L_base − L_best) at ε = 8 (docs/results/2026-12-06-real-model.md):
 
     * **learning rate 10⁻²** (Adam, linear warm-up and decay): 3·10⁻³ left the loss falling steadily at the last
       epoch (G 0.23), 3·10⁻² was noisy (0.30), 10⁻² gave 0.43 at the same batches;
@@ -145,10 +145,13 @@ PROFILES: dict[str, dict[str, Any]] = {
     #   population records (no public split to rehearse with a pretrained base); scrub trains like best;
     # * arms baseline, best, dp-8+lora, scrub, guard and dp-user-ε+lora at the requirement's per-person ε
     #   (default_arms: dp-user-10+lora under the default requirement), both DP arms on pretrained_dp_recipe;
-    # * attack sizes as before (PiiSizes.small, 50 samples, 40 prefix records, 100 exposure candidates —
-    #   exposure up to log2 100 = 6.6 bits —, 100 one-run canaries); no shadows.
+    # * attack sizes as before (the lite profile's: PiiSizes.small, 50 samples, 40 prefix records, 100 exposure
+    #   candidates — exposure up to log2 100 = 6.6 bits —, 100 one-run canaries); no shadows;
+    # * scoring and sampling under bf16 autocast where the CPU multiplies bf16 in hardware (compute.precision
+    #   native, as lite), training there too; exposure ranks and DP arithmetic fp32.
     "smollm2": {
         "model": {"base": "smollm2", "max_length": 64},
+        "compute": {"precision": "native"},
         "data": {"synthetic": {"n_public": 10, "n_members": 300, "n_non_members": 300, "n_population": 64,
                                "n_public_heldout": 10}},
         "canaries": {"repeats": [1, 4, 16], "per_repeat": 1, "candidates": 100},
