@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+import privleak.attacks.prefix_scoring as ps
 from privleak.attacks.pii_scoring import score_windows
 from privleak.attacks.prefix_scoring import shared_prefix_nll
 from privleak.attacks.scoring import score_texts
 
 LEFT = ["Patient Ann Lee was seen on day ", "General advice: drink water and ", "phone 555-01"]
 FILLS = ["3 for asthma.", "12 for gout; phone 555-0103.", "7", "", "31 for flu", "sleep well.", "05."]
+
+
+@pytest.fixture(autouse=True)
+def every_call_in_the_trie(monkeypatch):
+    """The tests below check the trie pass: every call takes it, however few its texts."""
+    monkeypatch.setattr(ps, "MIN_TREE_TEXTS", 1)
+
+
+def test_narrow_calls_run_dense_beside_wide_ones(tiny_handle, monkeypatch):
+    texts = [left + fill for left in LEFT for fill in FILLS] + ["x", "General"]
+    groups = [list(range(k * len(FILLS), (k + 1) * len(FILLS))) for k in range(len(LEFT))] + [[len(texts) - 2],
+                                                                                               [len(texts) - 1]]
+    monkeypatch.setattr(ps, "MIN_TREE_TEXTS", 5)  # the 7-window slots in the trie, the one-text groups dense
+    tree = []
+    real = ps._tree_forward
+    monkeypatch.setattr(ps, "_tree_forward", lambda *a, **k: tree.append(1) or real(*a, **k))
+    got = shared_prefix_nll(tiny_handle, texts, groups=groups)
+    assert len(tree) == len(LEFT)
+    np.testing.assert_allclose(got, score_texts(tiny_handle, texts).nll(), rtol=2e-5, atol=2e-5)
 
 
 def test_shared_prefix_nll_equals_the_scoring_pass(tiny_handle):

@@ -55,7 +55,10 @@ def test_tree_pass_equals_a_forward_per_candidate(tiny_handle, arch):
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHS))
-def test_shared_prefix_nll_equals_the_scoring_pass_on_the_llama_family(tiny_handle, arch):
+def test_shared_prefix_nll_equals_the_scoring_pass_on_the_llama_family(tiny_handle, arch, monkeypatch):
+    import privleak.attacks.prefix_scoring as ps
+
+    monkeypatch.setattr(ps, "MIN_TREE_TEXTS", 1)  # every call in the trie, however few its texts
     h = _handle(tiny_handle, arch)
     texts = [left + fill for left in ("Patient Ann Lee was seen on day ", "phone 555-01")
              for fill in ("3 for asthma.", "12 for gout.", "7", "")] + ["x"]
