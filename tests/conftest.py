@@ -228,6 +228,22 @@ def xdist_group(nodeid: str) -> str:
     return _GROUP_OF.get(module, module)
 
 
+def pytest_ignore_collect(collection_path, config):
+    """A run that deselects the audit tier (``make test-fast``) does not import the modules that are audit-tier
+    by name (tests/tiers.py): they would all be deselected, and importing them is most of a worker's start."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    markexpr = config.getoption("markexpr", "")
+    if not markexpr:
+        return None
+    from _pytest.mark.expression import Expression
+
+    import tiers
+
+    runs_audit = Expression.compile(markexpr).evaluate(lambda mark: mark == "audit")
+    return True if not runs_audit and tiers.module_is_audit(collection_path.stem) else None
+
+
 @pytest.hookimpl(tryfirst=True)  # the tiers are marked before `-m` deselects by them
 def pytest_collection_modifyitems(config, items):
     """Each test marked with its tier (tests/tiers.py: contract, unit, audit; ``make test-fast`` runs the first
@@ -237,7 +253,8 @@ def pytest_collection_modifyitems(config, items):
 
     for item in items:
         module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-        item.add_marker(tiers.tier(module, getattr(item, "fixturenames", ())))
+        name = getattr(item, "originalname", None) or item.name.partition("[")[0]
+        item.add_marker(tiers.tier(module, getattr(item, "fixturenames", ()), name))
     _distinct_node_ids(items)
     if XDIST_WORKER:
         rank = {g: i for i, g in enumerate(LONGEST_FIRST)}

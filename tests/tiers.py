@@ -3,8 +3,10 @@
 * **contract**: the plug-in, layer, schema and stage-key contracts (a toy input, kind and attack through the
   plan; every kind × attack × provider; the import layers; the pinned stage keys). No audit.
 * **audit**: a test that reads a finished audit (its fixtures reach the shared store, ``audits``), a module that
-  starts its own (:data:`STARTS_ITS_OWN`: the start itself is what it tests), or a module in :data:`HEAVY`
-  (its tests train and attack models for most of a minute or more without an audit).
+  starts its own (:data:`STARTS_ITS_OWN`: the start itself is what it tests), a module in :data:`HEAVY`
+  (its tests train and attack models for most of a minute or more without an audit), or one of the single slow
+  tests of :data:`HEAVY_TESTS`. A run that deselects this tier does not import the modules that are in it by
+  name (conftest's ``pytest_ignore_collect``).
 * **unit**: everything else.
 * **slow**: the ``slow`` mark (full-size statistical simulations), run only with ``-m slow``.
 
@@ -60,6 +62,15 @@ HEAVY = frozenset({
     # compositions as the ledger's oracle, 360 DP-SGD runs over seeds, the released summary's accounting, a
     # guard server saturated on purpose.
     "test_budget_units", "test_fdp_seeds", "test_release", "test_guard_pool",
+    # schemathesis and a guard app built at import: 5.8 s of every worker's collection.
+    "test_guard_contract",
+})
+
+#: Single tests of otherwise quick modules that take seconds each (`make test-fast --durations`, 2026-12-06): the
+#: scrubber's cross-person check over two whole corpora, the Monte Carlo oracle of direct group accounting.
+HEAVY_TESTS = frozenset({
+    "test_scrub::test_scrubbing_never_writes_another_persons_value_into_a_record",
+    "test_accountants::test_direct_group_epsilon_many_steps_against_monte_carlo",
 })
 
 #: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or
@@ -67,11 +78,18 @@ HEAVY = frozenset({
 AUDIT_FIXTURES = frozenset({"audits"})
 
 
-def tier(module: str, fixturenames: list[str] | tuple[str, ...] = ()) -> str:
-    """The tier of a test in ``module`` (its name without ``.py``) that requests ``fixturenames`` (its whole
-    fixture closure, as pytest's ``item.fixturenames`` gives it)."""
+def tier(module: str, fixturenames: list[str] | tuple[str, ...] = (), name: str = "") -> str:
+    """The tier of a test ``name`` (its function's name, parameters stripped) in ``module`` (its name without
+    ``.py``) that requests ``fixturenames`` (its whole fixture closure, as pytest's ``item.fixturenames`` gives
+    it)."""
     if module in CONTRACT:
         return "contract"
-    if f"{module}.py" in STARTS_ITS_OWN or module in HEAVY or AUDIT_FIXTURES & set(fixturenames):
+    if module_is_audit(module) or f"{module}::{name}" in HEAVY_TESTS or AUDIT_FIXTURES & set(fixturenames):
         return "audit"
     return "unit"
+
+
+def module_is_audit(module: str) -> bool:
+    """Whether every test of ``module`` is in the audit tier whatever it requests: a run without that tier need
+    not import it (conftest's ``pytest_ignore_collect``)."""
+    return module not in CONTRACT and (f"{module}.py" in STARTS_ITS_OWN or module in HEAVY)
