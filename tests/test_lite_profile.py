@@ -73,3 +73,22 @@ def test_native_bf16_scores_move_and_exposure_ranks_do_not(tiny_handle):
     assert not np.array_equal(s32, s16)
     np.testing.assert_allclose(s16, s32, atol=0.5)  # bf16 rounding of the same model, not another model
     np.testing.assert_array_equal(e16, e32)
+
+
+def test_evaluating_in_bf16_moves_the_evaluation_keys_only(tmp_path, monkeypatch):
+    """A run directory never mixes fp32 and bf16 scores of one model: with the same training precision, the
+    evaluation stages' keys follow the evaluation precision, the trainings' do not (and fp32's stay pinned:
+    test_stage_keys)."""
+    import stage_plan
+    from conftest import SMALL
+
+    monkeypatch.setattr(dev, "native_bf16", lambda device: True)  # auto and native then train alike, in bf16
+    plans = {p: {r["name"]: r["key"] for r in stage_plan.stage_plan({**SMALL, "compute": {"precision": p}},
+                                                                       tmp_path / p)}
+             for p in ("auto", "native")}
+    assert plans["auto"].keys() == plans["native"].keys()
+    moved = {n for n in plans["auto"] if plans["auto"][n] != plans["native"][n]}
+    evaluation = {n for n in plans["auto"] if n.split("/")[0] in ("scores", "samples", "membership", "canaries",
+                                                                  "extraction", "pii", "utility")}
+    assert evaluation and evaluation <= moved
+    assert not {n for n in moved if n.startswith(("train/", "data", "base-model", "defend/"))}

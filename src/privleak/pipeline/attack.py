@@ -40,7 +40,7 @@ from ..results import AuditResults
 from .assemble import assemble
 from .attack_inputs import AttackInputs, model_fingerprint, records_digest
 from .audit import SPLITS as SPLIT_NAMES
-from .audit import Audit, ModelInfo
+from .audit import Audit, ModelInfo, evaluated_key
 from .data_release import RELEASE
 from .graph import DATA, Executor, Graph, Sequential, Task, planned_graph
 from .rundir import RunDir
@@ -113,9 +113,10 @@ def attack_graph(audit: Audit, inputs: AttackInputs, dkey: str) -> Graph:
     else:
         r.fix(BASE, absent=True)
     t = inputs.target
-    r.fix(MODEL, TARGET, value=stable_hash("external-model", model_fingerprint(t.path),
-                                           t.base and model_fingerprint(t.base.path), cfg.model.max_length,
-                                           audit.text_format(), *_claimed(inputs)))
+    r.fix(MODEL, TARGET, value=evaluated_key(stable_hash("external-model", model_fingerprint(t.path),
+                                                         t.base and model_fingerprint(t.base.path),
+                                                         cfg.model.max_length, audit.text_format(),
+                                                         *_claimed(inputs)), cfg))
     r.models[TARGET] = ModelInfo(TARGET, "provided", TARGET_SPEC, {"reference": "base"} if inputs.reference else {},
                                  model_dir=t.path, adapter_base=t.base.path if t.base else None)
     return planned_graph(audit, first=tuple(first))

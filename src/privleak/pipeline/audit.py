@@ -36,6 +36,24 @@ def train_precision(cfg: AuditConfig) -> str:
     return current_policy().train_precision
 
 
+def eval_precision(cfg: AuditConfig) -> str:
+    """The precision this run scores, samples and attacks in, read as :func:`train_precision` reads training's."""
+    if cfg.compute.precision == "fp32":
+        return "fp32"
+    from ..models.device import current as current_policy
+
+    return current_policy().precision
+
+
+def evaluated_key(key: str, cfg: AuditConfig) -> str:
+    """A model's key as its evaluation stages read it: ``key`` itself in fp32 (every key before ``native``
+    existed), marked when the run evaluates in bf16, so a run directory never mixes fp32 and bf16 scores,
+    samples or attacks of one model (a resume with another precision or device redoes them)."""
+    from ..core.io import stable_hash
+
+    return key if eval_precision(cfg) == "fp32" else stable_hash(key, "eval-bf16")
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """A model of the audit. ``roles``: the models its inputs may read by role — ``reference`` (the base

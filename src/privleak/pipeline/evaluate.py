@@ -60,6 +60,7 @@ from ..core.inputs import (
 )
 from ..core.io import atomic_path, read_json, stable_hash, write_json
 from .data import BASE_INFO, text_format
+from .audit import evaluated_key
 
 SCORED_SPLITS = ("members", "non_members", "population")
 #: The splits whose scoring pass keeps the vocabulary moments: min-k%++ scores the membership sets only.
@@ -111,13 +112,11 @@ def _model_needs(where: Where) -> list[Needed]:
 
 def _model_key(k: KeyParts) -> str:
     info = k.info
-    if info.origin == "base":
-        return k.key(BASE)
-    if info.origin == "served":
+    if info.origin == "served":  # its source's key already says how it is evaluated
         return stable_hash(info.kind, k.key(MODEL.of("serves")), k.key(SPLITS))
     if info.origin == "provided":
         raise ValueError(f"the key of the provided model {info.name!r} is fixed by the caller")
-    return k.key(TRAINING)
+    return evaluated_key(k.key(BASE) if info.origin == "base" else k.key(TRAINING), k.cfg)
 
 
 @provides(MODEL, needs=_model_needs, key_formula=_model_key, memo=False)
