@@ -92,3 +92,27 @@ def test_evaluating_in_bf16_moves_the_evaluation_keys_only(tmp_path, monkeypatch
                                                                   "extraction", "pii", "utility")}
     assert evaluation and evaluation <= moved
     assert not {n for n in moved if n.startswith(("train/", "data", "base-model", "defend/"))}
+
+
+def test_the_fallback_pass_is_fp32_too(tiny_handle):
+    """A model the trie pass does not implement (GPT-NeoX) takes the plain pass, still in fp32 under bf16."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from privleak.attacks.prefix_scoring import _tree_supported
+    from privleak.models.handle import ModelHandle
+
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=len(tiny_handle.tokenizer), hidden_size=32,
+                                             num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                             max_position_embeddings=128)).eval()
+    h = ModelHandle(model=model, tokenizer=tiny_handle.tokenizer, max_length=tiny_handle.max_length)
+    assert not _tree_supported(model)
+    texts = [f"Patient Ann Lee was seen on day {i}" for i in range(4)]
+    with use_policy(make_policy("cpu", "fp32")):
+        e32 = shared_prefix_nll(h, texts, desc="fp32")
+        s32 = score_texts(h, texts, moments=False, desc="fp32").nll()
+    with use_policy(make_policy("cpu", "bf16")):
+        e16 = shared_prefix_nll(h, texts, desc="bf16")
+        s16 = score_texts(h, texts, moments=False, desc="bf16").nll()
+    assert not np.array_equal(s32, s16)  # bf16 reaches this model: the equality below can fail
+    np.testing.assert_array_equal(e16, e32)

@@ -440,9 +440,13 @@ def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int 
     merges into a trie below it, every distinct path one node. Keeping the shared prefix out of the trie
     keeps the trie's paths short (each node attends to its path one key at a time). A call of fewer than
     :data:`MIN_TREE_TEXTS` texts, and every call on a model the tree pass does not implement, goes through the
-    plain scoring pass (fp32 for the former, as the trie).
+    plain scoring pass, in fp32 as the trie whatever the compute policy.
     """
     from .scoring import score_texts
+
+    def dense(some: list[str]) -> np.ndarray:  # the plain pass, fp32 as the trie whatever the policy
+        with use_policy(dataclasses.replace(current(), precision="fp32")):
+            return score_texts(handle, some, desc=desc, moments=False).nll()
 
     model = handle.model
     texts = list(texts)
@@ -450,7 +454,7 @@ def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int 
         return np.zeros(0)
     enc = encode(handle.tokenizer, texts, handle.max_length, handle.text_format)
     if any(len(ids) == 0 for ids in enc.ids) or not _tree_supported(model):
-        return score_texts(handle, texts, desc=desc, moments=False).nll()
+        return dense(texts)
     ids = enc.ids
     out = np.zeros(len(texts), dtype=np.float64)
     calls: list[list[int]] = []
@@ -472,8 +476,7 @@ def shared_prefix_nll(handle: ModelHandle, texts: Sequence[str], max_nodes: int 
     narrow = [i for idx in calls if len(idx) < MIN_TREE_TEXTS for i in idx]
     calls = [idx for idx in calls if len(idx) >= MIN_TREE_TEXTS]
     if narrow:
-        with use_policy(dataclasses.replace(current(), precision="fp32")):
-            out[narrow] = score_texts(handle, [texts[i] for i in narrow], desc=desc, moments=False).nll()
+        out[narrow] = dense([texts[i] for i in narrow])
     with progress_bar(desc, total=len(texts) - len(narrow)) as advance, oom_as_error(desc, "attacks.pii_sizes"):
         for idx in calls:
             shared = max(1, _common_length(ids[idx[0]], ids[idx[-1]]))

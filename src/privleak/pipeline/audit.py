@@ -29,20 +29,20 @@ Origin = Literal["base", "trained", "derived", "served", "provided", "seed", "sh
 def train_precision(cfg: AuditConfig) -> str:
     """The precision this run trains in: fp32 when the config says so (read without torch: a plan is made
     before any model loads), else the policy in effect (``run_audit`` and every worker set ``cfg``'s)."""
-    if cfg.compute.precision == "fp32":
-        return "fp32"
-    from ..models.device import current as current_policy
-
-    return current_policy().train_precision
+    return _resolved(cfg, "train_precision")
 
 
 def eval_precision(cfg: AuditConfig) -> str:
     """The precision this run scores, samples and attacks in, read as :func:`train_precision` reads training's."""
+    return _resolved(cfg, "precision")
+
+
+def _resolved(cfg: AuditConfig, field: str) -> str:
     if cfg.compute.precision == "fp32":
         return "fp32"
     from ..models.device import current as current_policy
 
-    return current_policy().precision
+    return getattr(current_policy(), field)
 
 
 def evaluated_key(key: str, cfg: AuditConfig) -> str:
