@@ -116,3 +116,53 @@ def test_the_fallback_pass_is_fp32_too(tiny_handle):
         s16 = score_texts(h, texts, moments=False, desc="bf16").nll()
     assert not np.array_equal(s32, s16)  # bf16 reaches this model: the equality below can fail
     np.testing.assert_array_equal(e16, e32)
+
+
+def test_cpu_bf16_evaluation_runs_on_one_bf16_copy_of_the_weights(tiny_handle):
+    """Under a bf16 policy on a CPU, scoring and generation run on a bf16 copy of the weights (not autocast over fp32
+    ones): the same numbers as that copy run in fp32 mode, one copy while the weights stand, a new one when they
+    change; the model itself stays fp32 and fp32 evaluation runs it."""
+    import copy
+
+    from test_tree_llama import _handle
+
+    from privleak.models.generation import GenerationSettings, generate
+
+    h = _handle(tiny_handle, "llama")
+    texts = [f"Patient Ann Lee was seen on day {i}, phone 555-01{i}" for i in range(6)]
+    bf16 = make_policy("cpu", "bf16")
+    with use_policy(make_policy("cpu", "fp32")):
+        assert dev.evaluation_model(h.model) is h.model
+    with use_policy(bf16):
+        low = dev.evaluation_model(h.model)
+        assert low is not h.model and dev.evaluation_model(h.model) is low
+        assert {p.dtype for p in low.parameters()} == {torch.bfloat16}
+        assert {p.dtype for p in h.model.parameters()} == {torch.float32}
+        assert all(p.requires_grad for p in low.parameters())  # the fast bf16 product (see evaluation_model)
+        s16 = score_texts(h, texts, moments=False, desc="bf16").logprob
+        g16 = generate(h, texts[:3], GenerationSettings(max_new_tokens=6, greedy=False, num_return_sequences=2))
+    direct = copy.copy(h)
+    direct.model = low
+    with use_policy(make_policy("cpu", "fp32")):  # the copy, run as it is
+        np.testing.assert_array_equal(score_texts(direct, texts, moments=False, desc="copy").logprob, s16)
+        assert generate(direct, texts[:3], GenerationSettings(max_new_tokens=6, greedy=False,
+                                                              num_return_sequences=2)) == g16
+    with torch.no_grad():
+        next(h.model.parameters()).mul_(1.5)  # a changed weight: the next evaluation copies again
+    with use_policy(bf16):
+        again = dev.evaluation_model(h.model)
+        assert again is not low
+        assert not np.array_equal(score_texts(h, texts, moments=False, desc="bf16").logprob, s16)
+
+
+def test_cpu_bf16_evaluation_keys_differ_from_the_autocast_ones():
+    """A run directory evaluated under autocast (before the bf16 copy) redoes its evaluation: the CPU mark is new."""
+    from privleak.core.io import stable_hash
+    from privleak.pipeline.audit import evaluated_key
+
+    cfg = build_config({"profile": "lite"})
+    with use_policy(make_policy("cpu", "bf16")):
+        key = evaluated_key("k", cfg)
+    assert key not in ("k", stable_hash("k", "eval-bf16"))
+    with use_policy(make_policy("cpu", "fp32")):
+        assert evaluated_key("k", build_config({"profile": "lite", "compute": {"precision": "fp32"}})) == "k"

@@ -31,7 +31,8 @@ from transformers import PreTrainedModel
 from ..core.io import atomic_path
 from ..core.progress import progress_bar
 from ..models.batching import decoder_and_head, encode, pad_batch, position_ids_for
-from ..models.device import activation_bytes_per_token, autocast, model_device, oom_as_error, token_budget
+from ..models.device import (activation_bytes_per_token, autocast, evaluation_model, model_device, oom_as_error,
+                             token_budget)
 from ..models.handle import ModelHandle
 
 
@@ -160,7 +161,7 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = 
     out_lp = np.zeros(total, dtype=np.float32)
     out_mu = np.zeros(total if moments else 0, dtype=np.float32)
     out_var = np.zeros(total if moments else 0, dtype=np.float32)
-    model = handle.model
+    model = evaluation_model(handle.model)
     model.eval()
     stats = _flat_token_stats if decoder_and_head(model) is not None else _generic_token_stats
     dev = model_device(model)
@@ -172,7 +173,7 @@ def score_texts(handle: ModelHandle, texts: list[str], max_tokens: int | None = 
             ids, mask = pad_batch([enc.ids[i] for i in idx], handle.pad_id)
             ids, mask = ids.to(dev), mask.to(dev)
             # Real tokens come out row by row, so text idx[j] owns the next n_pred[idx[j]] values.
-            with autocast(dev):
+            with autocast(dev, model=model):
                 stats_out = stats(model, ids, mask, moments=moments)
             tok, mu, var = (x.float().cpu().numpy() for x in stats_out)
             at = 0

@@ -22,7 +22,7 @@ import torch
 from transformers import LogitsProcessorList
 
 from ..core.progress import progress_bar
-from .device import autocast, model_device, oom_as_error
+from .device import autocast, evaluation_model, model_device, oom_as_error
 from .handle import ModelHandle
 
 
@@ -90,7 +90,7 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
     decoded texts passed through it with their prompts; the model's draws
     are unchanged.
     """
-    model = handle.model
+    model = evaluation_model(handle.model)
     pad = handle.pad_id
     encoded = [_prompt_ids(handle, p) for p in prompts]
     max_new = settings.max_new_tokens
@@ -133,7 +133,7 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
                 draw = torch.Generator(device=dev).manual_seed(batch_seed)
                 kwargs["logits_processor"] = LogitsProcessorList(
                     [TopKDraw(settings.top_k, settings.top_p, settings.temperature, draw)])
-            with autocast(dev):
+            with autocast(dev, model=model):
                 seqs = model.generate(**kwargs)
             new = seqs[:, width:].cpu()
             texts = handle.tokenizer.batch_decode(new, skip_special_tokens=True)
@@ -150,7 +150,7 @@ def generate(handle: ModelHandle, prompts: list[str], settings: GenerationSettin
 @torch.inference_mode()
 def generate_ids(handle: ModelHandle, prompt_ids: list[list[int]], max_new_tokens: int, batch_size: int = 64) -> list[list[int]]:
     """Greedy continuation token ids for prompts given as ids (exact-token extraction tests)."""
-    model = handle.model
+    model = evaluation_model(handle.model)
     pad = handle.pad_id
     out: list[list[int]] = [[] for _ in prompt_ids]
     order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
@@ -163,7 +163,8 @@ def generate_ids(handle: ModelHandle, prompt_ids: list[list[int]], max_new_token
             ids[r, width - len(prompt_ids[i]) :] = torch.tensor(prompt_ids[i])
             mask[r, width - len(prompt_ids[i]) :] = 1
         dev = model_device(model)
-        with autocast(dev), oom_as_error("greedy generation", f"the generation batch size (now {batch_size})"):
+        with autocast(dev, model=model), oom_as_error("greedy generation",
+                                                      f"the generation batch size (now {batch_size})"):
             seqs = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new_tokens,
                                   do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=None).cpu()
         for r, i in enumerate(idx):

@@ -48,10 +48,16 @@ def _resolved(cfg: AuditConfig, field: str) -> str:
 def evaluated_key(key: str, cfg: AuditConfig) -> str:
     """A model's key as its evaluation stages read it: ``key`` itself in fp32 (every key before ``native``
     existed), marked when the run evaluates in bf16, so a run directory never mixes fp32 and bf16 scores,
-    samples or attacks of one model (a resume with another precision or device redoes them)."""
+    samples or attacks of one model (a resume with another precision or device redoes them). On a CPU the mark
+    names the bf16 weights evaluation runs on there (:func:`~privleak.models.device.evaluation_model`), so a run
+    directory scored under autocast before them redoes its evaluation."""
     from ..core.io import stable_hash
 
-    return key if eval_precision(cfg) == "fp32" else stable_hash(key, "eval-bf16")
+    if eval_precision(cfg) == "fp32":
+        return key
+    from ..models.device import current as current_policy
+
+    return stable_hash(key, "eval-bf16-weights" if current_policy().device.type == "cpu" else "eval-bf16")
 
 
 @dataclass(frozen=True)

@@ -240,9 +240,9 @@ def token_logprobs(handle: ModelHandle, seqs: list[list[int]], max_tokens: int |
     import torch
 
     from ...models.batching import pad_batch, position_ids_for
-    from ...models.device import activation_bytes_per_token, autocast, model_device, token_budget
+    from ...models.device import activation_bytes_per_token, autocast, evaluation_model, model_device, token_budget
 
-    model = handle.model
+    model = evaluation_model(handle.model)
     model.eval()
     dev = model_device(model)
     lengths = [len(s) for s in seqs]
@@ -254,7 +254,7 @@ def token_logprobs(handle: ModelHandle, seqs: list[list[int]], max_tokens: int |
         for idx in length_batches(order, lengths, max_tokens):
             ids, mask = pad_batch([seqs[i] for i in idx], handle.pad_id)
             ids, mask = ids.to(dev), mask.to(dev)
-            with autocast(dev):
+            with autocast(dev, model=model):
                 logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids_for(mask)).logits
             logits = logits[:, :-1].float()
             lp = logits.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
@@ -281,9 +281,9 @@ def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list
     import torch
 
     from ...models.batching import decoder_and_head, pad_batch, position_ids_for
-    from ...models.device import activation_bytes_per_token, autocast, model_device, token_budget
+    from ...models.device import activation_bytes_per_token, autocast, evaluation_model, model_device, token_budget
 
-    model = handle.model
+    model = evaluation_model(handle.model)
     model.eval()
     dev = model_device(model)
     lengths = [len(b) for b in bodies]
@@ -295,7 +295,7 @@ def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list
     order = [i for i in sorted(range(len(bodies)), key=lambda i: lengths[i]) if lengths[i] >= 2]
     n_prefix = len(prefix)
     with torch.inference_mode():
-        with autocast(dev):
+        with autocast(dev, model=model):
             shared = model(input_ids=torch.tensor([prefix], device=dev), use_cache=True).past_key_values
         for idx in length_batches(order, lengths, max_tokens):
             ids, mask = pad_batch([bodies[i] for i in idx], handle.pad_id)
@@ -307,7 +307,7 @@ def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list
                                                     mask], dim=1), use_cache=True)
             keep = mask[:, 1:].bool()
             target = ids[:, 1:][keep]
-            with autocast(dev):
+            with autocast(dev, model=model):
                 if split is not None:
                     hidden = split[0](**kwargs).last_hidden_state[:, :-1][keep]
                     logits_of = lambda r0: split[1](hidden[r0 : r0 + 1024])  # noqa: E731
