@@ -42,7 +42,8 @@ from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import encode
 from privleak.models.device import ComputePolicy, resolve_train_precision, use_policy
 from privleak.accountants import steps_for
-from privleak.models.dp_train import DPSettings, _calibrated_sigma, train_dp
+from privleak.models.dp_sigma import calibrated_sigma as _calibrated_sigma
+from privleak.models.dp_train import DPSettings, train_dp
 from privleak.models.handle import clone_model
 from privleak.models.tokenizer import train_tokenizer
 from privleak.models.train import TrainSettings, train

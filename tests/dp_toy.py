@@ -5,7 +5,7 @@ random prefix: a linear map from a one-hot "prefix" row to ``W`` softmax heads o
 secret's words). Canary i's input is row i scaled by ``SCALE`` (its per-sample gradient is ~``SCALE``× the
 clip norm, so only clipping bounds it), its secret is W labels drawn uniformly — one of k = K^W values — and
 it is in the training data with probability ½; fillers (rows of their own, random labels) make up the rest.
-σ is calibrated by PrivLeak's accountant for the run's q and T (:func:`privleak.models.dp_train._calibrated_sigma`)
+σ is calibrated by PrivLeak's accountant for the run's q and T (:func:`privleak.models.dp_sigma.calibrated_sigma`)
 and the step is broken on purpose exactly as :func:`privleak.models.dp_train.broken_step` breaks it.
 
 Two implementations of the same DP-SGD (Poisson sampling at q, per-sample clipping to C, N(0, σ²C²) on the
@@ -39,7 +39,8 @@ from privleak.accountants import steps_for
 from privleak.audit.alarms import alarm_decision, canary_curves
 from privleak.audit.one_run import guess_counts, reconstruction_counts
 from privleak.audit.verdicts import _canary_tests, _whitebox_test
-from privleak.models.dp_train import _NO_CLIP, DPSettings, _calibrated_sigma, broken_step
+from privleak.models.dp_sigma import calibrated_sigma as _calibrated_sigma
+from privleak.models.dp_train import _NO_CLIP, DPSettings, broken_step
 from privleak.results import OneRunCandidate, OneRunEpsilon, OneRunReconstruction, Privacy, ReconstructionCandidate
 
 M = 400  # audit canaries (about 200 included)

@@ -13,7 +13,7 @@ from opacus import GradSampleModule
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 
-from privleak.models import dp_train, ghost_norms
+from privleak.models import ghost_norms
 from privleak.accountants import epsilon_prv
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import (
@@ -196,7 +196,9 @@ def _run(handle, **over):
 @pytest.fixture
 def calibrate_once(monkeypatch):
     """σ's calibration is a pure function of (ε, δ, q, T); computing it once per test keeps runs fast."""
-    monkeypatch.setattr(dp_train, "calibrate_sigma", functools.lru_cache(dp_train.calibrate_sigma))
+    from privleak.models import dp_sigma
+
+    monkeypatch.setattr(dp_sigma, "calibrate_sigma", functools.lru_cache(dp_sigma.calibrate_sigma))
 
 
 def test_fast_paths_report_the_same_epsilon_as_the_reference(tiny_handle, calibrate_once):

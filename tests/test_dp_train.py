@@ -122,7 +122,7 @@ def test_micro_batched_step_equals_one_big_batch(tiny_handle):
 def test_calibrated_sigma_is_remembered_and_is_the_accountants(monkeypatch, tmp_path):
     """σ's calibration is a pure function of (ε, δ, q, T, accountant): asked twice, the second answer comes from
     the model cache and is the same number; another question is calibrated afresh."""
-    from privleak.models import dp_train
+    from privleak.models import dp_sigma
     from privleak.accountants import calibrate_sigma
 
     monkeypatch.setenv("PRIVLEAK_CACHE", str(tmp_path))
@@ -132,10 +132,10 @@ def test_calibrated_sigma_is_remembered_and_is_the_accountants(monkeypatch, tmp_
         calls.append(kwargs)
         return calibrate_sigma(*args, **kwargs)
 
-    monkeypatch.setattr(dp_train, "calibrate_sigma", spy)
-    first = dp_train._calibrated_sigma(4.0, 1e-3, 0.1, 50, "rdp")
-    again = dp_train._calibrated_sigma(4.0, 1e-3, 0.1, 50, "rdp")
-    other = dp_train._calibrated_sigma(4.0, 1e-3, 0.1, 60, "rdp")
+    monkeypatch.setattr(dp_sigma, "calibrate_sigma", spy)
+    first = dp_sigma.calibrated_sigma(4.0, 1e-3, 0.1, 50, "rdp")
+    again = dp_sigma.calibrated_sigma(4.0, 1e-3, 0.1, 50, "rdp")
+    other = dp_sigma.calibrated_sigma(4.0, 1e-3, 0.1, 60, "rdp")
     assert first == again == calibrate_sigma(target_epsilon=4.0, delta=1e-3, sample_rate=0.1, steps=50, accountant="rdp")
     assert other == calibrate_sigma(target_epsilon=4.0, delta=1e-3, sample_rate=0.1, steps=60, accountant="rdp") != first
     assert len(calls) == 2 and list((tmp_path / "sigma").glob("*.json"))

@@ -13,7 +13,8 @@ from privleak.arms import parse_arm
 from privleak.config import build_config
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import Encoded
-from privleak.models.dp_train import DPSettings, public_sample_rate, train_dp
+from privleak.models.dp_sigma import public_sample_rate
+from privleak.models.dp_train import DPSettings, train_dp
 from privleak.pipeline.training import arm_settings
 
 

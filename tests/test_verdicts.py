@@ -57,7 +57,7 @@ def test_dp_violation_is_loud_and_never_recommended(results):
     # claim is made whole — σ for ε = 1 at the arm's q and T — since the f-DP routes test the accountant's
     # curve of σ, q and T; and α is split over the three alarm routes of each arm, at which Steinke's test
     # alone (p ≈ 0.017 at m = 100) no longer rejects.
-    from privleak.models.dp_train import _calibrated_sigma
+    from privleak.models.dp_sigma import calibrated_sigma as _calibrated_sigma
 
     p = arm.privacy
     p.epsilon, p.epsilon_record = 1.0, None

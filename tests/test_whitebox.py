@@ -1,4 +1,4 @@
-"""The white-box route's statistics and test (privleak.audit.alarms.whitebox_*), without training: a hand-computed
+"""The white-box route's statistics and test (privleak.audit.whitebox), without training: a hand-computed
 case, its false-alarm rate at the claim's boundary and inside it, and its power against a step noised below σ."""
 
 from __future__ import annotations
@@ -9,14 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privleak.audit.alarms import (
-    ALARM_ROUTES,
-    alarm_decision,
-    noiseless,
-    whitebox_alarm_test,
-    whitebox_p_value,
-    whitebox_statistic,
-)
+from privleak.audit.alarms import ALARM_ROUTES, alarm_decision
+from privleak.audit.whitebox import noiseless, whitebox_alarm_test, whitebox_p_value, whitebox_statistic
 
 
 def _check(n: np.ndarray, y: np.ndarray, steps: int) -> dict:
@@ -86,7 +80,7 @@ def test_no_noise_and_no_clipping_are_caught_and_the_power_says_so():
     r, eps = correct.detectable(0.05)
     assert 1.0 < r < 1.5 and math.isfinite(eps)
     # the displayed bound: below the claim's ε when the claim holds, above it when refuted
-    from privleak.audit.alarms import _dpsgd_epsilon
+    from privleak.audit.alarms import dpsgd_epsilon as _dpsgd_epsilon
 
     claimed = _dpsgd_epsilon(0.1, 0.9, 40, "add_remove", 1e-5)
     assert correct.bound(0.05) < claimed < whitebox_alarm_test("a", no_clip, **kw).bound(0.05)

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from privleak.audit.alarms import whitebox_alarm_test, whitebox_statistic
+from privleak.audit.whitebox import whitebox_alarm_test, whitebox_statistic
 from privleak.models.base import BaseModelSpec, build_model
 from privleak.models.batching import Encoded
 from privleak.models.dp_train import DPSettings, train_dp

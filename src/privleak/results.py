@@ -171,7 +171,7 @@ class GradientCanaryCheck(Typed):
     canaries (``included`` of them in) read through every one of ``steps`` DP steps, in units of the claimed C, as
     the sufficient statistics S_nn = Σ N_i², S_ny = Σ N_i·y_i, S_yy = Σ y_i² (N_i: steps canary i joined; y_i:
     its summed noised reading); ``scale``: a canary's gradient norm over C. Judged by
-    :func:`privleak.audit.alarms.whitebox_alarm_test`."""
+    :func:`privleak.audit.whitebox.whitebox_alarm_test`."""
 
     canaries: int = Field(ge=3)
     included: int

@@ -54,13 +54,12 @@ from .alarms import (
     fdp_alarm_test,
     largest_unit,
     mu_gdp_diagnostic,
-    noiseless,
     one_run_alarm_test,
     reconstruction_alarm_test,
     unit_privacy,
-    whitebox_alarm_test,
 )
 from .one_run import dpsgd_mu_clt
+from .whitebox import noiseless, whitebox_alarm_test
 from . import wording
 from .recommend import recommend, recommendable, seed_label
 from ..attacks.registry import ATTACKS
@@ -115,7 +114,7 @@ def _canary_tests(name: str, p, one, curves) -> list[AlarmTest]:
 
 
 def _whitebox_test(name: str, p, check) -> AlarmTest:
-    """The white-box route of one DP arm (:func:`~.alarms.whitebox_alarm_test`) on ``check``'s statistics."""
+    """The white-box route of one DP arm (:func:`~.whitebox.whitebox_alarm_test`) on ``check``'s statistics."""
     return whitebox_alarm_test(name, check, p.sigma, p.sample_rate, p.max_grad_norm, p.delta)
 
 
@@ -183,7 +182,7 @@ def _perfect(one):
 def _power(results: AuditResults, decision) -> dict[str, AlarmPower]:
     """Per DP arm with alarm tests: its tests re-run on the reference's guesses (:func:`_reference`, else
     every guess right) at the levels its own tests were allotted (:func:`~.alarms.alarm_power`); its white-box
-    test on the readings of a step without noise or clipping (:func:`~.alarms.noiseless`)."""
+    test on the readings of a step without noise or clipping (:func:`~.whitebox.noiseless`)."""
     ref = _reference(results)
     out: dict[str, AlarmPower] = {}
     for name, arm in results.arms.items():

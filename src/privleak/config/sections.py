@@ -233,7 +233,7 @@ class DPConfig(_Strict):
     public_batch_size: int = Field(64, ge=1, le=L.MAX_BATCH)
     # White-box gradient canaries per DP arm (models.gradient_canaries): each on a coordinate no record touches,
     # clipped and noised by the arm's own step and read back every step, so the audit checks the step's clipping
-    # and noise against σ and C directly (audit.alarms.whitebox_alarm_test). 0: off. Costs m numbers per step.
+    # and noise against σ and C directly (audit.whitebox.whitebox_alarm_test). 0: off. Costs m numbers per step.
     gradient_canaries: int = Field(1000, ge=0, le=1_000_000)
     # Debugging the audit itself, deliberately undocumented in --help: arm name → "no_noise" | "no_clip"
     # breaks that DP arm's step while it still reports its target ε; the one-run audit must catch it.

@@ -162,7 +162,7 @@ class AuditHook:
         (default 1,000) each own a coordinate of a vector that joins the optimizer's parameters and that your
         model never reads, so your weights train as before (the noise generator draws those coordinates too);
         each joins a step with probability ½ and is clipped and noised by your optimizer. :meth:`finish` then
-        tests the step's clipping and noise against the claim (:func:`privleak.audit.alarms.whitebox_alarm_test`).
+        tests the step's clipping and noise against the claim (:func:`privleak.audit.whitebox.whitebox_alarm_test`).
         Flat clipping only (one ``max_grad_norm``)."""
         if not self.gradient_canaries:
             return

@@ -53,11 +53,9 @@ reference and the fast paths agree to float tolerance (``tests/test_dp_fast.py``
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import torch
@@ -67,7 +65,7 @@ from opacus.optimizers import DPOptimizerFastGradientClipping
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import PreTrainedModel
 
-from ..accountants import calibrate_sigma, epsilon_prv, epsilon_rdp, steps_for
+from ..accountants import steps_for
 from ..core.errors import UserError
 from ..core.progress import progress_bar
 from . import (
@@ -77,6 +75,7 @@ from . import (
 from .batching import (  # noqa: F401  (dp_train.micro_batches: the DP step's name for it)
     Encoded, head_trainable, micro_batches, pad_batch, per_sequence_nll, position_ids_for, sequence_nll)
 from .book_keeping import BookKeeping, unsupported_layers
+from .dp_sigma import calibrated_sigma, public_sample_rate, spent_epsilon
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 from .fp32_samplers import ensure_fp32_samplers
 from .gradient_canaries import GradientCanaries
@@ -193,29 +192,6 @@ def untie_output_embedding(model: PreTrainedModel) -> bool:
     return True
 
 
-_EPSILON = {"prv": epsilon_prv, "rdp": epsilon_rdp}
-
-
-def _spent_epsilon(engine: PrivacyEngine, settings: DPSettings, sample_rate: float) -> float:
-    """ε spent by the steps Opacus's accountant recorded, at the true sampling rate.
-
-    Two Opacus details make us recompute rather than call ``get_epsilon``:
-    its accountant records q = 1 / len(DP loader), which for some sizes is
-    1/(k−1) while the Poisson sampler really samples at 1/k (a slight
-    over-statement), and its PRV ``get_epsilon`` adds a looser default error
-    margin than the bound σ was calibrated with. We use the sampler's rate and
-    the very function σ was calibrated with, so "spent ≤ target" is checked
-    against one bound.
-    """
-    history = engine.accountant.history
-    sigmas = {float(s) for s, _, _ in history}
-    if len(sigmas) != 1:
-        raise RuntimeError(f"unexpected DP history {history}: one σ per run is assumed")
-    steps = sum(int(n) for _, _, n in history)
-    return float(_EPSILON[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigmas.pop(), steps=steps,
-                                               delta=settings.delta))
-
-
 def freeze_embeddings(model: PreTrainedModel) -> int:
     """Freeze every embedding table (token and position); returns how many weights.
 
@@ -297,40 +273,6 @@ def _logical_step(private, optimizer, ids: torch.Tensor, mask: torch.Tensor, max
     return total_loss / len(lengths)
 
 
-def _calibrated_sigma(target_epsilon: float, delta: float, q: float, steps: int, accountant: str) -> float:
-    """:func:`calibrate_sigma`, remembered in the model cache: the same (ε, δ, q, T, accountant) always give the
-    same σ, and the PRV search costs seconds (dp-8 and dp-8+scrub ask the same question). The key holds the
-    accounting code itself, so an edit to it never reads a stale σ."""
-    import hashlib
-    import json
-
-    from .. import accountants
-    from ..core.cache import cache_root
-
-    args = [float(target_epsilon), float(delta), float(q), int(steps), str(accountant)]
-    source = hashlib.sha256()
-    for file in sorted(Path(accountants.__file__).parent.rglob("*.py")):
-        source.update(file.read_bytes())
-    code = source.hexdigest()[:16]
-    key = hashlib.sha256(json.dumps([args, code, calibrate_sigma.__module__, calibrate_sigma.__qualname__]).encode())
-    path = cache_root() / "sigma" / f"{key.hexdigest()[:24]}.json"
-    try:
-        saved = json.loads(path.read_text())
-        if saved.get("args") == args:
-            return float(saved["sigma"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    sigma = calibrate_sigma(target_epsilon=target_epsilon, delta=delta, sample_rate=q, steps=steps, accountant=accountant)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"args": args, "sigma": sigma}))
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the whole new one
-    except OSError:
-        pass  # a read-only cache only costs the search next time
-    return float(sigma)
-
-
 def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id: int, max_length: int, desc: str = "dp-train",
              public: Encoded | None = None) -> tuple[PreTrainedModel, DPTrainLog]:
     """Fine-tune ``model`` with DP-SGD; returns the trained (unwrapped) model and its privacy log.
@@ -353,7 +295,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     else:  # q exactly as Opacus's DPDataLoader derives it from the plain loader
         sample_rate = 1 / len(loader)
     planned_steps = steps_for(sample_rate=sample_rate, epochs=settings.epochs)
-    sigma = _calibrated_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, settings.accountant)
+    sigma = calibrated_sigma(settings.target_epsilon, settings.delta, sample_rate, planned_steps, settings.accountant)
     full_model = None
     if settings.qlora:
         check_qlora(model_device(model))
@@ -397,9 +339,9 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
             log.losses.append(sum(epoch_losses) / max(1, len(epoch_losses)))
     log.steps = step
     if settings.debug_break is None:
-        log.epsilon = _spent_epsilon(engine, settings, sample_rate)
+        log.epsilon = spent_epsilon(engine, settings, sample_rate)
     else:  # the claim a broken library would make: the ε of the σ it calibrated
-        log.epsilon = float(_EPSILON[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigma, steps=step,
+        log.epsilon = float(_EPSILON_OF[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigma, steps=step,
                                                           delta=settings.delta))
     if canaries is not None:
         log.gradient_canaries = canaries.stats().as_dict()
@@ -542,17 +484,6 @@ def prepare_trainable(model: PreTrainedModel, settings: DPSettings) -> PreTraine
     elif settings.grad_sample_mode == "ghost":
         untie_output_embedding(model)
     return model
-
-
-def public_sample_rate(expected_batch: int, data_size: int) -> float:
-    """q = B / N for Poisson sampling, from the expected batch B and the data size N the recipe was made for.
-
-    Both are public (the config's sizes), so q, the steps T = E·⌊1/q⌋ and the σ calibrated for them are the
-    same whichever records a run's random draws put in the data (issue 37: q = 1/⌈N/B⌉ moved with the
-    one-run canaries each audit includes at random)."""
-    if expected_batch < 1 or data_size < 1:
-        raise UserError(f"DP-SGD needs a positive batch and data size, got B = {expected_batch}, N = {data_size}")
-    return min(1.0, expected_batch / data_size)
 
 
 def make_private(model, optimizer, loader, sigma: float, settings: DPSettings, sample_rate: float | None = None):

@@ -21,7 +21,7 @@ N_i the steps it joined (known: drawn here), α one inclusion's contribution (1 
 the noise's standard deviation per step (σ for the mechanism the accountant analysed). What the mechanism's
 privacy depends on is the ratio τ/α, its effective noise multiplier: the accountant's ε holds when τ/α ≥ σ.
 The statistics kept (:class:`GradientCanaryStats`, sufficient for α and τ) are judged in
-:func:`privleak.audit.alarms.whitebox_alarm_test`.
+:func:`privleak.audit.whitebox.whitebox_alarm_test`.
 
 What this sees: a step that clips above its claimed bound, or adds less noise than σ·C, whatever the cause
 (a wrong noise multiplier handed to the optimiser, clipping switched off, a noise draw skipped). What it does

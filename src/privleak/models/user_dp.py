@@ -68,8 +68,8 @@ from .book_keeping import unsupported_layers
 from .device import autocast, current, model_device, oom_as_error, training_kernels
 from .frozen_prefix import frozen_prefix
 from .gradient_canaries import GradientCanaries
-from .dp_train import (DPSettings, _calibrated_sigma, dp_token_budget, prepare_trainable, public_sample_rate,
-                       train_dp)
+from .dp_sigma import calibrated_sigma, public_sample_rate
+from .dp_train import DPSettings, dp_token_budget, prepare_trainable, train_dp
 from .lora import AUTO, merge_lora
 from .person_clip import PersonBookKeeping
 from .public_grad import PublicTerm
@@ -280,7 +280,7 @@ def train_user_dp(model: PreTrainedModel, data: Encoded, settings: UserDPSetting
     n_people = len(people)
     q = public_sample_rate(s.expected_batch_size, s.public_units or n_people)
     steps = steps_for(sample_rate=q, epochs=s.epochs)
-    sigma = _calibrated_sigma(s.target_epsilon, s.delta, q, steps, s.accountant)
+    sigma = calibrated_sigma(s.target_epsilon, s.delta, q, steps, s.accountant)
     torch.manual_seed(s.seed)
     model = prepare_trainable(model, _dp_settings(s))
     if bad := unsupported_layers(model):
