@@ -14,6 +14,10 @@ OUT    ?= runs/default
 # pytest-xdist workers for `make test`, one torch thread each (tests/conftest.py groups the tests that share an
 # audit onto one worker); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
+# Python's bytecode caches on, whatever the environment says: a machine that sets PYTHONDONTWRITEBYTECODE makes
+# every test process recompile the edited sources and pytest re-rewrite every test module's asserts, 2 s of each
+# worker's start (`make test-fast`, 2026-12-06). The caches go to __pycache__/, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install run test test-fast docs bench clean
 

@@ -64,13 +64,24 @@ HEAVY = frozenset({
     "test_budget_units", "test_fdp_seeds", "test_release", "test_guard_pool",
     # schemathesis and a guard app built at import: 5.8 s of every worker's collection.
     "test_guard_contract",
+    # A real guard server started and stopped (4.2 s): a service test, not a unit's.
+    "test_guard_service",
 })
 
 #: Single tests of otherwise quick modules that take seconds each (`make test-fast --durations`, 2026-12-06): the
-#: scrubber's cross-person check over two whole corpora, the Monte Carlo oracle of direct group accounting.
+#: scrubber's cross-person check over two whole corpora, the Monte Carlo oracle of direct group accounting; a toy
+#: kind run through an audit and an attack on GGUF files (audits, in all but name); the refusals replayed in real
+#: console-script processes (4.2 s; the same refusals stay in the fast tier in-process); the ledger's
+#: dp_accounting oracle (the accountants' own oracle of the same composition stays); dp + scrub's person stamp
+#: (Presidio over a corpus).
 HEAVY_TESTS = frozenset({
     "test_scrub::test_scrubbing_never_writes_another_persons_value_into_a_record",
     "test_accountants::test_direct_group_epsilon_many_steps_against_monte_carlo",
+    "test_plugins::test_toy_arm_kind_runs_through_the_audit",
+    "test_gguf::test_attack_a_gguf_target_with_a_gguf_reference",
+    "test_bad_inputs::test_refused_by_a_real_process_before_torch_is_imported",
+    "test_ledger::test_three_trainings_compose_as_dp_accounting_says",
+    "test_unit_stamp::test_dp_plus_scrub_guarantees_a_person_what_dp_does",
 })
 
 #: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or
