@@ -211,6 +211,8 @@ XDIST_GROUPS = {
     "small": ("test_pipeline_e2e", "test_thread_agreement", "test_process_executor", "test_ray_executor"),  # SMALL
     "all-arms": ("test_no_pii_leaks", "test_report", "test_report_browser", "test_utility", "test_verdicts"),
     "extras": ("test_release", "test_dp_weights"),
+    # Presidio and spaCy load once per process (2.3 s): the modules that load them share a worker.
+    "presidio": ("test_pii", "test_scrub", "test_arm_data", "test_unit_stamp", "test_guard"),
 }
 #: The groups that take longest, in the order xdist starts them, so no worker is left alone with a long one at
 #: the end (from `make test --durations`; the rest follow in collection order).
