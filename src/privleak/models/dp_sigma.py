@@ -60,7 +60,11 @@ def calibrated_sigma(target_epsilon: float, delta: float, q: float, steps: int, 
     return float(sigma)
 
 
-_EPSILON_OF = {"prv": epsilon_prv, "rdp": epsilon_rdp}
+def epsilon_of(accountant: str, *, sample_rate: float, noise_multiplier: float, steps: int, delta: float) -> float:
+    """ε at ``delta`` of ``steps`` Poisson-subsampled Gaussian steps, by the accountant σ is calibrated with
+    (``prv`` or ``rdp``)."""
+    fn = {"prv": epsilon_prv, "rdp": epsilon_rdp}[accountant]
+    return float(fn(sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, delta=delta))
 
 
 def spent_epsilon(engine: Any, settings: Any, sample_rate: float) -> float:
@@ -79,5 +83,5 @@ def spent_epsilon(engine: Any, settings: Any, sample_rate: float) -> float:
     if len(sigmas) != 1:
         raise RuntimeError(f"unexpected DP history {history}: one σ per run is assumed")
     steps = sum(int(n) for _, _, n in history)
-    return float(_EPSILON_OF[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigmas.pop(), steps=steps,
-                                               delta=settings.delta))
+    return epsilon_of(settings.accountant, sample_rate=sample_rate, noise_multiplier=sigmas.pop(), steps=steps,
+                      delta=settings.delta)

@@ -75,7 +75,7 @@ from . import (
 from .batching import (  # noqa: F401  (dp_train.micro_batches: the DP step's name for it)
     Encoded, head_trainable, micro_batches, pad_batch, per_sequence_nll, position_ids_for, sequence_nll)
 from .book_keeping import BookKeeping, unsupported_layers
-from .dp_sigma import calibrated_sigma, public_sample_rate, spent_epsilon
+from .dp_sigma import calibrated_sigma, epsilon_of, public_sample_rate, spent_epsilon
 from .device import activation_bytes_per_token, autocast, current, model_device, oom_as_error, token_budget, training_kernels
 from .fp32_samplers import ensure_fp32_samplers
 from .gradient_canaries import GradientCanaries
@@ -341,8 +341,8 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
     if settings.debug_break is None:
         log.epsilon = spent_epsilon(engine, settings, sample_rate)
     else:  # the claim a broken library would make: the ε of the σ it calibrated
-        log.epsilon = float(_EPSILON_OF[settings.accountant](sample_rate=sample_rate, noise_multiplier=sigma, steps=step,
-                                                          delta=settings.delta))
+        log.epsilon = epsilon_of(settings.accountant, sample_rate=sample_rate, noise_multiplier=sigma, steps=step,
+                                 delta=settings.delta)
     if canaries is not None:
         log.gradient_canaries = canaries.stats().as_dict()
     optimizer.zero_grad(set_to_none=True)
