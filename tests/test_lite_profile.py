@@ -166,3 +166,42 @@ def test_cpu_bf16_evaluation_keys_differ_from_the_autocast_ones():
     assert key not in ("k", stable_hash("k", "eval-bf16"))
     with use_policy(make_policy("cpu", "fp32")):
         assert evaluated_key("k", build_config({"profile": "lite", "compute": {"precision": "fp32"}})) == "k"
+
+
+@pytest.mark.parametrize("corpus", ["forum", "email"])
+def test_bf16_copy_on_texts_of_other_generators(tiny_handle, corpus):
+    """Long free text from the forum and e-mail generators (not the clinical one the profile was sized on): the bf16
+    copy scores them near fp32 and exactly as the copy run directly, the fp32 window pass is untouched, and sampling
+    from their prefixes returns what was asked."""
+    import copy
+    import sys
+    from pathlib import Path
+
+    from test_tree_llama import _handle
+
+    from privleak.models.generation import GenerationSettings, generate
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from corpora.email import build_email_corpus
+    from corpora.forum import build_forum_corpus
+
+    rows = (build_forum_corpus(n=12, seed=5) if corpus == "forum" else build_email_corpus(n=12, seed=5))
+    texts = [r["text"] for r in rows][:8]
+    h = _handle(tiny_handle, "llama")
+    with use_policy(make_policy("cpu", "fp32")):
+        s32 = score_texts(h, texts, moments=True, desc="fp32")
+        w32 = shared_prefix_nll(h, texts, desc="fp32")
+    with use_policy(make_policy("cpu", "bf16")):
+        s16 = score_texts(h, texts, moments=True, desc="bf16")
+        w16 = shared_prefix_nll(h, texts, desc="bf16")
+        outs = generate(h, [t[:40] for t in texts], GenerationSettings(max_new_tokens=5, greedy=False,
+                                                                         num_return_sequences=3, batch_size=4))
+        low = dev.evaluation_model(h.model)
+    direct = copy.copy(h)
+    direct.model = low
+    with use_policy(make_policy("cpu", "fp32")):
+        np.testing.assert_array_equal(score_texts(direct, texts, moments=True, desc="copy").logprob, s16.logprob)
+    assert not np.array_equal(s16.nll(), s32.nll())
+    np.testing.assert_allclose(s16.nll(), s32.nll(), atol=0.01)  # the same model, rounded (seen: ≤ 8e-4)
+    np.testing.assert_array_equal(w16, w32)
+    assert [len(o) for o in outs] == [3] * len(texts) and all(isinstance(c, str) for o in outs for c in o)
