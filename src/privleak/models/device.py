@@ -216,6 +216,12 @@ _EVAL_COPIES: weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple[tuple[int, 
     weakref.WeakKeyDictionary())
 
 
+def evaluates_on_bf16_copy(device: torch.device) -> bool:
+    """Whether bf16 evaluation on ``device`` runs on a bf16 copy of the weights (:func:`evaluation_model`; the
+    CPU) rather than under autocast (CUDA). The evaluation keys name which (``pipeline.audit.evaluated_key``)."""
+    return device.type == "cpu"
+
+
 def evaluation_model(model: torch.nn.Module) -> torch.nn.Module:
     """The module an evaluation pass (scoring, generation) runs: ``model`` itself, or — when the policy evaluates in
     bf16 and ``model`` is an fp32 model on the CPU — a bf16 copy of it, made once and remade when a weight changes.
@@ -228,7 +234,7 @@ def evaluation_model(model: torch.nn.Module) -> torch.nn.Module:
     fused kernel and device memory the scarcer resource: there the model runs as it is. Quantised or already
     reduced-precision models run as they are too. Passes that need fp32 (exposure ranks, PII windows) set an fp32
     policy and so get ``model``."""
-    if current().autocast_dtype != torch.bfloat16 or model_device(model).type != "cpu":
+    if current().autocast_dtype != torch.bfloat16 or not evaluates_on_bf16_copy(model_device(model)):
         return model
     params = list(model.parameters())
     if not params or any(p.dtype != torch.float32 for p in params):

@@ -56,8 +56,9 @@ def evaluated_key(key: str, cfg: AuditConfig) -> str:
     if eval_precision(cfg) == "fp32":
         return key
     from ..models.device import current as current_policy
+    from ..models.device import evaluates_on_bf16_copy
 
-    return stable_hash(key, "eval-bf16-weights" if current_policy().device.type == "cpu" else "eval-bf16")
+    return stable_hash(key, "eval-bf16-weights" if evaluates_on_bf16_copy(current_policy().device) else "eval-bf16")
 
 
 @dataclass(frozen=True)
