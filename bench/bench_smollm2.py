@@ -143,8 +143,11 @@ def policy_for(precision: str):
     return ComputePolicy(device=torch.device("cpu"), precision=precision, train_precision=precision)
 
 
-def dp_settings(prof: dict, n: int, batch: int, epochs: int):
-    """The smollm2 profile's DP-LoRA settings as its dp-8+lora arm builds them (arms.dp), on ``n`` records."""
+def dp_settings(prof: dict, n: int, batch: int, epochs: int, precision: str = "fp32"):
+    """The smollm2 profile's DP-LoRA settings as its dp-8+lora arm builds them (arms.dp), on ``n`` records.
+
+    ``precision`` bf16: the frozen base held in bf16, as the arm holds it where the CPU multiplies bf16
+    (``dp.lora_base: auto``); fp32: an fp32 base, the product on a CPU without bf16 units."""
     from privleak.config import build_config
     from privleak.models.dp_train import DPSettings
 
@@ -154,7 +157,8 @@ def dp_settings(prof: dict, n: int, batch: int, epochs: int):
     extra = {k: getattr(d, k) for k in ("lora_layers",) if hasattr(d, k) and k in fields}
     return DPSettings(target_epsilon=8.0, delta=1e-5, max_grad_norm=d.max_grad_norm, epochs=epochs,
                       expected_batch_size=batch, lr=d.lora_lr, lora_rank=d.lora_rank, lora_alpha=d.lora_alpha,
-                      grad_sample_mode=d.clipping, micro_batch_tokens=d.micro_batch_tokens, data_size=n, **extra)
+                      grad_sample_mode=d.clipping, micro_batch_tokens=d.micro_batch_tokens, data_size=n, **extra,
+                      **({"lora_base_bf16": True} if precision == "bf16" and "lora_base_bf16" in fields else {}))
 
 
 def run_stages(handle, texts: list[str], enc, args, precision: str) -> dict[str, tuple[Timing, float]]:
@@ -206,7 +210,7 @@ def run_stages(handle, texts: list[str], enc, args, precision: str) -> dict[str,
         work["LoRA"] = sub_tokens
         del model
 
-        settings = dp_settings(args.profile, len(sub), args.batch, args.dp_epochs)
+        settings = dp_settings(args.profile, len(sub), args.batch, args.dp_epochs, precision)
         with timed(times, "DP-LoRA"):
             train_dp(copy.deepcopy(base), sub, settings, pad_id=pad, max_length=handle.max_length, desc="DP-LoRA")
         work["DP-LoRA"] = sub_tokens * args.dp_epochs  # each epoch: every record once in expectation

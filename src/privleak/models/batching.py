@@ -29,6 +29,7 @@ from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
 
 from ..core.errors import UserError
 from . import frozen_prefix
+from .head_loss import linear_nll
 
 TEXT_FORMATS = ("privleak", "plain", "plain+eos")
 _PROBE = "privleak probe"
@@ -184,7 +185,8 @@ def sequence_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
     every position of a padded (batch, length, vocab) tensor: on the embedded model that is most of a step's
     memory traffic, on SmolLM2 (a 49,152-token vocabulary) a (batch, length, 49,152) fp32 array and its
     gradient. The same per-sequence means, summed in another order: equal to float tolerance
-    (``tests/test_train_fast.py``, ``tests/test_llama_fast.py``).
+    (``tests/test_train_fast.py``, ``tests/test_llama_fast.py``). The head and its loss run as one step
+    (:func:`~privleak.models.head_loss.linear_nll`) where nothing hooks the head.
 
     ``flat_head=False`` keeps the head's input (batch, length, width): per-sample clipping that hooks a
     *trainable* head (book-keeping, ``dp.train_output``) must see one row per sequence, not one per token.
@@ -202,8 +204,7 @@ def sequence_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
     else:
         hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
     keep = mask[:, 1:].bool()
-    logits = head(hidden[:, :-1][keep])
-    tok_nll = F.cross_entropy(logits.float(), ids[:, 1:][keep], reduction="none")
+    tok_nll = linear_nll(head, hidden[:, :-1][keep], ids[:, 1:][keep])
     rows = keep.nonzero()[:, 0]  # boolean indexing is row-major: token j of the flat list is in row rows[j]
     sums = torch.zeros(ids.shape[0], dtype=tok_nll.dtype, device=ids.device).index_add(0, rows, tok_nll)
     return sums / keep.sum(1).to(sums.dtype).clamp_min(1.0)

@@ -77,9 +77,20 @@ def bucketed_batches(lengths: list[int], batch_size: int, gen: torch.Generator, 
     return [batches[i] for i in perm]
 
 
+#: Devices whose fused AdamW kernel torch ships (torch.optim.AdamW(fused=True)).
+_FUSED_ADAMW = ("cpu", "cuda", "mps")
+
+
 def make_optimizer(model: PreTrainedModel, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over the trainable weights (Loshchilov & Hutter 2019), as one fused kernel where torch has one.
+
+    On a CPU torch's default AdamW is a loop of a dozen elementwise ops per tensor: for SmolLM2's 135 M weights
+    0.31 s a step against 0.09 fused, a fifth of a full fine-tuning step of 8 records (``bench/bench_smollm2.py``).
+    The update is the same; only the rounding order differs.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    fused = bool(params) and all(p.device.type in _FUSED_ADAMW and p.is_floating_point() for p in params)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
 
 
 def train(model: PreTrainedModel, data: Encoded, settings: TrainSettings, pad_id: int, desc: str = "train",
