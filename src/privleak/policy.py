@@ -29,6 +29,12 @@ def dp_recipe(n: int, epsilon: float) -> tuple[int, int]:
     return max(16, min(256, n // 5)), (30 if epsilon >= 4 else 15)
 
 
+#: The DP-LoRA recipe's steps: 20 epochs of q ≈ 1/12 at the size it was chosen at (pretrained_dp_recipe).
+PRETRAINED_DP_STEPS = 240
+#: ... and its batch: past ≈ 384 records a larger corpus keeps the batch and the steps and takes fewer epochs.
+PRETRAINED_DP_BATCH = 32
+
+
 def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 20) -> dict[str, Any]:
     """The DP-LoRA recipe for a pretrained checkpoint on a CPU: the ``dp`` settings (and ULS people per step) of
     the ``smollm2`` profile's ``dp-8+lora`` and ``dp-user-10+lora`` arms, for ``n_records`` training records
@@ -55,13 +61,22 @@ def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 20) -> dic
     * **LoRA r = 8, α = 16, on the top 8 of 30 layers** (``lora_layers``): 0.65 M trainable weights instead of
       2.4 M on all 30 (less noise norm), and the 22 frozen layers below run once per record instead of every
       epoch (``models.frozen_prefix``): an epoch costs ≈ 226 instead of ≈ 540 MFLOP per token;
-    * **C = 0.1**.
+    * **C = 0.1**;
+    * **a larger corpus keeps the batch (32) and the steps (≈ 240) and takes fewer epochs** (``epochs`` is then
+      the person-level arm's too, over people): at a fixed ε and T, σ falls with q (ε 8, δ 10⁻⁴, T 220: σ 0.98
+      at q = 32/371, 0.60 at 32/1,181), so each step's noise σC/B is smaller than at the size the recipe was
+      chosen at, for the same compute. q ≈ 1/12 at any size would grow the batch, hence every step's cost,
+      with the corpus (3.2× at 1,181 records) for a noise the chosen recipe did not need. Where the corpus
+      is smaller than ≈ 384 records nothing changes.
     """
-    def twelfth(n: int) -> int:  # n/12 rounded up to a multiple of 8
-        return max(8, 8 * math.ceil(n / 12 / 8))
+    def twelfth(n: int) -> int:  # n/12 rounded up to a multiple of 8, at most the chosen batch
+        return min(PRETRAINED_DP_BATCH, max(8, 8 * math.ceil(n / 12 / 8)))
 
-    return {"epochs": epochs, "batch_size": twelfth(n_records), "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 1e-2,
-            "lora_layers": 8, "max_grad_norm": 0.1, "people_per_step": twelfth(n_people)}
+    batch, people = twelfth(n_records), twelfth(n_people)
+    return {"epochs": min(epochs, max(1, round(PRETRAINED_DP_STEPS * batch / max(1, n_records)))),
+            "batch_size": batch, "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 1e-2, "lora_layers": 8,
+            "max_grad_norm": 0.1, "people_per_step": people,
+            "people_epochs": min(epochs, max(1, round(PRETRAINED_DP_STEPS * people / max(1, n_people))))}
 
 
 #: The smollm2 profile's: 300 members + 21 planted canary copies + ½ of 100 one-run canaries = 371 records;
@@ -158,8 +173,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "one_run": {"canaries": 100},
         "train": {"epochs": 3.0, "batch_size": 8, "lr": 1e-4, "layers": 8},
         "best": {"epochs": 3.0, "lr": 1e-4, "replay": 0.0, "validate_records": 16, "patience": 1},
-        "dp": {"epsilons": [8.0], **{k: v for k, v in PRETRAINED_DP.items() if k != "people_per_step"}},
-        "arm_options": {"dp-user": {"batch_size": PRETRAINED_DP["people_per_step"], "epochs": PRETRAINED_DP["epochs"],
+        "dp": {"epsilons": [8.0], **{k: v for k, v in PRETRAINED_DP.items() if not k.startswith("people_")}},
+        "arm_options": {"dp-user": {"batch_size": PRETRAINED_DP["people_per_step"],
+                                    "epochs": PRETRAINED_DP["people_epochs"],
                                     "records_per_person": 4}},
         "attacks": LITE_ATTACKS,
         "shadows": {"enabled": False},
