@@ -19,8 +19,38 @@ def test_the_profile_keeps_the_recipe_it_was_chosen_with():
     assert PRETRAINED_DP["batch_size"] == 32 and PRETRAINED_DP["epochs"] == 20
     assert PRETRAINED_DP["people_per_step"] == 32 and PRETRAINED_DP["people_epochs"] == 20
     prof = PROFILES["smollm2"]
-    assert prof["dp"]["epochs"] == 20 and prof["dp"]["batch_size"] == 32
-    assert prof["arm_options"]["dp-user"] == {"batch_size": 32, "epochs": 20, "records_per_person": 4}
+    assert prof["dp"]["recipe"] == "pretrained"
+    assert "epochs" not in prof["dp"] and "batch_size" not in prof["dp"]  # resolved per arm, from its size
+    assert prof["arm_options"]["dp-user"] == {"records_per_person": 4}
+
+
+def _dp_settings(overrides: dict, n_members: int, arm: str = "dp-8+lora"):
+    from privleak.arms import parse_arm
+    from privleak.arms.registry import KINDS
+    from privleak.config import build_config
+
+    cfg = build_config(overrides, {"profile": "smollm2"})
+    spec = parse_arm(arm)
+    return KINDS[spec.kind].settings(cfg, spec, n_members)
+
+
+def test_the_profiles_dp_arm_resolves_the_recipe_from_its_size_with_the_key_it_had():
+    """At the profile's 321 members (+ 50 one-run canaries) the recipe resolves to the chosen 32 and 20, and the
+    arm's settings — its stage key — are those of the explicit batch and epochs the profile used to set."""
+    here = _dp_settings({}, 321)
+    assert (here.batch_size, here.epochs) == (32, 20)
+    explicit = _dp_settings({"dp": {"recipe": "sgd", "batch_size": 32, "epochs": 20}}, 321)
+    assert here.model_dump() == explicit.model_dump()
+    larger = _dp_settings({}, 1_141)
+    assert (larger.batch_size, larger.epochs) == (32, 6)
+    assert (_dp_settings({"dp": {"epochs": 9}}, 1_141).epochs) == 9  # a set value wins
+
+
+def test_the_person_level_arm_carries_the_recipe_into_its_key_only_where_it_is_not_the_default():
+    user = _dp_settings({}, 321, arm="dp-user-10+lora")
+    assert user.recipe == "pretrained" and user.batch_size is None and user.epochs is None
+    default = _dp_settings({"dp": {"recipe": "sgd"}}, 321, arm="dp-user-10+lora")
+    assert "recipe" not in default.model_dump()
 
 
 @pytest.mark.parametrize("n", [400, 800, 1_191, 5_000, 50_000])

@@ -344,3 +344,26 @@ def test_bad_settings_are_refused(tiny_handle):
         with pytest.raises(UserError, match=match):
             train_user_dp(clone_model(tiny_handle.model), data, _settings(**over), tiny_handle.pad_id,
                           tiny_handle.max_length, persons)
+
+
+@pytest.mark.parametrize("over", [{}, {"lora_rank": 2}])
+def test_the_person_level_step_is_adamw_on_the_noised_sum(tiny_handle, monkeypatch, over):
+    """The person-level loop steps its own AdamW (fused where torch has the kernel): the same run on a per-tensor
+    AdamW is the reference (the fused kernel under Opacus's optimizer did not learn: tests/test_dp_fast.py)."""
+    from privleak.models import user_dp
+
+    data, persons = _corpus(tiny_handle)
+    s = _settings(lr=1e-2, accountant="rdp", **over)
+    model, log = train_user_dp(clone_model(tiny_handle.model), data, s, tiny_handle.pad_id, tiny_handle.max_length,
+                               persons)
+
+    def per_tensor(m, lr, wd, fused=True):
+        return torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=lr, weight_decay=wd,
+                                 foreach=False)
+
+    monkeypatch.setattr(user_dp, "make_optimizer", per_tensor)
+    ref, ref_log = train_user_dp(clone_model(tiny_handle.model), data, s, tiny_handle.pad_id, tiny_handle.max_length,
+                                 persons)
+    assert log.losses == pytest.approx(ref_log.losses, rel=1e-5)
+    for (name, a), (_, b) in zip(ref.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=name)

@@ -69,19 +69,26 @@ def pretrained_dp_recipe(n_records: int, n_people: int, epochs: int = 20) -> dic
       with the corpus (3.2× at 1,181 records) for a noise the chosen recipe did not need. Where the corpus
       is smaller than ≈ 384 records nothing changes.
     """
-    def twelfth(n: int) -> int:  # n/12 rounded up to a multiple of 8, at most the chosen batch
-        return min(PRETRAINED_DP_BATCH, max(8, 8 * math.ceil(n / 12 / 8)))
+    batch, epochs_over_records = pretrained_dp_batch_epochs(n_records, epochs)
+    people, epochs_over_people = pretrained_dp_batch_epochs(n_people, epochs)
+    return {"epochs": epochs_over_records, "batch_size": batch, "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 1e-2,
+            "lora_layers": 8, "max_grad_norm": 0.1, "people_per_step": people, "people_epochs": epochs_over_people}
 
-    batch, people = twelfth(n_records), twelfth(n_people)
-    return {"epochs": min(epochs, max(1, round(PRETRAINED_DP_STEPS * batch / max(1, n_records)))),
-            "batch_size": batch, "lora_rank": 8, "lora_alpha": 16.0, "lora_lr": 1e-2, "lora_layers": 8,
-            "max_grad_norm": 0.1, "people_per_step": people,
-            "people_epochs": min(epochs, max(1, round(PRETRAINED_DP_STEPS * people / max(1, n_people))))}
+
+def pretrained_dp_batch_epochs(n_units: int, epochs: int = 20) -> tuple[int, int]:
+    """(expected batch, epochs) of :func:`pretrained_dp_recipe` over ``n_units`` sampling units (records, or
+    people for a person-level arm): q ≈ 1/12 rounded up to a multiple of 8 and ``epochs`` epochs up to ≈ 384
+    units; past that a batch of 32 and ≈ 240 steps (fewer epochs). What ``dp.recipe: pretrained`` resolves an
+    arm's unset batch and epochs to, from the arm's own unit count."""
+    batch = min(PRETRAINED_DP_BATCH, max(8, 8 * math.ceil(n_units / 12 / 8)))
+    return batch, min(epochs, max(1, round(PRETRAINED_DP_STEPS * batch / max(1, n_units))))
 
 
 #: The smollm2 profile's: 300 members + 21 planted canary copies + ½ of 100 one-run canaries = 371 records;
 #: 242 member people + 50 one-run canaries = 292 people.
 PRETRAINED_DP = pretrained_dp_recipe(371, 292)
+#: What dp.recipe: pretrained resolves per arm, from the arm's own records or people.
+_RESOLVED_PER_ARM = ("epochs", "batch_size", "people_per_step", "people_epochs")
 
 
 #: Attack sizes for a 100 M+ model on a CPU (the ``lite`` and ``smollm2`` profiles; PII sizes: ``PiiSizes.small``).
@@ -173,10 +180,11 @@ PROFILES: dict[str, dict[str, Any]] = {
         "one_run": {"canaries": 100},
         "train": {"epochs": 3.0, "batch_size": 8, "lr": 1e-4, "layers": 8},
         "best": {"epochs": 3.0, "lr": 1e-4, "replay": 0.0, "validate_records": 16, "patience": 1},
-        "dp": {"epsilons": [8.0], **{k: v for k, v in PRETRAINED_DP.items() if not k.startswith("people_")}},
-        "arm_options": {"dp-user": {"batch_size": PRETRAINED_DP["people_per_step"],
-                                    "epochs": PRETRAINED_DP["people_epochs"],
-                                    "records_per_person": 4}},
+        # batch and epochs from the arm's own size (dp.recipe): the chosen 32 and 20 at this corpus's 371 records
+        # and 292 people, 32 and ≈ 240 steps on a larger one
+        "dp": {"epsilons": [8.0], "recipe": "pretrained",
+               **{k: v for k, v in PRETRAINED_DP.items() if k not in _RESOLVED_PER_ARM}},
+        "arm_options": {"dp-user": {"records_per_person": 4}},
         "attacks": LITE_ATTACKS,
         "shadows": {"enabled": False},
     },

@@ -16,7 +16,7 @@ from typing import Any
 from ..attacks.inputs import PUBLIC
 from ..config import resolve_delta
 from ..core.limits import MAX_EPSILON, MIN_EPSILON
-from ..policy import dp_recipe
+from ..policy import dp_recipe, pretrained_dp_batch_epochs
 from .base import ArmKind, FitContext, KindSettings
 from .common import data_settings, person_privacy
 from .inputs import ENCODE
@@ -78,13 +78,17 @@ class DP(ArmKind):
         delta, _ = resolve_delta(cfg, n_members)
         settings = {"kind": "dp", "target_epsilon": spec.param, "delta": delta, "lora": lora,
                     **cfg.dp.model_dump(mode="json", exclude={"epsilons", "delta", "debug_break", "lora_base",
-                                                              "lora_layers"}
+                                                              "lora_layers", "recipe"}
                                         | (set() if lora else _LORA_FIELDS)
                                         | (set() if cfg.dp.public_weight > 0 else _PUBLIC_FIELDS)),
                     "seed": cfg.seed, "data_defences": data_settings(cfg, spec)}
         if spec.name in cfg.dp.debug_break:  # only a broken arm's key (and train.json) carries it
             settings["debug_break"] = cfg.dp.debug_break[spec.name]
-        recipe_batch, recipe_epochs = dp_recipe(n_members, spec.param)
+        # The recipe enters the key through the batch and epochs it resolves to, as an explicit setting would.
+        if cfg.dp.recipe == "pretrained":
+            recipe_batch, recipe_epochs = pretrained_dp_batch_epochs(public_data_size(cfg, n_members))
+        else:
+            recipe_batch, recipe_epochs = dp_recipe(n_members, spec.param)
         settings["batch_size"] = settings["batch_size"] or recipe_batch
         settings["epochs"] = settings["epochs"] or recipe_epochs
         settings["data_size"] = public_data_size(cfg, n_members)

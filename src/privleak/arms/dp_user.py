@@ -94,7 +94,7 @@ class DPUserSettings(KindSettings):
     section's C, step, accountant and LoRA, and the audit canaries a training is expected to hold."""
 
     omitted = frozenset({"lora_rank", "lora_alpha", "lora_targets", "public_weight", "public_batch_size",
-                         "lora_layers"})
+                         "lora_layers", "recipe"})
 
     kind: str = "dp-user"
     target_epsilon: float
@@ -120,6 +120,7 @@ class DPUserSettings(KindSettings):
     public_weight: float | None = None
     public_batch_size: int | None = None
     lora_layers: int | None = None  # adapters in the top N decoder layers only (dp.lora_layers)
+    recipe: str | None = None  # dp.recipe where it is not the default: what an unset batch_size / epochs resolve to
 
 
 class DPUser(ArmKind):
@@ -157,6 +158,8 @@ class DPUser(ArmKind):
                 settings["lora_layers"] = dp.lora_layers
         if dp.public_weight > 0:
             settings.update(public_weight=dp.public_weight, public_batch_size=dp.public_batch_size)
+        if dp.recipe != "sgd":  # only then in the key: the default's arms keep the keys they had
+            settings["recipe"] = dp.recipe
         return DPUserSettings(**settings)
 
     def check(self, cfg, spec: ArmSpec, names: list[str]) -> None:
@@ -168,7 +171,7 @@ class DPUser(ArmKind):
         """User-level DP fine-tuning over the people of ``ctx.records`` (no early stopping, as ``dp``)."""
         from ..accountants import epsilons as accountant_epsilons
         from ..models.user_dp import UserDPSettings, person_labels, train_user_dp, user_dp_recipe
-        from ..policy import dp_recipe
+        from ..policy import dp_recipe, pretrained_dp_batch_epochs
 
         persons = person_labels(ctx.records)
         people, planted = unit_counts(ctx.records)
@@ -180,7 +183,9 @@ class DPUser(ArmKind):
         expected = s.expected_audit_canaries
         uls = s.method == "uls"
         public_units = (len(own) if uls else sum(min(k, n) for n in own.values())) + expected
-        if uls:
+        if s.recipe == "pretrained":  # over people (ULS) or kept records (ELS), the arm's own units
+            batch, epochs = pretrained_dp_batch_epochs(public_units)
+        elif uls:
             batch, epochs = user_dp_recipe(public_units, s.target_epsilon)
         else:
             batch, epochs = dp_recipe(public_units, s.target_epsilon)

@@ -198,8 +198,13 @@ class DPConfig(_Strict):
     epsilons: tuple[float, ...] = (1.0, 4.0, 8.0)
     delta: float | None = None  # None: 1 / (10 n), below 1/n as DP requires
     max_grad_norm: float = Field(1.0, gt=0, le=1e6)
-    epochs: int | None = Field(None, ge=1, le=L.MAX_EPOCHS)  # None: policy.dp_recipe(n, ε)
-    batch_size: int | None = Field(None, ge=1, le=L.MAX_BATCH)  # None: policy.dp_recipe(n, ε)
+    epochs: int | None = Field(None, ge=1, le=L.MAX_EPOCHS)  # None: the recipe's
+    batch_size: int | None = Field(None, ge=1, le=L.MAX_BATCH)  # None: the recipe's
+    # What an unset batch_size / epochs (and arm_options.dp-user's) resolve to, from the arm's own unit count:
+    # sgd — policy.dp_recipe (q ≈ 0.2, 15-30 epochs: the embedded model); pretrained —
+    # policy.pretrained_dp_recipe (LoRA on a pretrained checkpoint: q ≈ 1/12 and 20 epochs, past ≈ 384 units a
+    # batch of 32 and ≈ 240 steps), the smollm2 profile's.
+    recipe: Literal["sgd", "pretrained"] = "sgd"
     # 3e-3: chosen on the population split (never the members) among 1e-3 / 3e-3 / 1e-2 and LoRA at 5e-3
     # (docs/results/2026-11-25-figures-from-code.md). Adam's step is ~lr whatever the noise, so past 3e-3 the noise walk wins.
     lr: float = Field(3e-3, gt=0, le=L.MAX_LR)

@@ -305,7 +305,7 @@ def train_dp(model: PreTrainedModel, data: Encoded, settings: DPSettings, pad_id
         model, full_model = bf16_base(model), model
     model = prepare_trainable(model, settings)
     model.train()
-    optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
+    optimizer = make_optimizer(model, settings.lr, settings.weight_decay, fused=False)  # Opacus wraps it (make_optimizer)
     used_sigma, used = broken_step(settings, sigma)
     private, optimizer, criterion, loader, engine = make_private(
         model, optimizer, loader, used_sigma, used, sample_rate=sample_rate if settings.data_size is not None else None)

@@ -81,15 +81,19 @@ def bucketed_batches(lengths: list[int], batch_size: int, gen: torch.Generator, 
 _FUSED_ADAMW = ("cpu", "cuda", "mps")
 
 
-def make_optimizer(model: PreTrainedModel, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+def make_optimizer(model: PreTrainedModel, lr: float, weight_decay: float, fused: bool = True) -> torch.optim.Optimizer:
     """AdamW over the trainable weights (Loshchilov & Hutter 2019), as one fused kernel where torch has one.
 
     On a CPU torch's default AdamW is a loop of a dozen elementwise ops per tensor: for SmolLM2's 135 M weights
     0.31 s a step against 0.09 fused, a fifth of a full fine-tuning step of 8 records (``bench/bench_smollm2.py``).
     The update is the same; only the rounding order differs.
+
+    ``fused=False`` for an optimizer Opacus wraps (``dp_train``): under its ``DPOptimizer`` the fused kernel
+    did not learn — SmolLM2 DP-LoRA at the chosen recipe went from a loss of 4.8 to 6.3 in 20 epochs where the
+    per-tensor AdamW went to 2.6 (2026-12-06, docs/results/2026-12-06-deciding-size.md); the cause is not found.
     """
     params = [p for p in model.parameters() if p.requires_grad]
-    fused = bool(params) and all(p.device.type in _FUSED_ADAMW and p.is_floating_point() for p in params)
+    fused = fused and bool(params) and all(p.device.type in _FUSED_ADAMW and p.is_floating_point() for p in params)
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
 
 
