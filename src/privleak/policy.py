@@ -156,9 +156,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     # * 64 tokens per record (SmolLM2 splits digits one by one: a synthetic note is ~110 tokens, so the first
     #   half of most notes — the header with the patient's name, dates and identifiers — is trained on and
     #   attacked);
-    # * 300 / 300 / 64 member / non-member / population records: ~240 people a side for membership, whose
-    #   AUC then has a null standard error of ≈ 0.026 (a margin of ±0.05 against the control needs ≈ 650 a
-    #   side: 2.2× this corpus, ≈ 2.2× every scoring pass and training — past the hour on these cores);
+    # * 300 / 300 / 64 member / non-member / population records: 175 judged people a side for membership, whose
+    #   AUC then has a null standard error of ≈ 0.03 (a margin of ±0.05 against the control needs ≈ 650 a side:
+    #   bench/smollm2_decide.yaml, 1,120 records a side, 43.3 minutes on these cores with the DP arms' steps
+    #   kept by dp.recipe: docs/results/2026-12-06-deciding-size.md);
     # * every arm trains the top 8 of the 30 layers (train.layers, dp.lora_layers): the 22 below, the embedding
     #   and the tied head stay the checkpoint's and run once per record (models.frozen_prefix) — a training
     #   epoch then costs ≈ 283 instead of ≈ 807 MFLOP per token (full fine-tuning), ≈ 226 instead of ≈ 540
