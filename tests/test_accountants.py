@@ -148,8 +148,10 @@ def test_direct_accounting_falls_back_to_group_privacy_when_its_grid_cannot_fit(
     q, s, t = 0.1, 2.0, 5
     # A one-step limit that a 3-record group's mixture just fits and a 6-record group's does not.
     three = group.mixture_event(q, s, t, 3)
-    monkeypatch.setattr(pld, "MIXTURE_POINT_COST", grid.SINGLE_POINTS_MAX // three.single_points(three.max_vdi))
     kw = dict(sample_rate=q, noise_multiplier=s, steps=t, delta=1e-5)
+    # Asked first under the real limits: group_epsilon's memo must not hand that answer back under the narrow ones.
+    assert acc.group_epsilon(**kw, group_size=6).method == "direct"
+    monkeypatch.setattr(pld, "MIXTURE_POINT_COST", grid.SINGLE_POINTS_MAX // three.single_points(three.max_vdi))
     r = acc.group_epsilon(**kw, group_size=6)
     assert r.method == "conversion" and r.epsilon_direct is None and r.epsilon == r.epsilon_conversion
     with pytest.raises(UserError) as info:
@@ -303,6 +305,25 @@ def test_prv_grid_limit_states_the_steps_that_fit():
     assert prv.prv_grid_points([(1.0, 0.01, int(hi * 1.05))], 1e-5, prv.EPS_ERROR_MAX) > prv.PRV_POINTS_MAX
     # The PLD accountant alone handles a million steps at this σ.
     assert math.isfinite(acc.epsilon_pld(sample_rate=0.01, noise_multiplier=1.0, delta=1e-5, steps=10**6))
+
+
+@pytest.mark.parametrize("history,delta,eps_error", [
+    ([(1.0, 0.01, 1000)], 1e-5, 0.01),
+    ([(0.8, 0.1, 200)], 1e-6, 2e-3),
+    ([(1.2, 0.05, 300), (2.0, 0.2, 50)], 1e-5, 5e-3),  # two trainings composed
+])
+def test_prv_upper_is_opacus_own_prv_accountant_bit_for_bit(history, delta, eps_error):
+    """prv_upper builds Opacus's domain from the memo of its size check rather than letting Opacus size it
+    again (half of a PRV evaluation's cost): the same ε to the last bit, on a fresh memo and from it."""
+    from opacus.accountants import PRVAccountant
+
+    own = PRVAccountant()
+    own.history = list(history)
+    with prv.quiet_rdp(), np.errstate(divide="ignore"):
+        want = own.get_epsilon(delta, eps_error=eps_error)
+    prv._rdp_domain.cache_clear()
+    assert prv.prv_upper(history, delta, eps_error) == want
+    assert prv.prv_upper(history, delta, eps_error) == want
 
 
 def test_delta_below_the_pld_resolution_is_refused():

@@ -36,6 +36,7 @@ per-person cap, Charles et al. 2024).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Literal
@@ -46,6 +47,7 @@ from scipy.stats import binom
 from privleak.core.errors import UserError
 
 from .calibration import _bracket, _log_ratio, _quick_rdp_sigma, _root
+from . import pld as _pld
 from .grid import GridTooLarge, describe, largest_fitting
 from .pld import REL_ERR, PldEvent, adaptive_epsilon, check_pld_feasible, estimate_grid, gaussian_event, pld_epsilon
 from .rdp import opacus_rdp_curve
@@ -182,6 +184,19 @@ def group_epsilon(*, sample_rate: float, noise_multiplier: float, steps: int, de
     and the smaller (``method`` says which) as ``epsilon``. For ``group_size`` = 1 both are the
     record-level PLD ε."""
     q, s, t, d, k = _checked(sample_rate, noise_multiplier, steps, delta, group_size)
+    return _group_epsilon(q, s, t, d, k, _grid_limits())
+
+
+def _grid_limits() -> tuple[int, int, int]:
+    """The PLD grid limits in force: part of a memo's key, so a result computed under other limits (a test
+    narrows them) is never handed back."""
+    return _pld.SINGLE_POINTS_MAX, _pld.COMPOSED_POINTS_MAX, _pld.MIXTURE_POINT_COST
+
+
+# One audit asks the same person-level question in several places (the arm's person ε as it trains, the alarm's
+# unit claim as it judges): each answer costs about a second of PLD work, and GroupEpsilon is frozen.
+@functools.lru_cache(maxsize=256)
+def _group_epsilon(q: float, s: float, t: int, d: float, k: int, limits: tuple[int, int, int]) -> GroupEpsilon:
     eps_a, eps1, log_d1 = conversion(q, s, t, d, k)
     try:  # every grid is checked before it is allocated; one that cannot fit leaves (a)
         eps_b: float | None = direct(q, s, t, d, k)
@@ -221,7 +236,14 @@ def calibrate_group_sigma(*, target_epsilon: float, delta: float, sample_rate: f
     tol_f = real("tol", tol, "use a relative tolerance such as 1e-3")
     if not (1e-6 <= tol_f <= 0.1):
         raise UserError(f"tol={tol!r} is out of range; use a relative tolerance between 1e-6 and 0.1, e.g. 1e-3")
+    return _calibrate_group_sigma(target, d, q, t, k, tol_f, _grid_limits())
 
+
+# Every ELS training at one q, step count and cap asks for the same σ (an arm retrained on extra seeds for the
+# recommendation, in one process): a few seconds of mixture PLD each time.
+@functools.lru_cache(maxsize=64)
+def _calibrate_group_sigma(target: float, d: float, q: float, t: int, k: int, tol_f: float,
+                           limits: tuple[int, int, int]) -> float:
     def coarse(s: float) -> float:
         return _log_ratio(adaptive_epsilon([mixture_event(q, s, t, k)], d, GROUP_SEARCH_REL_ERR, math.inf), target)
 
