@@ -113,6 +113,8 @@ def _tiny_llama_on(tok, texts: list[str], out: Path) -> Path:
     """A tiny Llama over SmolLM2's vocabulary, fine-tuned here with plain ``tokenizer(text)``."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from privleak.models.batching import sequence_nll
+
     torch.manual_seed(0)
     end = tok.convert_tokens_to_ids("<|im_end|>")
     model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
@@ -130,7 +132,7 @@ def _tiny_llama_on(tok, texts: list[str], out: Path) -> Path:
             m = torch.zeros((len(batch), width), dtype=torch.long)
             for k, s in enumerate(batch):
                 x[k, :len(s)], m[k, :len(s)] = torch.tensor(s), 1
-            loss = model(input_ids=x, attention_mask=m, labels=x.masked_fill(m == 0, -100)).loss
+            loss = sequence_nll(model, x, m).mean()  # the product's loss: the head on real tokens only
             opt.zero_grad()
             loss.backward()
             opt.step()
