@@ -63,6 +63,53 @@ _TAIL_MASS = 1e-15  # dp_accounting's default tail truncation in self_compose an
 _ADJ = plm.AdjacencyType
 
 
+class _LevelMixture(plm.MixtureGaussianPrivacyLoss):
+    """dp_accounting's mixture-of-Gaussians privacy loss, its inverse's binary search run a level at a time.
+
+    The mixture's loss has no closed-form inverse, so dp_accounting bisects: one search for all the sorted losses
+    of a grid, splitting them at each midpoint's loss, recursively — a Python call and a ``privacy_loss`` per
+    node of that tree, hundreds of thousands per PMF, nearly all of a person-level ε's time. Here every node of
+    one depth is split at once: the same midpoints, the same comparisons (``loss < privacy_loss(mid)``) and the
+    same answers (``floor(hi / precision) · precision``), in numpy, so the PMF and every ε from it are
+    dp_accounting's bit for bit (``tests/test_accountants.py``), 5–20× sooner.
+    """
+
+    def _losses_at(self, x: np.ndarray) -> np.ndarray:
+        """``privacy_loss`` at each of ``x``: the same operations in the same order, one row per point."""
+        x_loss = self.sensitivities[None, :] * x[:, None] / (self._variance)
+        if self.adjacency_type == _ADJ.ADD:
+            return -np.logaddexp.reduce(self._precompute_privacy_loss_constants + x_loss, axis=1)
+        return np.logaddexp.reduce(self._precompute_privacy_loss_constants - x_loss, axis=1)
+
+    def _inverse_privacy_losses_with_range(self, privacy_losses, bounds, precision=1e-6):
+        losses = np.asarray(privacy_losses)  # non-decreasing (inverse_privacy_losses checks)
+        n = len(losses)
+        if n == 0:
+            return []
+        out = np.zeros_like(losses)
+        # The nodes of one depth: their ranges [lo, hi] and the slice [start, end) of losses each holds (a slice,
+        # because the losses are sorted and each split sends a prefix one way and the rest the other).
+        lo, hi = np.array([bounds[0]], dtype=float), np.array([bounds[1]], dtype=float)
+        start, end = np.array([0]), np.array([n])
+        while len(lo):
+            done = hi - lo <= precision
+            if done.any():
+                sizes = end[done] - start[done]
+                first = np.repeat(start[done] - np.cumsum(sizes) + sizes, sizes)
+                out[np.arange(sizes.sum()) + first] = np.repeat(np.floor(hi[done] / precision) * precision, sizes)
+                lo, hi, start, end = lo[~done], hi[~done], start[~done], end[~done]
+                if not len(lo):
+                    break
+            mid = (lo + hi) / 2
+            # Losses below the midpoint's loss lie at larger x: (mid, hi]; the rest in [lo, mid).
+            cut = np.clip(np.searchsorted(losses, self._losses_at(mid), side="left"), start, end)
+            lo, hi = np.concatenate([mid, lo]), np.concatenate([hi, mid])
+            start, end = np.concatenate([start, cut]), np.concatenate([cut, end])
+            keep = end > start
+            lo, hi, start, end = lo[keep], hi[keep], start[keep], end[keep]
+        return out
+
+
 @dataclass(frozen=True)
 class PldEvent:
     """One mechanism composed ``count`` times, in units of the clip norm (sensitivity 1).
@@ -83,8 +130,8 @@ class PldEvent:
         """The privacy losses whose PMFs one step builds (one per direction dp_accounting keeps)."""
         s = self.noise_multiplier
         if self.sensitivities:
-            return [plm.MixtureGaussianPrivacyLoss(s, list(self.sensitivities), list(self.probabilities),
-                                                   adjacency_type=a) for a in (_ADJ.REMOVE, _ADJ.ADD)]
+            return [_LevelMixture(s, list(self.sensitivities), list(self.probabilities), adjacency_type=a)
+                    for a in (_ADJ.REMOVE, _ADJ.ADD)]
         if self.replace:
             return [plm.GaussianPrivacyLoss(s, sampling_prob=self.sample_rate, adjacency_type=_ADJ.REPLACE)]
         directions = (_ADJ.REMOVE,) if self.sample_rate == 1.0 else (_ADJ.REMOVE, _ADJ.ADD)
@@ -123,10 +170,11 @@ class PldEvent:
 
     def build(self, vdi: float) -> pld_lib.PrivacyLossDistribution:
         """One step's PLD, with the calls and defaults dp_accounting's PLDAccountant makes."""
-        if self.sensitivities:
-            return pld_lib.from_mixture_gaussian_mechanism(
-                standard_deviation=self.noise_multiplier, sensitivities=list(self.sensitivities),
-                sampling_probs=list(self.probabilities), value_discretization_interval=vdi)
+        if self.sensitivities:  # pld_lib.from_mixture_gaussian_mechanism with its defaults, on _LevelMixture
+            pmfs = [pld_lib._create_pld_pmf_from_monotone_privacy_loss(  # noqa: SLF001
+                loss, pessimistic_estimate=True, value_discretization_interval=vdi, use_connect_dots=True)
+                for loss in self.losses()]
+            return pld_lib.PrivacyLossDistribution(*pmfs)
         from dp_accounting import NeighboringRelation
 
         relation = NeighboringRelation.REPLACE_ONE if self.replace else NeighboringRelation.ADD_OR_REMOVE_ONE
