@@ -76,6 +76,12 @@ HEAVY = frozenset({
 #: (Presidio over a corpus).
 HEAVY_TESTS = frozenset({
     "test_scrub::test_scrubbing_never_writes_another_persons_value_into_a_record",
+    # ≈ 2 s each (`make test-fast --durations`, 2026-12-06 evening): 4,000 simulated TOSTs at the margin,
+    # near-dedup over 10,000 records, σ calibrated at three budgets and at the E2E figures by three accountants.
+    "test_near_chance::test_tost_error_rate_at_the_margin",
+    "test_dedup::test_near_dedup_finds_the_one_near_duplicate_among_10k_records",
+    "test_accounting::test_calibrate_sigma_is_monotone",
+    "test_accounting::test_e2e_like_setting_pld_and_prv_need_less_noise_than_rdp",
     "test_accountants::test_direct_group_epsilon_many_steps_against_monte_carlo",
     "test_gguf::test_attack_a_gguf_target_with_a_gguf_reference",
     "test_bad_inputs::test_refused_by_a_real_process_before_torch_is_imported",
