@@ -57,8 +57,8 @@ def _rdp_domain(history: tuple[tuple[float, float, int], ...], delta_error: floa
     """L_rdp of Opacus's ``compute_safe_domain_size`` (which returns ``max(L_rdp, eps_error) + 3``), by the same
     RDP calls in the same order, so the domain built from it is bit-identical to Opacus's own. L_rdp does not
     depend on eps_error: one evaluation serves every margin, and the size check and the accountant share it.
-    It is most of a PRV evaluation's cost (Opacus's RDP at fractional orders, in Python): 0.35 s a call on
-    the suite's settings, where the grid and the FFT take tens of milliseconds."""
+    On the suite's settings it is most of a PRV evaluation's cost (Opacus's RDP at fractional orders, in
+    Python): ``bench/bench_accounting.py`` times prv_upper beside the domain sized twice."""
     from opacus.accountants import RDPAccountant
 
     total = sum(t for _, _, t in history)
