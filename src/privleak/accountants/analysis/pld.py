@@ -31,7 +31,9 @@ is coarsened (still a sound upper bound, only less tight); a grid that does
 not fit even at the coarsest width raises :class:`~.grid.GridTooLarge`.
 Where the limits are not reached, the arithmetic is exactly that of
 dp_accounting's ``PLDAccountant`` (same calls in the same order), so its
-figures are reproduced bit for bit.
+figures are reproduced bit for bit. The one substitution is the mixture's
+inverse privacy loss (:class:`_LevelMixture`): dp_accounting's binary search
+run a level at a time, the same answers sooner.
 """
 
 from __future__ import annotations
