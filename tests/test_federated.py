@@ -253,7 +253,9 @@ def test_federated_training_inside_ray_finishes_with_the_same_weights():
     """Inside a Ray cluster (the Ray executor's workers) Flower joined that cluster: two federated tasks
     holding both CPUs waited forever for their client actors, and the simulation's end shut the worker's Ray
     down. Two such tasks on a 2-CPU Ray now both finish, with the weights and losses of the run outside Ray,
-    and the cluster still runs tasks after them."""
+    and the cluster still runs tasks after them. That run outside Ray comes after the dropping-out tests' DP run
+    in this process (the module is one xdist group, run in file order): state a DP run left behind in a process
+    would show here as a difference from the fresh Ray workers' runs."""
     ray = pytest.importorskip("ray")
     from ray.exceptions import GetTimeoutError
 

@@ -189,7 +189,8 @@ def group_epsilon(*, sample_rate: float, noise_multiplier: float, steps: int, de
 
 def _grid_limits() -> tuple[int, int, int]:
     """The PLD grid limits in force: part of a memo's key, so a result computed under other limits (a test
-    narrows them) is never handed back."""
+    narrows them, on :mod:`.pld`) is never handed back. Only these three: no other constant the answer depends on
+    (the PLD accuracies, ``grid``'s own copies of the limits) is ever changed at run time."""
     return _pld.SINGLE_POINTS_MAX, _pld.COMPOSED_POINTS_MAX, _pld.MIXTURE_POINT_COST
 
 

@@ -142,19 +142,26 @@ def check_prv_feasible(history: History, delta: float, eps_error: float) -> floa
     return points
 
 
-def prv_upper(history: History, delta: float, eps_error: float, *, checked: bool = False) -> float:
-    """Opacus ``PRVAccountant.get_epsilon`` (the upper bound) for ``history``, grid checked first
-    (unless ``checked``: the caller just ran :func:`check_prv_feasible` with these arguments)."""
+@functools.cache
+def _accountant_class() -> type:
+    """Opacus's ``PRVAccountant`` with its domain from the memo the size check just filled (Opacus is imported
+    on first use only)."""
     from opacus.accountants import PRVAccountant
 
-    class Accountant(PRVAccountant):  # the domain from the memo the size check just filled
+    class Accountant(PRVAccountant):
         def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
             h = [(p.noise_multiplier, p.sample_rate, t) for p, t in zip(prvs, num_self_compositions)]
             return _domain(h, eps_error, delta_error)
 
+    return Accountant
+
+
+def prv_upper(history: History, delta: float, eps_error: float, *, checked: bool = False) -> float:
+    """Opacus ``PRVAccountant.get_epsilon`` (the upper bound) for ``history``, grid checked first
+    (unless ``checked``: the caller just ran :func:`check_prv_feasible` with these arguments)."""
     if not checked:
         check_prv_feasible(history, delta, eps_error)
-    acc = Accountant()
+    acc = _accountant_class()()
     acc.history = [(float(s), float(q), int(t)) for s, q, t in history]
     try:
         # Opacus sizes the PRV domain with an RDP bound (which warns about its
