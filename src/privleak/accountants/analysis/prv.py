@@ -32,7 +32,7 @@ import numpy as np
 from privleak.core.errors import UserError
 
 from .grid import GridTooLarge
-from .pld import SEARCH_REL_ERR, PldEvent, adaptive_epsilon, check_pld_feasible, pld_epsilon
+from .pld import PldEvent, adaptive_epsilon, check_pld_feasible, pld_epsilon
 from .rdp import QUICK_RDP_ORDERS, quiet_rdp, rdp_epsilon_composed
 from .validation import (PLD_DELTA_MIN, PLD_DELTA_REASON, check_delta, check_noise_multiplier, check_sample_rate,
     check_steps, real)
