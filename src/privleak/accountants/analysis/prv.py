@@ -77,26 +77,28 @@ def _history_key(history: History) -> tuple[tuple[float, float, int], ...]:
     return tuple((float(s), float(q), int(t)) for s, q, t in history)
 
 
+def _half_width_and_mesh(history: History, eps_error: float, delta_error: float) -> tuple[float, float]:
+    """Opacus's ``PRVAccountant._get_domain`` arithmetic: the domain [-L, L] with L = max(L_rdp, eps_error) + 3
+    (L_rdp from :func:`_rdp_domain`'s memo) and the mesh ``eps_error / sqrt(T·log(12/δ_err)/2)``."""
+    key = _history_key(history)
+    half_width = max(_rdp_domain(key, delta_error), eps_error) + 3
+    mesh = eps_error / np.sqrt(sum(t for _, _, t in key) * np.log(12 / delta_error) / 2)
+    return half_width, mesh
+
+
 def _domain(history: History, eps_error: float, delta_error: float):
     """Opacus's ``PRVAccountant._get_domain``, with L_rdp from :func:`_rdp_domain`'s memo."""
     from opacus.accountants.analysis.prv import Domain
 
-    key = _history_key(history)
-    half_width = max(_rdp_domain(key, delta_error), eps_error) + 3
-    mesh = eps_error / np.sqrt(sum(t for _, _, t in key) * np.log(12 / delta_error) / 2)
+    half_width, mesh = _half_width_and_mesh(history, eps_error, delta_error)
     return Domain.create_aligned(-half_width, half_width, mesh)
 
 
 def prv_grid_points(history: History, delta: float, eps_error: float) -> float:
-    """Size of the grid Opacus's PRVAccountant will allocate: mirrors
-    ``PRVAccountant._get_domain`` (opacus/accountants/prv.py): domain [-L, L]
-    from ``compute_safe_domain_size``, mesh ``eps_error / sqrt(T·log(12/δ_err)/2)``."""
-    delta_error = delta / 1000
-    key = _history_key(history)
-    half_width = max(_rdp_domain(key, delta_error), eps_error) + 3
-    total = sum(t for _, _, t in key)
-    mesh = eps_error / math.sqrt(total * math.log(12 / delta_error) / 2)
-    return 2 * half_width / mesh
+    """Size of the grid Opacus's PRVAccountant will allocate (δ_err = δ/1000, its default), without
+    allocating it."""
+    half_width, mesh = _half_width_and_mesh(history, eps_error, delta / 1000)
+    return float(2 * half_width / mesh)
 
 
 def _describe(history: History) -> str:
