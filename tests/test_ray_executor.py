@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Lines, comparable_results, interrupted_after_training
+from conftest import SMALL, Lines, comparable_results
 
 from privleak import pipeline
 from privleak.config import build_config
@@ -47,23 +47,36 @@ def _kill_first_attempt(root: Path, name: str, killed: list[int], stop: threadin
 
 @pytest.fixture(scope="module")
 def ray_run(tmp_path_factory):
-    """SMALL on a local Ray with 2 workers, one of them SIGKILLed while it trains dp-4."""
+    """SMALL on a local Ray with 2 workers: one of them SIGKILLed while it trains dp-4, Ctrl-C in the driver
+    (raised from its progress callback) once dp-4 has trained, then the rerun that finishes the audit."""
     out = tmp_path_factory.mktemp("ray")
     cfg = build_config({**SMALL, "executor": RAY})
-    lines, killed, stop = Lines(), [], threading.Event()
+    first, killed, stop = Lines(), [], threading.Event()
+
+    def stop_after_dp4(line: str) -> None:
+        first(line)
+        if f"✓ {KILLED}[" in line:  # finished, not cached
+            raise KeyboardInterrupt
+
     killer = threading.Thread(target=_kill_first_attempt, args=(out, KILLED, killed, stop), daemon=True)
     killer.start()
     try:
-        pipeline.run_audit(cfg, out, notify=lines, executor=make_executor(cfg.executor, notify=lines))
+        with pytest.raises(KeyboardInterrupt):
+            pipeline.run_audit(cfg, out, notify=stop_after_dp4, executor=make_executor(cfg.executor, notify=stop_after_dp4))
     finally:
         stop.set()
         killer.join()
-    assert not ray.is_initialized()  # the executor started Ray, so it shut it down
-    return out, lines, killed
+    assert not ray.is_initialized()  # the executor started Ray, so it shut it down, interrupted too
+    assert not (out / "results.json").exists()
+    finished = {json.loads(p.read_text())["key"] for p in (out / "stages").glob("*.json")}
+    lines = Lines()
+    pipeline.run_audit(cfg, out, notify=lines, executor=make_executor(cfg.executor, notify=lines))
+    assert not ray.is_initialized()
+    return out, first, lines, killed, finished
 
 
 def test_ray_run_writes_the_sequential_results(sequential_1thread_run, ray_run):
-    out, lines, _ = ray_run
+    out, _, lines, _, _ = ray_run
     assert any("local Ray, 2 workers" in ln for ln in lines)
     assert comparable_results(out) == comparable_results(sequential_1thread_run)
     # every stage marked with the same key, and the durations listed in the same (graph) order
@@ -77,36 +90,25 @@ def test_ray_run_writes_the_sequential_results(sequential_1thread_run, ray_run):
 
 
 def test_killed_worker_task_is_retried(ray_run):
-    out, lines, killed = ray_run
+    out, first, _, killed, _ = ray_run
     assert killed, "the killer never saw train/dp-4 running mid-task"
-    assert any(f"↻ {KILLED}" in ln and "attempt 2" in ln for ln in lines), lines
-    assert any(f"✓ {KILLED}" in ln and "attempt 2" in ln for ln in lines)
+    assert any(f"↻ {KILLED}" in ln and "attempt 2" in ln for ln in first), first
+    assert any(f"✓ {KILLED}" in ln and "attempt 2" in ln for ln in first)
     assert (out / "arms" / "dp-4" / "train.json").exists()
 
 
-QUICK = {**SMALL, "arms": ["baseline"], "attacks": {**SMALL["attacks"], "select": ["membership"]}}
-
-
-def test_stopped_driver_resumes_from_finished_tasks(tmp_path, sequential_1thread_run):
-    """Ctrl-C in the driver (here: raised from its progress callback once the arm is trained) cancels what
-    runs; the rerun redoes nothing that finished, on either executor, and gives the sequential figures."""
-    cfg = build_config({**QUICK, "executor": RAY})
-    interrupted_after_training(cfg, tmp_path)
-    assert not ray.is_initialized()
-    assert not (tmp_path / "results.json").exists()
-    finished = {json.loads(p.read_text())["key"] for p in (tmp_path / "stages").glob("*.json")}
-    assert (tmp_path / "stages" / "train_baseline.json").exists()
-
-    lines = Lines()
-    pipeline.run_audit(cfg, tmp_path, notify=lines, executor=make_executor(cfg.executor, notify=lines))
+def test_stopped_driver_resumes_from_finished_tasks(ray_run):
+    """Ctrl-C in the driver cancels what runs; the rerun redoes nothing that finished, on either executor, and
+    gives the sequential figures (the test above)."""
+    out, _, lines, _, finished = ray_run
     cached = [ln for ln in lines if "(cached)" in ln]
-    assert any("train/baseline (cached)" in ln for ln in cached)
+    assert any("train/baseline (cached)" in ln for ln in cached) and any(f"{KILLED} (cached)" in ln for ln in cached)
     assert len(cached) == len(finished)
-    assert not any("▶ train/" in ln or "✓ train/baseline (" in ln and "cached" not in ln for ln in lines)
+    assert not any(ln.startswith("▶ train/") for ln in lines)
     # the sequential executor reads the same markers: nothing left to do
-    lines = Lines()
-    pipeline.run_audit(build_config(QUICK), tmp_path, notify=lines)
-    assert not any(ln.startswith("▶") for ln in lines)
+    seq = Lines()
+    pipeline.run_audit(build_config(SMALL), out, notify=seq)
+    assert not any(ln.startswith("▶") for ln in seq)
 
 
 # ---------------------------------------------------------------- the graph and the requests (no Ray run)
