@@ -61,6 +61,24 @@ def test_whitespace_normalisation_both_sides(corpus):
     assert s == "a b" and list(pos) == [2, 3, 6]
 
 
+def test_normalise_ws_is_the_regex_substitution_with_positions():
+    """normalise_ws equals ``re.sub(r"\\s+", " ", text.strip())`` (how the index's corpus side normalises) on
+    texts of every kind of Unicode whitespace, accents, astral characters and a lone surrogate; each kept
+    character maps to its own position, and each space to the first character of its run."""
+    import re
+
+    rng = random.Random(5)
+    alphabet = list("ab c\t\n\r\x0b\x0c\x1c\x85\xa0\u1680\u2028\u202f\u3000é𝔸\ud800x")
+    texts = ["", " ", "a", " a ", "\u3000a\u2028\u2028b\x85"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(2_000)]
+    for text in texts:
+        s, pos = normalise_ws(text)
+        assert s == re.sub(r"\s+", " ", text.strip()), repr(text)
+        assert len(pos) == len(s) and all(np.diff(pos) > 0)
+        for ch, i in zip(s, pos.tolist()):
+            assert ch == text[i] or (ch == " " and text[i].isspace() and (i == 0 or not text[i - 1].isspace()))
+
+
 def test_windows_do_not_cross_texts():
     a, b = "x" * 30 + "A", "B" + "y" * 30
     idx = VerbatimIndex.build([a, b], window=50)

@@ -36,8 +36,10 @@ written before case folding existed load unchanged.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -49,22 +51,36 @@ _VERSION = np.uint64(2)
 _WS = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=1)
+def _is_space() -> np.ndarray:
+    """For every code point, whether ``\\s`` matches it in a str pattern (``str.isspace``; 29 of them in Python
+    3.11's Unicode): a table indexed by code point, 1.1 MB."""
+    table = np.zeros(sys.maxunicode + 1, dtype=bool)
+    table[[c for c in range(sys.maxunicode + 1) if chr(c).isspace()]] = True
+    return table
+
+
 def normalise_ws(text: str) -> tuple[str, np.ndarray]:
-    """Whitespace-collapsed text and, for each of its characters, the index in ``text``."""
-    out: list[str] = []
-    idx: list[int] = []
-    pos = 0
-    stripped_start = len(text) - len(text.lstrip())
-    body = text.strip()
-    for m in _WS.finditer(body):
-        out.append(body[pos : m.start()])
-        idx.extend(range(stripped_start + pos, stripped_start + m.start()))
-        out.append(" ")
-        idx.append(stripped_start + m.start())
-        pos = m.end()
-    out.append(body[pos:])
-    idx.extend(range(stripped_start + pos, stripped_start + len(body)))
-    return "".join(out), np.asarray(idx, dtype=np.int64)
+    """Whitespace-collapsed text and, for each of its characters, the index in ``text``.
+
+    ``_WS.sub(" ", text.strip())``, with positions: each run of whitespace becomes one space at the run's first
+    character. In numpy over the code points (a Python loop over the matches took 3 s for 10 MB).
+    """
+    codes = _codes(text)
+    space = _is_space()[codes]
+    word = ~space
+    if not word.any():
+        return "", np.empty(0, dtype=np.int64)
+    lo, hi = int(word.argmax()), len(word) - int(word[::-1].argmax())  # strip()
+    codes, space, keep = codes[lo:hi], space[lo:hi], word[lo:hi]
+    # and the first character of each run of whitespace (keep is a view of word: numpy reads overlapping
+    # operands of a ufunc as if copied first)
+    keep[1:] |= space[1:] & word[lo:hi - 1]
+    idx = np.flatnonzero(keep)
+    out = codes[idx]
+    out[space[idx]] = 32
+    idx += lo
+    return out.tobytes().decode("utf-32-le", "surrogatepass"), idx
 
 
 def _mix(codes: np.ndarray) -> np.ndarray:
