@@ -39,15 +39,21 @@ def _leaves():
     return [(p, c) for p, c in _tree() if not getattr(c, "commands", None)]
 
 
+#: Each command's rendered help, once per process: a hundred option tests read a dozen commands' help.
+_HELP: dict[tuple[str, ...], str] = {}
+
+
 def _help(argv: list[str], capsys, monkeypatch) -> str:
     from privleak.cli import main
 
-    monkeypatch.setenv("COLUMNS", "400")  # one line per option: a flag is never split by the wrapping
-    try:
-        main([*argv, "--help"])
-    except SystemExit as exc:
-        assert exc.code in (0, None), exc.code
-    return capsys.readouterr().out
+    if tuple(argv) not in _HELP:
+        monkeypatch.setenv("COLUMNS", "400")  # one line per option: a flag is never split by the wrapping
+        try:
+            main([*argv, "--help"])
+        except SystemExit as exc:
+            assert exc.code in (0, None), exc.code
+        _HELP[tuple(argv)] = capsys.readouterr().out
+    return _HELP[tuple(argv)]
 
 
 def _docs_text() -> str:
