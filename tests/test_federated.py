@@ -248,18 +248,16 @@ def _reference():
 
 
 def test_a_federated_run_is_a_function_of_its_seed():
-    """Two DP-FedAvg runs with one seed give bit-identical weights, losses and ε (issue 38): Flower's node ids are
-    random every run and its FedAvg draws with the process-wide ``random`` module, a Ray actor serves several
-    clients from one cached model, replies arrive in completion order, and the server adds noise — none of that
-    may reach the result beyond the seed. A fraction below 1 makes the client draw matter; another seed must
-    draw or train differently. The first run comes after the dropping-out tests' DP run in this process: state
-    a DP run left behind in a process would show here as a difference from the second run."""
+    """Another seed draws other clients, batches and noise: DP-FedAvg's weights differ (a fraction below 1 makes
+    the client draw matter). That the same seed gives bit-identical weights, losses and ε (issue 38: Flower's
+    node ids are random every run, its FedAvg draws with the process-wide ``random`` module, a Ray actor serves
+    several clients from one cached model, replies arrive in completion order) is the Ray test's below: its run
+    with this seed, in a fresh interpreter inside a Ray task, must equal this process's reference run, which
+    came after the dropping-out tests' DP run here (state a DP run left behind in a process would show)."""
     w1, log1 = _reference()
-    w2, log2 = _seeded_run(7, True)
-    assert log1.sampled == log2.sampled and log1.losses == log2.losses and log1.epsilon == log2.epsilon
-    assert all(torch.equal(w1[n], w2[n]) for n in w1)
-    w3, _ = _seeded_run(8, True)  # the comparison can fail: another seed draws other clients, batches and noise
+    w3, log3 = _seeded_run(8, True)
     assert any(not torch.equal(w1[n], w3[n]) for n in w1)
+    assert log1.epsilon == log3.epsilon  # the same rounds, rate and σ: the seed moves the draws, not the budget
 
 
 def test_federated_training_inside_ray_finishes_with_the_same_weights():
