@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import dp_accounting
 import numpy as np
@@ -260,11 +261,38 @@ def test_a_federated_run_is_a_function_of_its_seed():
     assert log1.epsilon == log3.epsilon  # the same rounds, rate and σ: the seed moves the draws, not the budget
 
 
+def test_fedavg_draws_the_same_clients_for_a_seed_whatever_the_node_ids():
+    """Federated averaging without DP (``SeededFedAvg``) draws its clients from its own seeded generator over the
+    clients in order (issue 38: Flower's FedAvg drew with the process-wide ``random`` module over node ids that
+    are random every run). Two simulations' node ids differ; the clients drawn for one seed may not. Another
+    seed draws others. (DP-FedAvg's Poisson draw is held by the seed and Ray tests above and below.)"""
+    from flwr.app import ArrayRecord, ConfigRecord
+
+    from privleak.models.federated import _strategy_classes
+
+    seeded_fedavg, _ = _strategy_classes()
+
+    def draws(seed: int, node_ids: list[int]) -> list[list[int]]:
+        strategy = seeded_fedavg(0.67, len(node_ids), seed)
+        strategy.nodes = node_ids  # client k's node, as the server sets it before round 1
+        strategy._construct_messages = lambda record, nodes, kind: list(nodes)  # the chosen nodes, unsent
+        return [[node_ids.index(n) for n in strategy.configure_train(r, ArrayRecord({}), ConfigRecord({}), None)]
+                for r in range(1, 7)]
+
+    rng = random.Random(0)
+    run_a, run_b = ([rng.getrandbits(63) for _ in range(5)] for _ in range(2))
+    assert draws(7, run_a) == draws(7, run_b)
+    assert all(len(chosen) == 3 for chosen in draws(7, run_a))  # int(0.67 · 5) clients a round
+    assert draws(8, run_a) != draws(7, run_a)
+
+
 def test_federated_training_inside_ray_finishes_with_the_same_weights():
     """Inside a Ray cluster (the Ray executor's workers) Flower joined that cluster: a federated task holding
     every CPU waited forever for its client actors (two tasks on two CPUs did), and the simulation's end shut
     the worker's Ray down. A task holding both CPUs of a 2-CPU Ray now finishes, with the weights, losses and ε
-    of the run outside Ray, and the cluster still runs tasks after it."""
+    of the run outside Ray, and the cluster still runs tasks after it. (Until 2026-12-06 two tasks of one CPU
+    each ran at once, which also showed two simulations' child interpreters, each with its own local Ray,
+    side by side on one node; one task holding every CPU deadlocked the same way and costs one simulation.)"""
     ray = pytest.importorskip("ray")
     from ray.exceptions import GetTimeoutError
 

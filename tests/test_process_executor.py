@@ -14,7 +14,7 @@ from conftest import SMALL, Lines, comparable_results, interrupted_after_trainin
 from privleak import pipeline
 from privleak.config import ExecutorConfig, build_config
 from privleak.core.errors import UserError
-from privleak.executors import make_executor, resolve_kind
+from privleak.executors import board, make_executor, resolve_kind
 from privleak.executors.processes import WORKER_MEMORY, ProcessExecutor, default_workers
 from privleak.pipeline.graph import Sequential
 
@@ -32,9 +32,13 @@ def process_run(tmp_path_factory):
     finished = {json.loads(p.read_text())["key"] for p in (out / "stages").glob("*.json")}
 
     def kill_worker(line: str) -> None:  # the first task this rerun starts: its worker dies
-        if line.startswith("▶ "):
-            info = json.loads(next((out / "stages" / ".running").glob("*.json")).read_text())
-            os.kill(int(info["pid"]), signal.SIGKILL)
+        if line.startswith("▶ ") and not killed:
+            info = board.read_claim(out, line.removeprefix("▶ ").split(" (")[0])
+            if info:  # gone: the task finished between the line and here; the next one is killed
+                os.kill(int(info["pid"]), signal.SIGKILL)
+                killed.append(int(info["pid"]))
+
+    killed: list[int] = []
 
     with pytest.raises(RuntimeError, match=r"a worker process died while running .*rerun the same command") as died:
         pipeline.run_audit(cfg, out, notify=kill_worker, executor=make_executor(cfg.executor, notify=kill_worker))

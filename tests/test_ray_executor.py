@@ -48,14 +48,15 @@ def _kill_first_attempt(root: Path, name: str, killed: list[int], stop: threadin
 @pytest.fixture(scope="module")
 def ray_run(tmp_path_factory):
     """SMALL on a local Ray with 2 workers: one of them SIGKILLed while it trains dp-4, Ctrl-C in the driver
-    (raised from its progress callback) once dp-4 has trained, then the rerun that finishes the audit."""
+    (raised from its progress callback) once both arms have trained, then the rerun that finishes the audit."""
     out = tmp_path_factory.mktemp("ray")
     cfg = build_config({**SMALL, "executor": RAY})
     first, killed, stop = Lines(), [], threading.Event()
 
     def stop_after_dp4(line: str) -> None:
         first(line)
-        if f"✓ {KILLED}[" in line:  # finished, not cached
+        # Both arms trained (finished, not cached): Ray promises no order between the baseline and dp-4's retry.
+        if all(any(f"✓ {name}[" in ln for ln in first) for name in ("train/baseline", KILLED)):
             raise KeyboardInterrupt
 
     killer = threading.Thread(target=_kill_first_attempt, args=(out, KILLED, killed, stop), daemon=True)
