@@ -103,6 +103,9 @@ HEAVY_TESTS = frozenset({
     "test_alarms::test_alarm_p_value_is_valid_on_exact_randomised_response",
     "test_alarms::test_diagnostic_family_rate_on_independent_scores",
     "test_stats::test_empirical_epsilon_never_exceeds_true_epsilon_gaussian",
+    # Six usage errors replayed in real console-script processes (3.9 s; like test_bad_inputs' real-process
+    # refusals above): the same cases stay in the fast tier in-process, and the real script's help with them.
+    "test_cli_usage_errors::test_the_console_script_refuses_in_one_line",
 })
 
 #: Fixtures whose value is a finished audit (or that start one): a test that requests any of them, directly or
