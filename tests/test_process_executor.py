@@ -31,14 +31,14 @@ def process_run(tmp_path_factory):
     interrupted_after_training(cfg, out)
     finished = {json.loads(p.read_text())["key"] for p in (out / "stages").glob("*.json")}
 
+    killed: list[int] = []
+
     def kill_worker(line: str) -> None:  # the first task this rerun starts: its worker dies
         if line.startswith("▶ ") and not killed:
             info = board.read_claim(out, line.removeprefix("▶ ").split(" (")[0])
             if info:  # gone: the task finished between the line and here; the next one is killed
                 os.kill(int(info["pid"]), signal.SIGKILL)
                 killed.append(int(info["pid"]))
-
-    killed: list[int] = []
 
     with pytest.raises(RuntimeError, match=r"a worker process died while running .*rerun the same command") as died:
         pipeline.run_audit(cfg, out, notify=kill_worker, executor=make_executor(cfg.executor, notify=kill_worker))
