@@ -13,7 +13,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from privleak.models import frozen_prefix as fp_mod
-from privleak.models.batching import Encoded, decoder_and_head, pad_batch, position_ids_for
+from privleak.models.batching import Encoded, pad_batch, position_ids_for
+from privleak.models.decoders import decoder_and_head
 from privleak.models.dp_train import DPSettings, train_dp
 from privleak.models.lora import add_lora, merge_lora
 from privleak.models.train import TrainSettings, train

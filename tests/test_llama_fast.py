@@ -2,7 +2,7 @@
 
 SmolLM2 is a Llama with a 49,152-token vocabulary, where the full (batch, length, vocab) logits dominate a
 scoring pass's memory and a training step's memory traffic. The models here are tiny random configs of each
-architecture :data:`~privleak.models.batching.FLAT_HEAD_TYPES` names (nothing downloaded): the flat path must
+architecture :data:`~privleak.models.decoders.FLAT_HEAD_TYPES` names (nothing downloaded): the flat path must
 give the per-sequence NLL, the gradients, the scoring pass's (log p, μ, σ²) and a DP-LoRA step's clipped
 sum that the model's own full-logit forward gives.
 """
@@ -24,7 +24,8 @@ from transformers import (
 )
 
 from privleak.attacks.scoring import _flat_token_stats, _generic_token_stats
-from privleak.models.batching import decoder_and_head, pad_batch, per_sequence_nll, position_ids_for, sequence_nll
+from privleak.models.batching import pad_batch, per_sequence_nll, position_ids_for, sequence_nll
+from privleak.models.decoders import decoder_and_head
 from privleak.models.book_keeping import BookKeeping
 from privleak.models.lora import add_lora
 

@@ -284,7 +284,7 @@ def test_the_blind_baseline_gate_keeps_membership_from_backing_any_claim():
     """Issue 45 item 5: where a model-free classifier beats a coin flip on the split and its interval reaches the
     arm's strongest membership attack, membership figures can neither find a leak nor make NEAR CHANCE or an
     empirical requirement."""
-    from privleak.audit.verdicts import decide
+    from privleak.audit.decisions import decide
     from privleak.results import BlindBaseline
 
     arms = {"scrub": _arm("best", 0.8, None, seed=7), "leaky": _arm("best", 0.9, None, leak=0.5, seed=8)}

@@ -24,7 +24,8 @@ from transformers import GPT2LMHeadModel, PreTrainedModel
 from transformers.models.llama.modeling_llama import rotate_half
 
 from ..core.progress import progress_bar
-from ..models.batching import decoder_and_head, encode, token_ids
+from ..models.batching import encode, token_ids
+from ..models.decoders import decoder_and_head
 from ..models.device import current, model_device, oom_as_error, use_policy
 from ..models.handle import ModelHandle
 

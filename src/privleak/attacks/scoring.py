@@ -30,7 +30,8 @@ from transformers import PreTrainedModel
 
 from ..core.io import atomic_path
 from ..core.progress import progress_bar
-from ..models.batching import decoder_and_head, encode, pad_batch, position_ids_for
+from ..models.batching import encode, pad_batch, position_ids_for
+from ..models.decoders import decoder_and_head
 from ..models.device import (activation_bytes_per_token, autocast, evaluation_model, model_device, oom_as_error,
                              token_budget)
 from ..models.handle import ModelHandle
@@ -113,7 +114,7 @@ def _flat_token_stats(
     model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, rows: int = 256, moments: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token (log p, μ, σ²) of the real (non-padding) predicted tokens, row-major, for a model whose logits
-    are ``head(decoder(...))`` (:func:`~privleak.models.batching.decoder_and_head`).
+    are ``head(decoder(...))`` (:func:`~privleak.models.decoders.decoder_and_head`).
 
     The LM head runs only on positions that predict a real token (no padding,
     no last position), ``rows`` at a time, so the (rows, vocab) logits and

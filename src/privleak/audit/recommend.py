@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from scipy import stats
 
@@ -38,6 +39,7 @@ from ..attacks.base import Policy
 from ..config.requirement import Requirement
 from ..results import ArmResult, AuditResults, Recommendation, Standing
 from . import wording
+from .decisions import decide, seed_label
 
 #: z of a 95 % two-sided interval: G's held-out interval is read back into a standard error with it.
 Z95 = 1.959963984540054
@@ -119,12 +121,8 @@ def formal_standing(name: str, arm: ArmResult, req: Requirement, results: AuditR
 def empirical_standing(name: str, arm: ArmResult, req: Requirement, results: AuditResults, level: float,
                        policy: Policy, rejections: dict) -> Standing:
     """Does ``arm`` meet the empirical requirement at ``level`` (α over the candidates)? Its verdict's decisions
-    re-made at the requirement's tolerances (:func:`privleak.audit.verdicts.decide`), on the audited model and
+    re-made at the requirement's tolerances (:func:`privleak.audit.decisions.decide`), on the audited model and
     every extra training seed measured; leak findings are the audit's (``rejections``, Holm at ``policy.alpha``)."""
-    from dataclasses import replace
-
-    from .verdicts import decide
-
     strict = replace(policy, alpha=level, auc_margin=req.auc,
                      tail_margins=(req.tpr_at_1pct_fpr, req.tpr_at_0_1pct_fpr)[:len(policy.tail_fprs)],
                      exposure_margin=req.exposure_bits, rate_margin=req.rate)
@@ -150,11 +148,6 @@ def empirical_standing(name: str, arm: ArmResult, req: Requirement, results: Aud
         if code:
             return Standing(meets=False, lacks=wording.lacks(code, detail=detail), lacking=code, **common)
     return Standing(meets=True, **common)
-
-
-def seed_label(arm: str, k: int) -> str:
-    """How an extra training seed's model is named among the audit's leak tests."""
-    return f"{arm} (seed {k})"
 
 
 def _defended(arm: ArmResult) -> str:
@@ -231,7 +224,7 @@ def choose(eligible: Sequence[Standing], utility_margin: float,
 def recommend(results: AuditResults, requirement: Requirement, policy: Policy, seeds_allowed: int = 0,
               rejections: dict | None = None) -> Recommendation:
     """The typed recommendation (module docstring); its ``text`` is written by :mod:`privleak.audit.wording`.
-    ``rejections``: the audit's leak decisions (:func:`privleak.audit.verdicts.audit_leak_rejections`)."""
+    ``rejections``: the audit's leak decisions (:func:`privleak.audit.decisions.audit_leak_rejections`)."""
     arms = {n: a for n, a in results.arms.items() if recommendable(a)}
     if requirement.formal:
         standings = [formal_standing(n, a, requirement, results) for n, a in arms.items()]

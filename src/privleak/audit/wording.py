@@ -1,7 +1,7 @@
 """The sentences of the verdicts and the recommendation, written from their typed decisions.
 
-Prose without decisions: every function here reads a decision already made (:mod:`privleak.audit.verdicts`'s
-:class:`~privleak.audit.verdicts.Decision`, :mod:`privleak.audit.recommend`'s standings) and says it in words;
+Prose without decisions: every function here reads a decision already made (:mod:`privleak.audit.decisions`'s
+:class:`~privleak.audit.decisions.Decision`, :mod:`privleak.audit.recommend`'s standings) and says it in words;
 none tests, counts or chooses anything. Every margin is printed beside the verdict it decides, and every ε with
 its δ and its unit.
 """
@@ -9,14 +9,11 @@ its δ and its unit.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from ..attacks.base import FAMILY_TITLES, Finding, Policy
 from ..core.stats import two_figures
 from ..results import ArmResult, AuditResults, Recommendation, Standing
-
-if TYPE_CHECKING:
-    from .verdicts import Decision
+from .decisions import Decision
 
 #: An arm that recovers less than this share of the best non-private fine-tune's gain learned little.
 LOW_GAIN = 0.2
@@ -92,7 +89,7 @@ def verdict_text(d: Decision, arm: ArmResult, control: ArmResult | None, versus:
     if d.level == "none":
         return "No attack results for this arm."
     if d.level in ("leaks", "some"):
-        return "Leaks: " + "; ".join(d.leaking) + "." + note
+        return "Leaks: " + "; ".join(leak_reasons(d)) + "." + note
     if d.level == "chance":
         return (f"Near chance: each of its {len(d.basis)} tests that can judge at this audit's size is shown within "
                 f"its margin of {versus} (one- or two-sided tests at α = {policy.alpha:g}: the AUC within "
@@ -142,6 +139,14 @@ def blind_caution(blind_auc: float) -> str:
 def dp_violation(route: str, claim: str, level: float, bound: float | None, p: float) -> str:
     b = f" (ε ≥ {bound:.2f} at its level)" if bound is not None else ""
     return f"the {route.replace('_', '-')} test refutes {claim} at level {level:.3g}{b}, p = {p:.2g}: DP guarantee violated"
+
+
+def leak_reasons(d: Decision) -> list[str]:
+    """Why the arm leaks, the DP alarm's refutation first (its sentence from the rejected test), then each leak
+    finding's reason by family."""
+    o = d.violation
+    first = [dp_violation(o.route, o.claim, o.level, o.bound_at_level, o.p_value)] if o is not None else []
+    return first + d.leaking
 
 
 # ----------------------------------------------------------------------------- the recommendation

@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
-from torch import nn
-from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from ..core.errors import UserError
 from . import frozen_prefix
+from .decoders import decoder_and_head
 from .head_loss import linear_nll
 
 TEXT_FORMATS = ("privleak", "plain", "plain+eos")
@@ -150,36 +149,10 @@ def per_sequence_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
     return nll.sum(1) / tok_mask.sum(1).clamp_min(1.0)
 
 
-#: Causal LMs whose logits are exactly ``head(decoder(...).last_hidden_state)`` — nothing scaled, soft-capped or
-#: added after the head (Gemma 2's ``final_logit_softcapping`` or Cohere's ``logit_scale`` would be) — by
-#: ``config.model_type``: for them the head may run on the rows that are scored alone (:func:`decoder_and_head`).
-FLAT_HEAD_TYPES = frozenset({"gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox"})
-
-
-def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module] | None:
-    """(decoder, LM head) of a causal LM of :data:`FLAT_HEAD_TYPES` (a PEFT-wrapped one too: its adapters sit in
-    the decoder's layers), or None: then only the model's own forward gives its logits.
-
-    GPT-2 must be exactly ``GPT2LMHeadModel`` (its double-heads class adds a head of its own); the others a
-    ``…ForCausalLM`` class, whose forward is ``lm_head(model(...).last_hidden_state)``.
-    """
-    base = model.get_base_model() if hasattr(model, "peft_config") and hasattr(model, "get_base_model") else model
-    if getattr(getattr(base, "config", None), "model_type", None) not in FLAT_HEAD_TYPES:
-        return None
-    if not (type(base) is GPT2LMHeadModel or type(base).__name__.endswith("ForCausalLM")):
-        return None
-    get_decoder, get_head = getattr(base, "get_decoder", None), getattr(base, "get_output_embeddings", None)
-    decoder = get_decoder() if get_decoder is not None else None
-    head = get_head() if get_head is not None else None
-    if decoder is None or decoder is base or not isinstance(head, nn.Linear):
-        return None
-    return decoder, head
-
-
 def sequence_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, flat_head: bool = True) -> torch.Tensor:
     """:func:`per_sequence_nll` of ``model``'s forward pass, with the LM head run on real predicted tokens only.
 
-    For a model whose logits are ``head(decoder(...))`` (:func:`decoder_and_head`: GPT-2, Llama, Mistral,
+    For a model whose logits are ``head(decoder(...))`` (:func:`~privleak.models.decoders.decoder_and_head`: GPT-2, Llama, Mistral,
     Qwen2/3, GPT-NeoX) the (vocab)-wide head, its log-softmax and their gradients run on the tokens that
     predict a real token — no padding, no last position — through the fused ``cross_entropy``, instead of on
     every position of a padded (batch, length, vocab) tensor: on the embedded model that is most of a step's

@@ -36,6 +36,8 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from .decoders import decoder_and_head
+
 #: Past this many bytes of kept hidden states in a process a record's prefix is computed each time.
 MAX_CACHE_BYTES = 1024**3
 
@@ -157,8 +159,6 @@ class FrozenPrefix:
 
 def decoder_layers(model: nn.Module) -> nn.ModuleList | None:
     """The decoder's block list of a causal LM (``layers`` for Llama-style decoders, ``h`` for GPT-2), or None."""
-    from .batching import decoder_and_head
-
     split = decoder_and_head(model)
     decoder = split[0] if split is not None else None
     for name in ("layers", "h"):
@@ -176,8 +176,6 @@ def train_top_layers(model: nn.Module, layers: int) -> int:
     trainer then runs once per record (:func:`frozen_prefix`). More layers than the model has is one line.
     """
     from ..core.errors import UserError
-    from .batching import decoder_and_head
-
     blocks = decoder_layers(model)
     if blocks is None:
         raise UserError(f"train.layers: no decoder block list found in this {type(model).__name__}; unset "
@@ -232,8 +230,6 @@ def active(model: nn.Module) -> FrozenPrefix | None:
 def frozen_prefix(model: nn.Module) -> Iterator[FrozenPrefix | None]:
     """Within the block, :func:`privleak.models.batching.sequence_nll` on ``model`` runs the frozen bottom layers
     once per record (module docstring); None and nothing changes where the model does not qualify."""
-    from .batching import decoder_and_head
-
     split = decoder_and_head(model)
     layers = layers_of(split[0]) if split is not None else None
     k = first_trainable_layer(model, split[0], layers) if layers is not None else 0

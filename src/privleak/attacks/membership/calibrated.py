@@ -280,7 +280,8 @@ def prefixed_token_logprobs(handle: ModelHandle, prefix: list[int], bodies: list
 
     import torch
 
-    from ...models.batching import decoder_and_head, pad_batch, position_ids_for
+    from ...models.batching import pad_batch, position_ids_for
+    from ...models.decoders import decoder_and_head
     from ...models.device import activation_bytes_per_token, autocast, evaluation_model, model_device, token_budget
 
     model = evaluation_model(handle.model)
