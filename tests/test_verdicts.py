@@ -68,8 +68,14 @@ def test_dp_violation_is_loud_and_never_recommended(results):
     v = judged.arms["dp-8"].verdict
     assert judged.alarms.violated == ["dp-8"]
     assert v.label == "DP GUARANTEE VIOLATED" and not v.near_chance
-    assert "DP guarantee violated" in v.findings[0]
+    assert "DP guarantee violated" in v.findings[0] and v.text.startswith("Leaks: " + v.findings[0])
     assert judged.recommendation.arm != "dp-8"
+    # The decision holds the rejected test, not its sentence (decisions without prose): wording makes it.
+    from privleak.audit.decisions import decide
+
+    d = decide("dp-8", judged.arms["dp-8"], judged)
+    assert d.violation is not None and d.violation.arm == "dp-8" and d.violation.rejected
+    assert all("violated" not in r for r in d.leaking)
 
 
 def test_a_membership_bound_above_the_claim_is_a_diagnostic_never_the_alarm(results):
