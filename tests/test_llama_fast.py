@@ -25,8 +25,8 @@ from transformers import (
 
 from privleak.attacks.scoring import _flat_token_stats, _generic_token_stats
 from privleak.models.batching import pad_batch, per_sequence_nll, position_ids_for, sequence_nll
-from privleak.models.decoders import decoder_and_head
 from privleak.models.book_keeping import BookKeeping
+from privleak.models.decoders import decoder_and_head
 from privleak.models.lora import add_lora
 
 V, D = 64, 32

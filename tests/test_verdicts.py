@@ -64,18 +64,28 @@ def test_dp_violation_is_loud_and_never_recommended(results):
     p.sigma = _calibrated_sigma(1.0, p.delta, p.sample_rate, p.steps, p.accountant)
     for c in one.candidates:
         c.correct = c.guesses
+    # ... and one extraction attack leaks too: the refutation is named first, then the leak findings.
+    leaks = _leaking_text_attacks(results)
+    name, leaking = next(iter(leaks.items()))
+    arm.attacks[name] = leaking
     judged = judge(results)
     v = judged.arms["dp-8"].verdict
     assert judged.alarms.violated == ["dp-8"]
     assert v.label == "DP GUARANTEE VIOLATED" and not v.near_chance
     assert "DP guarantee violated" in v.findings[0] and v.text.startswith("Leaks: " + v.findings[0])
+    assert name in v.attacks_leaking and len(v.findings) > 1
+    assert not any("DP guarantee violated" in r for r in v.findings[1:])
     assert judged.recommendation.arm != "dp-8"
-    # The decision holds the rejected test, not its sentence (decisions without prose): wording makes it.
-    from privleak.audit.decisions import decide
+    # The decision holds the rejected test and the leaking findings, no sentence (decisions without prose):
+    # wording makes them, in that order.
+    from privleak.audit import wording
+    from privleak.audit.decisions import audit_leak_rejections, decide, seed_label
 
-    d = decide("dp-8", judged.arms["dp-8"], judged)
+    extra = [(seed_label(n, k), s) for n, a in judged.arms.items() for k, s in enumerate(a.seed_results, 1)]
+    d = decide("dp-8", judged.arms["dp-8"], judged, rejections=audit_leak_rejections(judged, extra=extra))
     assert d.violation is not None and d.violation.arm == "dp-8" and d.violation.rejected
-    assert all("violated" not in r for r in d.leaking)
+    assert name in {f.attack for f in d.leaking}
+    assert v.findings == wording.leak_reasons(d)
 
 
 def test_a_membership_bound_above_the_claim_is_a_diagnostic_never_the_alarm(results):

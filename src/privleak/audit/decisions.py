@@ -42,7 +42,7 @@ def findings(arm: ArmResult, control: ArmResult | None, policy: Policy = POLICY)
     return out
 
 
-def dp_violation(name: str, results: AuditResults) -> AlarmOutcome | None:
+def violated_alarm(name: str, results: AuditResults) -> AlarmOutcome | None:
     """The rejected alarm test that says arm ``name``'s DP guarantee does not hold (the first, in the audit's
     order), or None: no alarm was raised against it (:func:`privleak.audit.verdicts.decide_alarms`)."""
     alarms = results.alarms
@@ -97,7 +97,7 @@ def blind_gated(arm: ArmResult, results: AuditResults) -> bool:
     return bool(aucs) and b.auc_ci95[1] >= max(aucs)
 
 
-def _need(f: Finding) -> float:
+def need(f: Finding) -> float:
     """How far a test is from showing its margin (what orders the unsettled list: the binding one first)."""
     e = f.equivalence
     if e is None or e.n_needed is None:
@@ -111,10 +111,10 @@ class Decision:
     (``judged_findings``) and what the near-chance claim rests on (``basis``: those the sizes let judge);
     ``too_small``: tests no outcome could have shown at these sizes; ``open``: judgeable tests that found no
     leak and were not shown within their margin (the binding one first); ``unbacked``: families every one of
-    whose tests is too small; ``leaking``: the leak reasons (Holm-decided over the audit), by family in
-    ``families``; ``gated``: the membership family is flagged by the blind baseline; ``violation``: the DP
-    alarm's rejected test, which makes the arm leak (its sentence is :func:`privleak.audit.wording.leak_reasons`'s
-    first)."""
+    whose tests is too small; ``leaking``: the tests that find a leak (Holm-decided over the audit), grouped by
+    family in the order of ``families``; ``gated``: the membership family is flagged by the blind baseline;
+    ``violation``: the DP alarm's rejected test, which makes the arm leak. :func:`privleak.audit.wording.leak_reasons`
+    words both."""
 
     level: str
     findings: list[Finding]
@@ -123,7 +123,7 @@ class Decision:
     too_small: list[Finding]
     open: list[Finding]
     unbacked: list[str]
-    leaking: list[str]
+    leaking: list[Finding]
     leaking_attacks: list[str]
     families: list[str]
     gated: bool
@@ -133,14 +133,14 @@ class Decision:
 
     @property
     def settleable(self) -> bool:
-        return self.level == "inconclusive" and not self.gated and all(_need(f) < math.inf for f in self.open)
+        return self.level == "inconclusive" and not self.gated and all(need(f) < math.inf for f in self.open)
 
 
 def decide(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY,
            rejections: tuple[dict[tuple[str, str], bool], int] | dict | None = None) -> Decision:
-    """The decisions behind one arm's verdict (module docstring). ``rejections``: the audit's leak decisions
-    (:func:`audit_leak_rejections`, made at the audit's policy even when ``policy`` re-judges the margins, as an
-    empirical requirement does); computed here when not given."""
+    """The decisions behind one arm's verdict (the levels: :mod:`privleak.audit.verdicts`). ``rejections``: the
+    audit's leak decisions (:func:`audit_leak_rejections`, made at the audit's policy even when ``policy`` re-judges
+    the margins, as an empirical requirement does); computed here when not given."""
     control = results.base_model
     found = findings(arm, control, policy)
     judged_findings = [f for f in found if f.leaks is not None]
@@ -150,11 +150,11 @@ def decide(name: str, arm: ArmResult, results: AuditResults, policy: Policy = PO
     gated = blind_gated(arm, results)
     hit = {id(f): decided.get((name, f.key), False) and not (gated and _family(f.attack) == "membership")
            for f in judged_findings}
-    leaking: dict[str, list[str]] = {}
+    leaking: dict[str, list[Finding]] = {}
     leaking_attacks: list[str] = []
     for f in judged_findings:
         if hit[id(f)]:
-            leaking.setdefault(_family(f.attack), []).append(f.reason or f"{f.attack} finds leakage ({f.figure})")
+            leaking.setdefault(_family(f.attack), []).append(f)
             if f.attack not in leaking_attacks:
                 leaking_attacks.append(f.attack)
     # Which tests a near-chance claim rests on is decided by the sizes, never the outcomes (judgeable); under the
@@ -163,15 +163,15 @@ def decide(name: str, arm: ArmResult, results: AuditResults, policy: Policy = PO
                  and not f.equivalence.judgeable]
     gated_out = [f for f in judged_findings if gated and _family(f.attack) == "membership"]
     open_ = sorted((f for f in judged_findings if not hit[id(f)] and not f.within_margin and f not in too_small
-                    and f not in gated_out), key=lambda f: -_need(f))
+                    and f not in gated_out), key=lambda f: -need(f))
     basis = [f for f in judged_findings if f not in too_small and f not in gated_out]
     fams = {_family(f.attack) for f in judged_findings}
     unbacked = sorted((fams - {_family(f.attack) for f in basis}) - ({"membership"} if gated else set()))
     family_attacks: dict[str, tuple[str, ...]] = {}
     for f in judged_findings:
         family_attacks[_family(f.attack)] = tuple(dict.fromkeys((*family_attacks.get(_family(f.attack), ()), f.attack)))
-    violation = dp_violation(name, results)
-    reasons = [r for fam in leaking for r in leaking[fam]]
+    violation = violated_alarm(name, results)
+    leak_findings = [f for fam in leaking for f in leaking[fam]]
     if violation is not None:
         leaking.setdefault("membership", [])
     if not judged_findings and violation is None:
@@ -183,6 +183,6 @@ def decide(name: str, arm: ArmResult, results: AuditResults, policy: Policy = PO
     else:
         level = "inconclusive"
     return Decision(level=level, findings=found, judged_findings=judged_findings, basis=basis, too_small=too_small,
-                    open=open_, unbacked=unbacked, leaking=reasons, leaking_attacks=leaking_attacks,
+                    open=open_, unbacked=unbacked, leaking=leak_findings, leaking_attacks=leaking_attacks,
                     families=list(leaking), gated=gated, violation=violation, n_tests=n_tests,
                     family_attacks=family_attacks)

@@ -139,7 +139,7 @@ def empirical_standing(name: str, arm: ArmResult, req: Requirement, results: Aud
         code, detail = "", ""
         on = "" if label == name else f"on {label}: "
         if d.leaking:
-            code, detail = "leak", f"{on}a leak is found — {d.leaking[0]}"
+            code, detail = "leak", f"{on}a leak is found — {wording.leak_reason(d.leaking[0])}"
         elif d.gated:
             code = "blind"
         elif d.open or d.unbacked:

@@ -25,7 +25,7 @@ attacks — and has three outcomes, never two:
 The blind-baseline gate: where a model-free classifier beats a coin flip on
 the split and reaches the arm's strongest membership attack, the membership
 family can neither find a leak nor back a near-chance claim
-(:func:`blind_gated`).
+(:func:`~privleak.audit.decisions.blind_gated`).
 
 Decisions in :mod:`privleak.audit.decisions` (:func:`~privleak.audit.decisions.decide`: a typed
 :class:`~privleak.audit.decisions.Decision`), sentences in :mod:`privleak.audit.wording`; here the alarm's
@@ -60,8 +60,8 @@ from .alarms import (
 from .one_run import dpsgd_mu_clt
 from .whitebox import noiseless, whitebox_alarm_test
 from . import wording
-from .decisions import POLICY, audit_leak_rejections, decide
-from .recommend import recommend, recommendable, seed_label
+from .decisions import POLICY, audit_leak_rejections, decide, seed_label
+from .recommend import recommend, recommendable
 from ..config.requirement import Requirement
 from ..core.stats import compare_proportions
 from ..results import (
@@ -238,7 +238,8 @@ LABELS = {"none": "NO ATTACKS", "leaks": "LEAKS", "some": "SOME LEAKAGE", "chanc
 
 def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy = POLICY,
                 rejections: tuple[dict[tuple[str, str], bool], int] | None = None) -> Verdict:
-    """The plain-language verdict of one arm: its :func:`decide` decisions, worded by :mod:`.wording`."""
+    """The plain-language verdict of one arm: its :func:`~privleak.audit.decisions.decide` decisions, worded by
+    :mod:`.wording`."""
     control = results.base_model
     if arm is control or name == CONTROL:
         return Verdict(level="control", label="CONTROL", findings=[], figures=[],
@@ -275,8 +276,8 @@ def arm_verdict(name: str, arm: ArmResult, results: AuditResults, policy: Policy
     fams = [wording.family_title(f) for f in d.families]
     unsettled = wording.inconclusive_items(d) if d.level == "inconclusive" else []
     return Verdict(level=d.level, label=label, text=text, findings=wording.leak_reasons(d), figures=figures,
-                   families_leaking=fams, attacks_leaking=d.leaking_attacks, unsettled=unsettled, settleable=d.settleable,
-                   error_control=wording.error_control(d.n_tests, policy.alpha))
+                   families_leaking=fams, attacks_leaking=d.leaking_attacks, unsettled=unsettled,
+                   settleable=d.settleable, error_control=wording.error_control(d.n_tests, policy.alpha))
 
 
 def _compare(ref: str, a_arm: ArmResult, name: str, b_arm: ArmResult, tests: dict[str, Comparison]) -> None:

@@ -13,7 +13,7 @@ import math
 from ..attacks.base import FAMILY_TITLES, Finding, Policy
 from ..core.stats import two_figures
 from ..results import ArmResult, AuditResults, Recommendation, Standing
-from .decisions import Decision
+from .decisions import Decision, need
 
 #: An arm that recovers less than this share of the best non-private fine-tune's gain learned little.
 LOW_GAIN = 0.2
@@ -115,7 +115,7 @@ def inconclusive_items(d: Decision) -> list[str]:
         for fam in d.unbacked:
             small = [f for f in d.too_small if f.attack in d.family_attacks.get(fam, ())]
             items.append(f"{family_title(fam)}: none of its {len(small)} tests can show its margin at this audit's "
-                         "size" + (f" (e.g. {unsettled(min(small, key=_need))})" if small else ""))
+                         "size" + (f" (e.g. {unsettled(min(small, key=need))})" if small else ""))
     return items
 
 
@@ -124,11 +124,6 @@ def scrub_reach(labels: list[str], mode: str) -> str:
     return (f" Scrubbing ({mode}) removes only the entity types it lists — {', '.join(labels)}; a secret outside them "
             "(a passphrase, an account detail in free text, a rare diagnosis) stays in the training data and is not "
             "covered by this verdict.")
-
-
-def _need(f: Finding) -> float:
-    e = f.equivalence
-    return math.inf if e is None or e.n_needed is None else e.n_needed / max(1, e.n)
 
 
 def blind_caution(blind_auc: float) -> str:
@@ -141,12 +136,17 @@ def dp_violation(route: str, claim: str, level: float, bound: float | None, p: f
     return f"the {route.replace('_', '-')} test refutes {claim} at level {level:.3g}{b}, p = {p:.2g}: DP guarantee violated"
 
 
+def leak_reason(f: Finding) -> str:
+    """Why one test finds a leak: the attack's own reason, else its figure."""
+    return f.reason or f"{f.attack} finds leakage ({f.figure})"
+
+
 def leak_reasons(d: Decision) -> list[str]:
     """Why the arm leaks, the DP alarm's refutation first (its sentence from the rejected test), then each leak
     finding's reason by family."""
     o = d.violation
     first = [dp_violation(o.route, o.claim, o.level, o.bound_at_level, o.p_value)] if o is not None else []
-    return first + d.leaking
+    return first + [leak_reason(f) for f in d.leaking]
 
 
 # ----------------------------------------------------------------------------- the recommendation

@@ -152,12 +152,12 @@ def per_sequence_nll(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
 def sequence_nll(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, flat_head: bool = True) -> torch.Tensor:
     """:func:`per_sequence_nll` of ``model``'s forward pass, with the LM head run on real predicted tokens only.
 
-    For a model whose logits are ``head(decoder(...))`` (:func:`~privleak.models.decoders.decoder_and_head`: GPT-2, Llama, Mistral,
-    Qwen2/3, GPT-NeoX) the (vocab)-wide head, its log-softmax and their gradients run on the tokens that
-    predict a real token — no padding, no last position — through the fused ``cross_entropy``, instead of on
-    every position of a padded (batch, length, vocab) tensor: on the embedded model that is most of a step's
-    memory traffic, on SmolLM2 (a 49,152-token vocabulary) a (batch, length, 49,152) fp32 array and its
-    gradient. The same per-sequence means, summed in another order: equal to float tolerance
+    For a model whose logits are ``head(decoder(...))`` (:func:`~privleak.models.decoders.decoder_and_head`:
+    GPT-2, Llama, Mistral, Qwen2/3, GPT-NeoX) the (vocab)-wide head, its log-softmax and their gradients run on
+    the tokens that predict a real token — no padding, no last position — through the fused ``cross_entropy``,
+    instead of on every position of a padded (batch, length, vocab) tensor: on the embedded model that is most
+    of a step's memory traffic, on SmolLM2 (a 49,152-token vocabulary) a (batch, length, 49,152) fp32 array and
+    its gradient. The same per-sequence means, summed in another order: equal to float tolerance
     (``tests/test_train_fast.py``, ``tests/test_llama_fast.py``). The head and its loss run as one step
     (:func:`~privleak.models.head_loss.linear_nll`) where nothing hooks the head.
 

@@ -1,7 +1,8 @@
 """Which causal LMs split into a decoder and an LM head that may run on the scored rows alone.
 
-Read by the batching (training's and scoring's ``sequence_nll``), the frozen prefix (the decoder's block list)
-and the attacks' scoring passes; it imports none of them.
+Its own module because three parts read it and it must sit under all of them: training's ``sequence_nll``
+(``models/batching.py``, which imports the frozen prefix), the frozen prefix (``models/frozen_prefix.py``: the
+decoder's block list) and the attacks' scoring passes. In ``batching.py`` it made a circle with the frozen prefix.
 """
 
 from __future__ import annotations

@@ -176,6 +176,7 @@ def train_top_layers(model: nn.Module, layers: int) -> int:
     trainer then runs once per record (:func:`frozen_prefix`). More layers than the model has is one line.
     """
     from ..core.errors import UserError
+
     blocks = decoder_layers(model)
     if blocks is None:
         raise UserError(f"train.layers: no decoder block list found in this {type(model).__name__}; unset "
