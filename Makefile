@@ -21,11 +21,14 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install run test test-fast docs bench clean
 
+# --no-compile: pip would byte-compile every module of every package it installs (torch, transformers, ray, spaCy:
+# most never imported by PrivLeak); Python compiles the ones a run imports, once, into __pycache__ (bytecode caches
+# are on, above). Install times with and without: docs/results/2026-12-07-avx2-host.md.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --no-compile "$(TORCH)"
+	$(PY) -m pip install --quiet --no-compile -e ".[test]"
 	touch $(STAMP)
 
 install: $(STAMP)
