@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..accountants import Composed, UnitEvent, compose_events
 from ..core.errors import UserError
 from ..core.present import Cell, Table
 from ..core.typed import Typed
 from .ledger import LedgerEntry, LedgerReader, People
 
 if TYPE_CHECKING:
+    from ..accountants import Composed, UnitEvent
     from ..results import Privacy, PrivacyBudget
 
 #: More distinct people-overlap patterns than this and the per-person composition takes one fictitious person
@@ -77,6 +77,8 @@ class _Component:
     def compose(self, events: list[UnitEvent], delta: float) -> Composed:
         key = (tuple(sorted((e.mechanism, e.steps) for e in events)), delta)
         if key not in self.cache:
+            from ..accountants import compose_events  # see ledger.py's imports
+
             self.cache[key] = compose_events(events=events, delta=delta)
         return self.cache[key]
 

@@ -41,11 +41,10 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from ..accountants import UnitEvent
 from ..core.cache import cache_root
 from ..core.errors import UserError
 from ..core.io import atomic_open, stable_hash
@@ -53,6 +52,11 @@ from ..core.jsonlimits import loads
 from ..core.typed import Typed
 from ..data.records import Record
 from ..data.splits import is_canary_unit, unit_of
+
+# The accountants (dp_accounting and scipy with them, ≈ 1.5 s to import) load only where a line's ε is checked or
+# events are composed: a ledger refused as it is read, the common bad input, is refused without them.
+if TYPE_CHECKING:
+    from ..accountants import UnitEvent
 
 RUN_LEDGER = ("budget", "ledger.jsonl")
 PEOPLE_DIR = "people"
@@ -158,12 +162,16 @@ class LedgerEntry(Typed):
     @property
     def record_event(self) -> UnitEvent:
         """This training as it acts on one record of a person it trained on (the ledger's common unit)."""
+        from ..accountants import UnitEvent  # see the module's imports
+
         relation = "add_remove" if self.unit == "record" else "replace_one"
         return UnitEvent(self.sample_rate, self.sigma, self.steps, relation)  # type: ignore[arg-type]
 
     def person_event(self, records: int, clients: int = 1) -> UnitEvent | None:
         """This training as it acts on a person with ``records`` records in it (spread over ``clients``
         clients, DP-FedAvg); None where no PLD event states it (a person across several clients)."""
+        from ..accountants import UnitEvent  # see the module's imports
+
         if self.unit == "person":
             return UnitEvent(self.sample_rate, self.sigma, self.steps)
         if self.unit == "client":
