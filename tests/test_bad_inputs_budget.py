@@ -2,10 +2,11 @@
 
 Each refusal: exit 2, exactly one ``error:`` line naming the problem and the fix, no traceback, no raw
 control character, nothing created, changed or removed in the scratch directory, and torch never imported
-(every refusal took 7–10 s while torch loaded first); a ledger refused as it is read is refused without the
-accountants too (dp_accounting and scipy: 1.5 s of a 2.2 s refusal on a slow host). The same checks as ``tests/test_bad_inputs.py``'s
-matrix, in a file of its own (that matrix is being restructured); the hostile files are built here. The
-valid cases beside them (``--release`` across units, long ledgers) must give the right result.
+(every refusal took 7–10 s while torch loaded first); a ledger refused before its first line's ε is checked is
+refused without the accountants too (dp_accounting and scipy: 1.5 s of a 2.2 s refusal on a slow host). The
+same checks as ``tests/test_bad_inputs.py``'s matrix, in a file of its own (that matrix is being restructured);
+the hostile files are built here. The valid cases beside them (``--release`` across units, long ledgers) must
+give the right result.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ WRAPPER = ("import atexit, json, os, sys\n"
            "from privleak.cli import main\nmain(sys.argv[1:])\n")
 #: The budget refusals that come after a line's ε is checked against its σ (the accountants compute it): those
 #: of that check, and those of the people files and of an arm --release does not find, which come after the
-#: valid lines are read. Every other one is decided as the ledger is read, before the accountants load.
+#: valid lines are read. Every other case here breaks the whole file or its first line, and is refused before
+#: the accountants load (a bad line after a good one would load them: lines are checked as they are read).
 NEEDS_ACCOUNTANTS = {"sigma-tiny-eps-inf", "sigma-tiny", "epsilon-edited", "people-missing", "people-edited",
                      "release-unknown"}
 
@@ -162,7 +164,8 @@ def test_refused_in_one_line_before_torch(results, cid, argv, needle):
     assert before == after  # nothing created, changed or removed (the FIFO, the link loop: as they were)
     assert not (aux / "crashes").exists()
     if argv.startswith("budget"):
-        assert loaded is not None and loaded["torch"] is False, "torch was imported before the refusal"
+        assert loaded is not None, "the console script did not report what it imported"
+        assert loaded["torch"] is False, "torch was imported before the refusal"
         if cid not in NEEDS_ACCOUNTANTS:
             assert loaded["dp_accounting"] is False, "the accountants were imported before the refusal"
 
@@ -177,7 +180,7 @@ def test_release_across_units_and_hostile_names_are_processed(tmp_path):
     [group] = json.loads(proc.stdout)
     together = next(x for x in group["lines"] if x["what"] == "released together")
     assert together["arms"] == ["dp-8", "dp-user-8"] and together["epsilon_person"] > together["epsilon"] > 0
-    assert loaded["torch"] is False
+    assert loaded is not None and loaded["torch"] is False
     _edit_first_line(tmp_path / "run" / "budget" / "ledger.jsonl", arm="dp-8\x1b[2J\x07")
     proc, _ = _run("budget {d}/run --no-cache", tmp_path, flag, cache)
     assert proc.returncode == 0, proc.stderr

@@ -310,8 +310,9 @@ def budget(
     together, and everything trained, composed per record and per person (PLD), whatever unit each training's
     own accountant states."""
     # Everything here is checked and read without torch (the ledger, its people files and the accountants do
-    # not import it), so a refusal is one line in well under a second; the arguments are checked before the
-    # accountants (dp_accounting and scipy: 1.2 s) are even imported.
+    # not import it), so a refusal is one line in well under a second; the arguments, and a ledger that breaks
+    # before its first line's ε is checked, are refused before the accountants (dp_accounting and scipy, over a
+    # second) are even imported.
     for rd in run_dirs:
         if not Path(rd).expanduser().is_dir():
             raise UserError(f"{rd}: not a run directory; give the --out directory of a privleak run")

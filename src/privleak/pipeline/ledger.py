@@ -54,7 +54,9 @@ from ..data.records import Record
 from ..data.splits import is_canary_unit, unit_of
 
 # The accountants (dp_accounting and scipy with them, ≈ 1.5 s to import) load only where a line's ε is checked or
-# events are composed: a ledger refused as it is read, the common bad input, is refused without them.
+# events are composed: a ledger refused before its first line's ε is checked (not a regular file, not UTF-8, a
+# first line that is no entry) is refused without them. Lines are checked as they are read, so a bad line after
+# a good one is refused after they load.
 if TYPE_CHECKING:
     from ..accountants import UnitEvent
 
